@@ -1,0 +1,147 @@
+//! Keys and values of the kernel maps, with their names and sizes.
+//!
+//! The kernel maps are the source of truth for usage: the agent's ledger
+//! mirrors them from the event stream and is checked against them.
+
+/// Map names, as the agent looks them up in the loaded object.
+pub mod map_name {
+    pub const EVENTS: &str = "EVENTS";
+    pub const PENDING: &str = "PENDING";
+    pub const LIVE: &str = "LIVE";
+    pub const PROC_USAGE: &str = "PROC_USAGE";
+    pub const CGROUP_USAGE: &str = "CGROUP_USAGE";
+    pub const STATS: &str = "STATS";
+}
+
+/// Default ring buffer size in bytes (a power-of-two multiple of the page
+/// size): 8 MiB holds 87,381 records.
+pub const EVENTS_BYTES: u32 = 8 << 20;
+/// Calls in flight (between entry and return), all threads on the host.
+pub const PENDING_ENTRIES: u32 = 16384;
+/// Live allocations tracked at once, all processes on the host.
+pub const LIVE_ENTRIES: u32 = 1 << 20;
+/// Processes holding memory at once.
+pub const PROC_ENTRIES: u32 = 16384;
+/// cgroups holding memory at once.
+pub const CGROUP_ENTRIES: u32 = 16384;
+/// How many distinct cgroups one process's charges are remembered for, so
+/// that its exit uncharges each of them exactly.
+pub const PROC_CGROUP_SLOTS: usize = 4;
+/// `cgroup_slot` when no slot was free.
+pub const NO_SLOT: u32 = u32::MAX;
+
+/// Indices into the per-CPU `STATS` array.
+pub mod stat {
+    /// Records that did not fit in the ring buffer.
+    pub const RINGBUF_DROPS: u32 = 0;
+    /// A map insert failed (map full): see the agent's report for which
+    /// accounting is incomplete.
+    pub const MAP_FULL: u32 = 1;
+    /// Returns with no matching entry (entry probe missed or evicted).
+    pub const UNMATCHED_RETURNS: u32 = 2;
+    /// Charges beyond `PROC_CGROUP_SLOTS` cgroups for one process.
+    pub const CGROUP_SLOTS_FULL: u32 = 3;
+    /// The driver reported success but the returned pointer could not be
+    /// read: the allocation is reported but not charged.
+    pub const OUT_PTR_UNREADABLE: u32 = 4;
+    pub const COUNT: u32 = 5;
+}
+
+/// Address namespaces in the live map: device pointers, host pointers and
+/// opaque handles can hold equal numbers.
+pub mod ns {
+    pub const DEVICE_PTR: u32 = 0;
+    pub const HOST_PTR: u32 = 1;
+    pub const ARRAY: u32 = 2;
+    pub const VMM_HANDLE: u32 = 3;
+
+    /// The namespace an allocation of `kind` lives in.
+    pub const fn for_kind(kind: u32) -> u32 {
+        match kind {
+            crate::kind::HOST => HOST_PTR,
+            crate::kind::ARRAY => ARRAY,
+            crate::kind::VMM => VMM_HANDLE,
+            _ => DEVICE_PTR,
+        }
+    }
+}
+
+/// A call between its entry and its return, keyed by [`PendingKey`].
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Pending {
+    /// User pointer the driver writes the result through (0 if none).
+    pub out_ptr: u64,
+    /// Bytes requested (allocations) or the address being freed (frees).
+    pub arg: u64,
+    pub cgroup_id: u64,
+    pub device: u32,
+    /// 1 when `live` holds the allocation a free took out of the live map
+    /// at its entry (put back if the free fails).
+    pub found: u32,
+    pub live: LiveAlloc,
+}
+
+/// Entry/return correlation: the full pid_tgid (a thread) and the API, so
+/// that a probed call made inside another probed call does not clobber it.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct PendingKey {
+    pub pid_tgid: u64,
+    pub api: u32,
+    pub _pad: u32,
+}
+
+/// A live allocation, keyed by [`LiveKey`].
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LiveAlloc {
+    pub size: u64,
+    pub cgroup_id: u64,
+    pub kind: u32,
+    pub device: u32,
+    /// Index into the owner's [`ProcUsage`] cgroup slots, or [`NO_SLOT`].
+    pub cgroup_slot: u32,
+    pub api: u32,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct LiveKey {
+    pub tgid: u32,
+    /// One of [`ns`].
+    pub ns: u32,
+    pub addr: u64,
+}
+
+/// Usage of one process (keyed by tgid).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ProcUsage {
+    /// Bytes held in total.
+    pub bytes: u64,
+    /// The cgroups this process charged (0 = free slot) ...
+    pub cgroup_ids: [u64; PROC_CGROUP_SLOTS],
+    /// ... and how much it holds in each.
+    pub cgroup_bytes: [u64; PROC_CGROUP_SLOTS],
+}
+
+#[cfg(feature = "user")]
+mod pod {
+    // SAFETY: all of these are repr(C), made of integers only, with no
+    // padding (sizes asserted below), so any bit pattern is valid.
+    unsafe impl aya::Pod for super::Pending {}
+    unsafe impl aya::Pod for super::PendingKey {}
+    unsafe impl aya::Pod for super::LiveAlloc {}
+    unsafe impl aya::Pod for super::LiveKey {}
+    unsafe impl aya::Pod for super::ProcUsage {}
+    unsafe impl aya::Pod for crate::EventRecord {}
+}
+
+const _: () = {
+    assert!(core::mem::size_of::<Pending>() == 64);
+    assert!(core::mem::size_of::<PendingKey>() == 16);
+    assert!(core::mem::size_of::<LiveAlloc>() == 32);
+    assert!(core::mem::size_of::<LiveKey>() == 16);
+    assert!(core::mem::size_of::<ProcUsage>() == 8 + 16 * PROC_CGROUP_SLOTS);
+};

@@ -1,0 +1,191 @@
+//! In-kernel accounting shared by every API family: charging and
+//! uncharging the process and cgroup totals, and sending records.
+//!
+//! Totals are updated with atomic fetch-and-add, so concurrent threads and
+//! processes never lose an update, and each record carries the exact total
+//! its own update produced.
+use aya_ebpf::{
+    helpers::{bpf_get_current_comm, bpf_ktime_get_ns},
+    maps::HashMap,
+};
+use gpumem_common::{stat, EventRecord, ProcUsage, NO_SLOT, PROC_CGROUP_SLOTS};
+
+use crate::maps::{CGROUP_USAGE, EVENTS, PROC_USAGE, STATS};
+
+/// Adds `v` to `*p` atomically and returns the new value.
+#[inline(always)]
+fn add(p: *mut u64, v: u64) -> u64 {
+    // SAFETY: `p` points into a map value the verifier has bounds-checked;
+    // map values are 8-byte aligned.
+    unsafe { crate::atomic::fetch_add(p, v) }.wrapping_add(v)
+}
+
+/// Subtracts `v` from `*p` atomically and returns the new value.
+#[inline(always)]
+pub fn sub(p: *mut u64, v: u64) -> u64 {
+    add(p, v.wrapping_neg())
+}
+
+/// Counts one occurrence of `stat::*` on this CPU.
+#[inline(always)]
+pub fn count(which: u32) {
+    if let Some(p) = STATS.get_ptr_mut(which) {
+        // SAFETY: per-CPU slot, no other writer on this CPU while we run.
+        unsafe { *p += 1 };
+    }
+}
+
+/// The value at `key`, created as `init` when absent.
+#[inline(always)]
+fn get_or_insert<K, V>(map: &HashMap<K, V>, key: &K, init: &V) -> Option<*mut V> {
+    if let Some(p) = map.get_ptr_mut(key) {
+        return Some(p);
+    }
+    // BPF_NOEXIST: a racing thread may have created it; either way look up.
+    let _ = map.insert(key, init, 1);
+    let p = map.get_ptr_mut(key);
+    if p.is_none() {
+        count(stat::MAP_FULL);
+    }
+    p
+}
+
+/// The slot of `cgroup_id` in the process's cgroup list, claiming a free
+/// one if needed; `NO_SLOT` when all are taken by other cgroups.
+#[inline(always)]
+fn cgroup_slot(proc: *mut ProcUsage, cgroup_id: u64) -> u32 {
+    let mut i = 0;
+    while i < PROC_CGROUP_SLOTS {
+        // SAFETY: `i` is in bounds and `proc` is a checked map value.
+        let p = unsafe { core::ptr::addr_of_mut!((*proc).cgroup_ids[i]) };
+        let cur = unsafe { core::ptr::read_volatile(p) };
+        if cur == cgroup_id {
+            return i as u32;
+        }
+        if cur == 0 {
+            // SAFETY: as above.
+            let found = unsafe { crate::atomic::compare_exchange(p, 0, cgroup_id) };
+            if found == 0 || found == cgroup_id {
+                return i as u32;
+            }
+        }
+        i += 1;
+    }
+    NO_SLOT
+}
+
+/// Totals after a charge or uncharge, and the cgroup slot used.
+pub struct Totals {
+    pub proc_total: u64,
+    pub cgroup_total: u64,
+    pub slot: u32,
+}
+
+/// Charges `size` bytes to process `tgid` and cgroup `cgroup_id`.
+#[inline(always)]
+pub fn charge(tgid: u32, cgroup_id: u64, size: u64) -> Totals {
+    let mut t = Totals { proc_total: 0, cgroup_total: 0, slot: NO_SLOT };
+    if let Some(proc) = get_or_insert(&PROC_USAGE, &tgid, &ProcUsage::default()) {
+        // SAFETY: checked map value pointer.
+        t.proc_total = add(unsafe { core::ptr::addr_of_mut!((*proc).bytes) }, size);
+        t.slot = cgroup_slot(proc, cgroup_id);
+        let slot = t.slot as usize;
+        if slot < PROC_CGROUP_SLOTS {
+            add(unsafe { core::ptr::addr_of_mut!((*proc).cgroup_bytes[slot]) }, size);
+        } else {
+            count(stat::CGROUP_SLOTS_FULL);
+        }
+    }
+    if let Some(cg) = get_or_insert(&CGROUP_USAGE, &cgroup_id, &0) {
+        t.cgroup_total = add(cg, size);
+    }
+    t
+}
+
+/// Uncharges `size` bytes charged earlier by [`charge`] with `slot`.
+#[inline(always)]
+pub fn uncharge(tgid: u32, cgroup_id: u64, slot: u32, size: u64) -> Totals {
+    let mut t = Totals { proc_total: 0, cgroup_total: 0, slot };
+    if let Some(proc) = PROC_USAGE.get_ptr_mut(&tgid) {
+        t.proc_total = sub(unsafe { core::ptr::addr_of_mut!((*proc).bytes) }, size);
+        let slot = slot as usize;
+        if slot < PROC_CGROUP_SLOTS {
+            sub(unsafe { core::ptr::addr_of_mut!((*proc).cgroup_bytes[slot]) }, size);
+        }
+    }
+    if let Some(cg) = CGROUP_USAGE.get_ptr_mut(&cgroup_id) {
+        t.cgroup_total = sub(cg, size);
+    }
+    t
+}
+
+/// Current totals, without changing them.
+#[inline(always)]
+pub fn current(tgid: u32, cgroup_id: u64) -> Totals {
+    let proc_total = PROC_USAGE
+        .get_ptr(&tgid)
+        .map(|p| unsafe { core::ptr::read_volatile(core::ptr::addr_of!((*p).bytes)) })
+        .unwrap_or(0);
+    let cgroup_total = CGROUP_USAGE
+        .get_ptr(&cgroup_id)
+        .map(|p| unsafe { core::ptr::read_volatile(p) })
+        .unwrap_or(0);
+    Totals { proc_total, cgroup_total, slot: NO_SLOT }
+}
+
+/// Fills in the timestamp and comm, then sends `rec`; counts a drop when
+/// the ring buffer is full.
+#[inline(always)]
+pub fn emit(mut rec: EventRecord) {
+    rec.ts_ns = unsafe { bpf_ktime_get_ns() };
+    rec.comm = bpf_get_current_comm().unwrap_or([0; 16]);
+    match EVENTS.reserve::<EventRecord>(0) {
+        Some(mut slot) => {
+            slot.write(rec);
+            slot.submit(0);
+        }
+        None => count(stat::RINGBUF_DROPS),
+    }
+}
+
+/// The attach cookie of the running probe: API id and memory kind.
+#[inline(always)]
+pub fn cookie<C: aya_ebpf::EbpfContext>(ctx: &C) -> u64 {
+    // SAFETY: the context pointer is the one the kernel passed in.
+    unsafe { aya_ebpf::helpers::generated::bpf_get_attach_cookie(ctx.as_ptr()) }
+}
+
+/// Takes the entry-time state of this thread's call to `api`.
+#[inline(always)]
+pub fn take_pending(api: u32) -> Option<gpumem_common::Pending> {
+    let key = pending_key(api);
+    // SAFETY: copied out before the entry is removed.
+    let p = unsafe { crate::maps::PENDING.get(&key) }.copied();
+    match p {
+        Some(p) => {
+            let _ = crate::maps::PENDING.remove(&key);
+            Some(p)
+        }
+        None => {
+            count(stat::UNMATCHED_RETURNS);
+            None
+        }
+    }
+}
+
+/// Remembers the entry-time state of this thread's call to `api`.
+#[inline(always)]
+pub fn put_pending(api: u32, p: &gpumem_common::Pending) {
+    if crate::maps::PENDING.insert(&pending_key(api), p, 0).is_err() {
+        count(stat::MAP_FULL);
+    }
+}
+
+#[inline(always)]
+fn pending_key(api: u32) -> gpumem_common::PendingKey {
+    gpumem_common::PendingKey {
+        pid_tgid: aya_ebpf::helpers::bpf_get_current_pid_tgid(),
+        api,
+        _pad: 0,
+    }
+}

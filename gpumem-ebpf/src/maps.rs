@@ -1,0 +1,38 @@
+//! Every kernel map gpumem uses. Sizes come from `gpumem_common::maps`; the
+//! agent may override them at load time.
+use aya_ebpf::{
+    bindings::BPF_F_NO_PREALLOC,
+    macros::map,
+    maps::{HashMap, LruHashMap, PerCpuArray, RingBuf},
+};
+use gpumem_common::{
+    stat, LiveAlloc, LiveKey, Pending, PendingKey, ProcUsage, CGROUP_ENTRIES, EVENTS_BYTES,
+    LIVE_ENTRIES, PENDING_ENTRIES, PROC_ENTRIES,
+};
+
+/// Records to user space.
+#[map]
+pub static EVENTS: RingBuf = RingBuf::with_byte_size(EVENTS_BYTES, 0);
+
+/// Calls between entry and return. LRU, so threads killed inside a call do
+/// not leak entries.
+#[map]
+pub static PENDING: LruHashMap<PendingKey, Pending> =
+    LruHashMap::with_max_entries(PENDING_ENTRIES, 0);
+
+/// Live allocations: (tgid, namespace, address) -> size, kind, device, cgroup.
+#[map]
+pub static LIVE: HashMap<LiveKey, LiveAlloc> =
+    HashMap::with_max_entries(LIVE_ENTRIES, BPF_F_NO_PREALLOC);
+
+/// Bytes held per process (tgid), with its per-cgroup split.
+#[map]
+pub static PROC_USAGE: HashMap<u32, ProcUsage> = HashMap::with_max_entries(PROC_ENTRIES, 0);
+
+/// Bytes held per cgroup v2 id.
+#[map]
+pub static CGROUP_USAGE: HashMap<u64, u64> = HashMap::with_max_entries(CGROUP_ENTRIES, 0);
+
+/// Per-CPU counters, indexed by `gpumem_common::stat`.
+#[map]
+pub static STATS: PerCpuArray<u64> = PerCpuArray::with_max_entries(stat::COUNT, 0);

@@ -1,0 +1,62 @@
+//! Builds the eBPF object (crate `gpumem-ebpf`) and leaves it in OUT_DIR
+//! for `include_bytes_aligned!`.
+//!
+//! This does what aya-build does (nightly cargo, `-Z build-std=core`, the
+//! bpfel target, BTF) plus `-C target-cpu=v3`: the in-kernel accounting uses
+//! BPF atomic fetch-add and compare-exchange, which LLVM emits only for v3,
+//! and aya-build 0.2 fixes the eBPF crate's rustflags with no way to add one.
+//!
+//! `AYA_BUILD_SKIP=1`, or no bpf-linker on PATH (a machine that never ran
+//! `cargo xtask setup`), leaves an empty object: the agent builds, its unit
+//! tests run, and `gpumem run` says how to get a working build.
+use std::{env, fs, path::PathBuf, process::Command};
+
+use anyhow::{bail, Context};
+
+const TARGET: &str = "bpfel-unknown-none";
+
+fn main() -> anyhow::Result<()> {
+    let out_dir = PathBuf::from(env::var("OUT_DIR")?);
+    let out = out_dir.join("gpumem");
+    let manifest = PathBuf::from(env::var("CARGO_MANIFEST_DIR")?);
+    let workspace = manifest.parent().context("gpumem-user has a parent directory")?.to_path_buf();
+    for watched in ["gpumem-ebpf/src", "gpumem-ebpf/Cargo.toml", "gpumem-common/src"] {
+        println!("cargo:rerun-if-changed={}", workspace.join(watched).display());
+    }
+    println!("cargo:rerun-if-env-changed=AYA_BUILD_SKIP");
+    println!("cargo:rerun-if-env-changed=PATH");
+
+    let skip = env::var("AYA_BUILD_SKIP").is_ok_and(|v| v == "1" || v.eq_ignore_ascii_case("true"));
+    let linker = env::var_os("PATH")
+        .and_then(|p| env::split_paths(&p).map(|d| d.join("bpf-linker")).find(|l| l.is_file()));
+    let Some(linker) = linker.filter(|_| !skip) else {
+        println!(
+            "cargo:warning=building gpumem without its eBPF object ({}); run `cargo xtask build` for a working agent",
+            if skip { "AYA_BUILD_SKIP set" } else { "bpf-linker not on PATH" }
+        );
+        fs::write(&out, b"")?;
+        return Ok(());
+    };
+    println!("cargo:rerun-if-changed={}", linker.display());
+
+    let target_dir = out_dir.join("ebpf-target");
+    let rustflags = ["--cfg=bpf_target_arch=\"x86_64\"", "-Cdebuginfo=2", "-Clink-arg=--btf", "-Ctarget-cpu=v3"];
+    let mut cmd = Command::new("rustup");
+    cmd.args(["run", "nightly", "cargo", "build", "--package", "gpumem-ebpf", "--bins", "--release"])
+        .args(["--target", TARGET, "-Z", "build-std=core", "--target-dir"])
+        .arg(&target_dir)
+        .current_dir(&workspace)
+        .env("CARGO_ENCODED_RUSTFLAGS", rustflags.join("\x1f"))
+        // The outer build's compiler settings must not leak into the nightly one.
+        .env_remove("RUSTC")
+        .env_remove("RUSTC_WORKSPACE_WRAPPER")
+        .env_remove("RUSTC_WRAPPER")
+        .env_remove("CARGO_TARGET_DIR");
+    let status = cmd.status().with_context(|| format!("running {cmd:?} (is rustup installed?)"))?;
+    if !status.success() {
+        bail!("building the eBPF object failed ({status}); run `cargo xtask setup` and see the errors above");
+    }
+    let built = target_dir.join(TARGET).join("release").join("gpumem");
+    fs::copy(&built, &out).with_context(|| format!("copying {} to {}", built.display(), out.display()))?;
+    Ok(())
+}

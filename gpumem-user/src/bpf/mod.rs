@@ -1,0 +1,215 @@
+//! Loading gpumem's eBPF object and attaching it to driver libraries.
+//!
+//! `probes` is the table of what gets attached where; `symbols` resolves
+//! symbols to file offsets; `discover` finds the libraries; `kernel` reads
+//! the kernel's usage maps. The ring buffer reader lives with the agent's
+//! event loop (`cmd::run`).
+pub mod discover;
+pub mod kernel;
+pub mod probes;
+pub mod symbols;
+
+use std::collections::HashMap;
+
+use aya::{
+    programs::{
+        trace_point::TracePointLinkId,
+        uprobe::{UProbeAttachLocation, UProbeAttachPoint, UProbeLinkId, UProbeScope},
+        ProgramError, TracePoint, UProbe,
+    },
+    Ebpf, EbpfError, EbpfLoader,
+};
+use gpumem_common::cookie;
+
+use self::{
+    discover::Library,
+    probes::{Need, PROBES},
+    symbols::{SymbolError, SymbolOffsets},
+};
+
+/// The eBPF object, built by `build.rs`.
+static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/gpumem"));
+
+#[derive(Debug, thiserror::Error)]
+pub enum BpfError {
+    #[error(
+        "this gpumem was built without its eBPF object (bpf-linker was missing or AYA_BUILD_SKIP was set); \
+         run `cargo xtask build` to build a working agent"
+    )]
+    NoObject,
+    #[error("loading the eBPF object failed: {0}")]
+    Load(#[source] Box<EbpfError>),
+    #[error("the eBPF object has no program `{0}` (the object and the agent were built from different sources)")]
+    MissingProgram(&'static str),
+    #[error("loading eBPF program `{name}` failed (is this kernel 5.15 or newer with uprobes and BTF?): {source}")]
+    Program { name: &'static str, source: Box<ProgramError> },
+    #[error("attaching the exit tracepoint sched/sched_process_exit failed: {0}")]
+    Tracepoint(#[source] Box<ProgramError>),
+    #[error(transparent)]
+    Symbols(#[from] SymbolError),
+    #[error(
+        "{path} lacks required driver symbol(s) {symbols}: it is not a CUDA driver library gpumem supports; \
+         point --libcuda at the real libcuda.so.1"
+    )]
+    MissingRequired { path: String, symbols: String },
+    #[error("attaching `{program}` to {symbol} in {path} failed: {source}")]
+    Attach { program: &'static str, symbol: &'static str, path: String, source: Box<ProgramError> },
+    #[error("the eBPF object has no map `{0}`")]
+    MissingMap(&'static str),
+    #[error("opening map `{name}` failed: {source}")]
+    Map { name: &'static str, source: Box<aya::maps::MapError> },
+}
+
+/// What attaching to one library did.
+#[derive(Debug, Clone)]
+pub struct AttachReport {
+    pub library: Library,
+    /// Symbols probed (entry and return).
+    pub attached: Vec<&'static str>,
+    /// Optional symbols this library does not export.
+    pub missing: Vec<&'static str>,
+    /// Symbols at the same address as an earlier row: probed once, by the
+    /// earlier row, or every call would count twice.
+    pub aliases: Vec<(&'static str, &'static str)>,
+}
+
+type Link = (&'static str, UProbeLinkId);
+
+/// The loaded object with its attachments. Dropping it detaches everything.
+pub struct Tracer {
+    ebpf: Ebpf,
+    links: Vec<(Library, Vec<Link>)>,
+    _exit_link: TracePointLinkId,
+}
+
+impl Tracer {
+    /// Loads the object and every program, and attaches the exit tracepoint.
+    pub fn load() -> Result<Self, BpfError> {
+        if OBJECT.is_empty() {
+            return Err(BpfError::NoObject);
+        }
+        let mut ebpf =
+            EbpfLoader::new().load(OBJECT).map_err(|e| BpfError::Load(Box::new(e)))?;
+        for name in probes::programs() {
+            let prog: &mut UProbe = ebpf
+                .program_mut(name)
+                .ok_or(BpfError::MissingProgram(name))?
+                .try_into()
+                .map_err(|e| BpfError::Program { name, source: Box::new(e) })?;
+            prog.load().map_err(|e| BpfError::Program { name, source: Box::new(e) })?;
+        }
+        let name = probes::EXIT_PROGRAM;
+        let exit: &mut TracePoint = ebpf
+            .program_mut(name)
+            .ok_or(BpfError::MissingProgram(name))?
+            .try_into()
+            .map_err(|e| BpfError::Program { name, source: Box::new(e) })?;
+        exit.load().map_err(|e| BpfError::Program { name, source: Box::new(e) })?;
+        let (category, tp) = probes::EXIT_TRACEPOINT;
+        let exit_link = exit.attach(category, tp).map_err(|e| BpfError::Tracepoint(Box::new(e)))?;
+        Ok(Self { ebpf, links: Vec::new(), _exit_link: exit_link })
+    }
+
+    /// Attaches every probe-table row to `lib`. On failure nothing of this
+    /// library stays attached.
+    pub fn attach(&mut self, lib: &Library) -> Result<AttachReport, BpfError> {
+        let symbols = SymbolOffsets::load(&lib.path)?;
+        let path = lib.path.display().to_string();
+        let missing_required: Vec<&str> = PROBES
+            .iter()
+            .filter(|p| p.need == Need::Required && symbols.offset(p.symbol).is_none())
+            .map(|p| p.symbol)
+            .collect();
+        if !missing_required.is_empty() {
+            return Err(BpfError::MissingRequired { path, symbols: missing_required.join(", ") });
+        }
+        let mut report = AttachReport {
+            library: lib.clone(),
+            attached: Vec::new(),
+            missing: Vec::new(),
+            aliases: Vec::new(),
+        };
+        let mut by_offset: HashMap<u64, &'static str> = HashMap::new();
+        let mut links: Vec<Link> = Vec::new();
+        for p in PROBES {
+            let Some(offset) = symbols.offset(p.symbol) else {
+                report.missing.push(p.symbol);
+                continue;
+            };
+            if let Some(first) = by_offset.get(&offset) {
+                report.aliases.push((p.symbol, first));
+                continue;
+            }
+            by_offset.insert(offset, p.symbol);
+            for program in [p.entry, p.ret] {
+                match self.attach_one(program, offset, cookie(p.api, p.kind), lib) {
+                    Ok(link) => links.push((program, link)),
+                    Err(source) => {
+                        self.detach_links(links);
+                        return Err(BpfError::Attach {
+                            program,
+                            symbol: p.symbol,
+                            path,
+                            source: Box::new(source),
+                        });
+                    }
+                }
+            }
+            report.attached.push(p.symbol);
+        }
+        self.links.push((lib.clone(), links));
+        Ok(report)
+    }
+
+    fn attach_one(
+        &mut self,
+        program: &'static str,
+        offset: u64,
+        cookie: u64,
+        lib: &Library,
+    ) -> Result<UProbeLinkId, ProgramError> {
+        let prog: &mut UProbe = self
+            .ebpf
+            .program_mut(program)
+            .expect("every table program was loaded in Tracer::load")
+            .try_into()?;
+        let point = UProbeAttachPoint {
+            location: UProbeAttachLocation::AbsoluteOffset(offset),
+            cookie: Some(cookie),
+        };
+        prog.attach(point, &lib.path, UProbeScope::AllProcesses)
+    }
+
+    fn detach_links(&mut self, links: Vec<Link>) {
+        for (program, link) in links.into_iter().rev() {
+            if let Some(Ok(prog)) = self.ebpf.program_mut(program).map(<&mut UProbe>::try_from) {
+                // A detach that fails leaves nothing to undo: the link is gone
+                // with the program when the object is dropped.
+                let _ = prog.detach(link);
+            }
+        }
+    }
+
+    /// Detaches every probe from libraries whose file no longer exists.
+    pub fn detach_library(&mut self, dev: u64, ino: u64) -> bool {
+        let Some(i) = self.links.iter().position(|(l, _)| l.dev == dev && l.ino == ino) else {
+            return false;
+        };
+        let (_, links) = self.links.remove(i);
+        self.detach_links(links);
+        true
+    }
+
+    pub fn libraries(&self) -> impl Iterator<Item = &Library> {
+        self.links.iter().map(|(l, _)| l)
+    }
+
+    /// Takes a map out of the object, typed.
+    pub fn take_map<M>(&mut self, name: &'static str) -> Result<M, BpfError>
+    where
+        M: TryFrom<aya::maps::Map, Error = aya::maps::MapError>,
+    {
+        let map = self.ebpf.take_map(name).ok_or(BpfError::MissingMap(name))?;
+        M::try_from(map).map_err(|e| BpfError::Map { name, source: Box::new(e) })
+    }
+}

@@ -1,0 +1,105 @@
+//! Command-line interface: one struct per subcommand.
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand, ValueEnum};
+
+use crate::control::DEFAULT_SOCKET;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "gpumem",
+    version,
+    about = "Trace every GPU memory allocation on this host, per process and per cgroup, with eBPF",
+    long_about = "gpumem attaches eBPF uprobes to the CUDA driver library (libcuda.so) and sees every \
+allocation and free any process asks the driver for, without touching the process. It attributes \
+memory to process, cgroup (container, pod), device and memory kind, and streams JSON Lines."
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Attach to libcuda and stream allocation records (needs root).
+    Run(RunArgs),
+    /// Ask the running agent what each process and cgroup holds now.
+    Status(StatusArgs),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Format {
+    /// One JSON object per line (see the README for the schema).
+    Json,
+    /// One aligned line per record, for people.
+    Text,
+}
+
+#[derive(Debug, Parser)]
+pub struct RunArgs {
+    /// A libcuda file to attach to (repeatable). Without it gpumem searches
+    /// the ldconfig cache, the usual install directories and the libraries
+    /// mapped by running processes.
+    #[arg(long, value_name = "PATH")]
+    pub libcuda: Vec<PathBuf>,
+    /// Write records to FILE instead of standard output (appends).
+    #[arg(long, short, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Json)]
+    pub format: Format,
+    /// Stop after SECS seconds (default: run until SIGINT or SIGTERM).
+    #[arg(long, value_name = "SECS", value_parser = parse_secs)]
+    pub duration: Option<f64>,
+    /// Also write `usage` records for every process and cgroup holding
+    /// memory every SECS seconds.
+    #[arg(long, value_name = "SECS", value_parser = parse_secs)]
+    pub interval: Option<f64>,
+    /// The control socket `gpumem status` talks to.
+    #[arg(long, value_name = "PATH", default_value = DEFAULT_SOCKET)]
+    pub socket: PathBuf,
+}
+
+#[derive(Debug, Parser)]
+pub struct StatusArgs {
+    /// The running agent's control socket.
+    #[arg(long, value_name = "PATH", default_value = DEFAULT_SOCKET)]
+    pub socket: PathBuf,
+    /// Print the report as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// A positive, finite number of seconds.
+pub fn parse_secs(s: &str) -> Result<f64, String> {
+    let v: f64 = s.parse().map_err(|_| format!("`{s}` is not a number of seconds"))?;
+    if !v.is_finite() || v <= 0.0 {
+        return Err(format!("`{s}`: seconds must be a positive number"));
+    }
+    Ok(v)
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    use super::*;
+
+    #[test]
+    fn cli_is_well_formed() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn run_parses_repeatable_libcuda_and_rejects_bad_durations() {
+        let cli = Cli::try_parse_from(["gpumem", "run", "--libcuda", "/a", "--libcuda", "/b", "--duration", "1.5"])
+            .unwrap();
+        let Command::Run(run) = cli.command else { panic!("not run") };
+        assert_eq!(run.libcuda, vec![PathBuf::from("/a"), PathBuf::from("/b")]);
+        assert_eq!(run.duration, Some(1.5));
+        for bad in ["0", "-1", "soon", "inf"] {
+            let err = Cli::try_parse_from(["gpumem", "run", "--duration", bad]).unwrap_err().to_string();
+            assert!(err.contains(bad), "{err}");
+        }
+    }
+}

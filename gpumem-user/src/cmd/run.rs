@@ -1,0 +1,158 @@
+//! `gpumem run`: find libcuda, load and attach, then stream records until
+//! told to stop.
+use std::{io::Write, path::Path, time::Duration};
+
+use anyhow::Context;
+use aya::maps::{MapData, RingBuf};
+use gpumem_common::map_name;
+use tokio::{
+    io::{unix::AsyncFd, Interest},
+    signal::unix::{signal, SignalKind},
+    sync::mpsc,
+};
+
+use crate::{
+    agent::Agent,
+    bpf::{discover, kernel::KernelMaps, AttachReport, Tracer},
+    cli::{Format, RunArgs},
+    control, privileges,
+    sink::{json::JsonSink, text::TextSink, Sink},
+};
+
+/// The line tests and scripts wait for before they start a workload.
+pub const READY: &str = "gpumem: ready";
+
+pub async fn run(args: RunArgs) -> anyhow::Result<()> {
+    privileges::check()?;
+    raise_memlock();
+    let libs = if args.libcuda.is_empty() { discover::discover()? } else { discover::explicit(&args.libcuda)? };
+    let sink = open_sink(args.output.as_deref(), args.format)?;
+
+    let mut tracer = Tracer::load()?;
+    let mut names = Vec::new();
+    for lib in &libs.libs {
+        let report = tracer.attach(lib)?;
+        say_attached(&report);
+        names.push(lib.path.display().to_string());
+    }
+    let ring: RingBuf<MapData> = tracer.take_map(map_name::EVENTS)?;
+    // SAFETY: the RingBuf owns its map fd, which stays open and unchanged
+    // until the AsyncFd (which owns the RingBuf) is dropped.
+    let mut ring = unsafe { AsyncFd::register_with_interest(ring, Interest::READABLE) }
+        .map_err(|e| anyhow::anyhow!("watching the ring buffer: {e}"))?;
+    let kernel = KernelMaps::take(&mut tracer)?;
+    let mut agent = Agent::new(sink, kernel, names);
+
+    let (req_tx, mut req_rx) = mpsc::channel::<control::Request>(16);
+    let server = control::serve(&args.socket, req_tx).await?;
+    let mut sigint = signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
+    let mut sigterm = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
+    let deadline = async {
+        match args.duration {
+            Some(s) => tokio::time::sleep(Duration::from_secs_f64(s)).await,
+            None => std::future::pending().await,
+        }
+    };
+    tokio::pin!(deadline);
+    let mut stats_tick = tokio::time::interval(Duration::from_secs(1));
+    let mut usage_tick = tokio::time::interval(Duration::from_secs_f64(args.interval.unwrap_or(3600.0)));
+    usage_tick.tick().await; // the first tick is immediate; usage starts one interval in
+    eprintln!("gpumem: control socket {}", args.socket.display());
+    eprintln!("{READY}");
+
+    let result: anyhow::Result<()> = async {
+        loop {
+            tokio::select! {
+                guard = ring.readable_mut() => {
+                    let mut guard = guard.context("waiting on the ring buffer")?;
+                    drain(guard.get_inner_mut(), &mut agent)?;
+                    guard.clear_ready();
+                    agent.flush().context("writing records")?;
+                }
+                Some((command, reply)) = req_rx.recv() => {
+                    // Apply everything already in the ring first, so a
+                    // status taken after a workload's calls returned
+                    // includes them.
+                    drain(ring.get_mut(), &mut agent)?;
+                    let _ = reply.send(answer(&mut agent, &command));
+                }
+                _ = stats_tick.tick() => agent.check_stats().context("writing records")?,
+                _ = usage_tick.tick(), if args.interval.is_some() => agent.write_usage().context("writing records")?,
+                _ = sigint.recv() => break,
+                _ = sigterm.recv() => break,
+                _ = &mut deadline => break,
+            }
+        }
+        Ok(())
+    }
+    .await;
+
+    server.abort();
+    let _ = std::fs::remove_file(&args.socket);
+    result?;
+    drain(ring.get_mut(), &mut agent)?;
+    agent.check_stats()?;
+    agent.write_usage().context("writing the final usage records")?;
+    drop(tracer); // detaches every probe
+    eprintln!("gpumem: detached");
+    Ok(())
+}
+
+fn drain(ring: &mut RingBuf<MapData>, agent: &mut Agent) -> anyhow::Result<()> {
+    while let Some(item) = ring.next() {
+        agent.on_bytes(&item).context("writing records")?;
+    }
+    Ok(())
+}
+
+fn answer(agent: &mut Agent, command: &str) -> String {
+    match command {
+        "status" => serde_json::to_string(&agent.status()).unwrap_or_else(|e| error_json(&e.to_string())),
+        other => error_json(&format!("unknown command `{other}`; this agent answers `status`")),
+    }
+}
+
+fn error_json(msg: &str) -> String {
+    serde_json::json!({ "error": msg }).to_string()
+}
+
+fn open_sink(output: Option<&Path>, format: Format) -> anyhow::Result<Box<dyn Sink>> {
+    let out: Box<dyn Write + Send> = match output {
+        Some(path) => Box::new(
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)
+                .with_context(|| format!("opening --output {}", path.display()))?,
+        ),
+        None => Box::new(std::io::stdout()),
+    };
+    Ok(match format {
+        Format::Json => Box::new(JsonSink::new(out)),
+        Format::Text => Box::new(TextSink::new(out)),
+    })
+}
+
+fn say_attached(r: &AttachReport) {
+    eprintln!(
+        "gpumem: attached {} probe(s) to {} (dev {}, inode {})",
+        r.attached.len(),
+        r.library.path.display(),
+        r.library.dev,
+        r.library.ino
+    );
+    if !r.missing.is_empty() {
+        eprintln!("gpumem: {} does not export (skipped): {}", r.library.path.display(), r.missing.join(", "));
+    }
+    for (alias, first) in &r.aliases {
+        eprintln!("gpumem: {alias} is an alias of {first} in {}: probed once", r.library.path.display());
+    }
+}
+
+/// Older kernels charge BPF maps to RLIMIT_MEMLOCK; newer ones to the memory
+/// cgroup. Raising it may be refused (no CAP_SYS_RESOURCE): harmless there.
+fn raise_memlock() {
+    let lim = libc::rlimit { rlim_cur: libc::RLIM_INFINITY, rlim_max: libc::RLIM_INFINITY };
+    // SAFETY: valid pointer to an rlimit.
+    unsafe { libc::setrlimit(libc::RLIMIT_MEMLOCK, &lim) };
+}

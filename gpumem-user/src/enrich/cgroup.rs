@@ -1,0 +1,119 @@
+//! cgroup v2 id -> path, through the cgroup2 mount.
+//!
+//! On cgroup v2 a cgroup's id is the inode number of its directory, which
+//! is what `bpf_get_current_cgroup_id()` returns. The resolver walks the
+//! mount once and again whenever it meets an id it does not know (new
+//! containers appear all the time), at most once a second.
+use std::{
+    collections::HashMap,
+    os::unix::fs::MetadataExt,
+    path::{Path, PathBuf},
+    time::{Duration, Instant},
+};
+
+const RESCAN_EVERY: Duration = Duration::from_secs(1);
+
+pub struct CgroupResolver {
+    root: Option<PathBuf>,
+    paths: HashMap<u64, String>,
+    last_scan: Option<Instant>,
+}
+
+impl CgroupResolver {
+    /// A resolver over the host's cgroup2 mount (none: paths stay unknown).
+    pub fn new() -> Self {
+        let root = std::fs::read_to_string("/proc/self/mountinfo")
+            .ok()
+            .and_then(|m| cgroup2_mount(&m));
+        Self::with_root(root)
+    }
+
+    pub fn with_root(root: Option<PathBuf>) -> Self {
+        Self { root, paths: HashMap::new(), last_scan: None }
+    }
+
+    pub fn root(&self) -> Option<&Path> {
+        self.root.as_deref()
+    }
+
+    /// The path of cgroup `id` relative to the cgroup2 root ("/" for the
+    /// root itself), or None if it is not (or no longer) there.
+    pub fn path(&mut self, id: u64) -> Option<String> {
+        if let Some(p) = self.paths.get(&id) {
+            return Some(p.clone());
+        }
+        let due = self.last_scan.is_none_or(|t| t.elapsed() >= RESCAN_EVERY);
+        if due {
+            self.rescan();
+        }
+        self.paths.get(&id).cloned()
+    }
+
+    /// Walks the whole hierarchy again.
+    pub fn rescan(&mut self) {
+        self.last_scan = Some(Instant::now());
+        let Some(root) = self.root.clone() else { return };
+        let mut stack = vec![root.clone()];
+        while let Some(dir) = stack.pop() {
+            let Ok(meta) = std::fs::metadata(&dir) else { continue };
+            let rel = dir.strip_prefix(&root).map(|r| format!("/{}", r.display())).unwrap_or_default();
+            self.paths.insert(meta.ino(), if rel == "/" { "/".into() } else { rel });
+            let Ok(entries) = std::fs::read_dir(&dir) else { continue };
+            for e in entries.flatten() {
+                if e.file_type().is_ok_and(|t| t.is_dir()) {
+                    stack.push(e.path());
+                }
+            }
+        }
+    }
+}
+
+impl Default for CgroupResolver {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// The mount point of the cgroup2 hierarchy in a `/proc/self/mountinfo`
+/// text (on hybrid hosts, e.g. `/sys/fs/cgroup/unified`).
+pub fn cgroup2_mount(mountinfo: &str) -> Option<PathBuf> {
+    mountinfo.lines().find_map(|line| {
+        let (pre, post) = line.split_once(" - ")?;
+        let fstype = post.split_whitespace().next()?;
+        let mount_point = pre.split_whitespace().nth(4)?;
+        (fstype == "cgroup2").then(|| PathBuf::from(mount_point))
+    })
+}
+
+/// The cgroup2 id of a cgroup directory.
+pub fn cgroup_id(dir: &Path) -> std::io::Result<u64> {
+    Ok(std::fs::metadata(dir)?.ino())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finds_cgroup2_in_hybrid_and_unified_mountinfo() {
+        let hybrid = "25 24 0:22 / /sys/fs/cgroup ro,nosuid - tmpfs tmpfs ro,mode=755\n\
+            26 25 0:23 / /sys/fs/cgroup/unified rw,nosuid,nodev - cgroup2 cgroup2 rw,nsdelegate\n\
+            27 25 0:24 / /sys/fs/cgroup/memory rw - cgroup cgroup rw,memory\n";
+        assert_eq!(cgroup2_mount(hybrid), Some(PathBuf::from("/sys/fs/cgroup/unified")));
+        let unified = "30 1 0:26 / /sys/fs/cgroup rw,nosuid shared:4 - cgroup2 cgroup2 rw\n";
+        assert_eq!(cgroup2_mount(unified), Some(PathBuf::from("/sys/fs/cgroup")));
+        assert_eq!(cgroup2_mount("1 0 8:1 / / rw - ext4 /dev/sda1 rw\n"), None);
+    }
+
+    #[test]
+    fn resolves_directories_by_inode_under_a_root() {
+        let root = std::env::temp_dir().join(format!("gpumem-cg-{}", std::process::id()));
+        let child = root.join("kubepods/pod1");
+        std::fs::create_dir_all(&child).unwrap();
+        let mut r = CgroupResolver::with_root(Some(root.clone()));
+        assert_eq!(r.path(cgroup_id(&child).unwrap()).as_deref(), Some("/kubepods/pod1"));
+        assert_eq!(r.path(cgroup_id(&root).unwrap()).as_deref(), Some("/"));
+        assert_eq!(r.path(1), None);
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+}

@@ -1,0 +1,2 @@
+//! Enrichment: what the kernel record does not carry (the cgroup's path).
+pub mod cgroup;

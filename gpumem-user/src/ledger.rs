@@ -1,0 +1,237 @@
+//! The agent's ledger: usage per process and per cgroup, split by device
+//! and memory kind, rebuilt from the record stream.
+//!
+//! Pure logic, no I/O. It mirrors the kernel's maps (the source of truth)
+//! by applying the same rules to the records the kernel sends; the agent
+//! reports both, so any difference (lost records) is visible.
+use std::collections::{BTreeMap, HashMap};
+
+use gpumem_common::{event_type, ns, EventRecord, FLAG_UNTRACKED};
+
+/// Bytes held, in total and split by (memory kind, device).
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Usage {
+    pub bytes: u64,
+    pub split: BTreeMap<(u32, u32), u64>,
+}
+
+impl Usage {
+    fn charge(&mut self, kind: u32, device: u32, size: u64) {
+        self.bytes = self.bytes.wrapping_add(size);
+        *self.split.entry((kind, device)).or_default() += size;
+    }
+
+    fn uncharge(&mut self, kind: u32, device: u32, size: u64) {
+        self.bytes = self.bytes.saturating_sub(size);
+        if let Some(v) = self.split.get_mut(&(kind, device)) {
+            *v = v.saturating_sub(size);
+            if *v == 0 {
+                self.split.remove(&(kind, device));
+            }
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Live {
+    size: u64,
+    cgroup_id: u64,
+    kind: u32,
+    device: u32,
+}
+
+/// One process in the ledger.
+#[derive(Debug, Default, Clone)]
+pub struct Process {
+    pub usage: Usage,
+    /// Thread name at its latest call.
+    pub comm: String,
+    /// cgroup of its latest call.
+    pub cgroup_id: u64,
+    live: HashMap<(u32, u64), Live>,
+}
+
+impl Process {
+    /// Number of live allocations.
+    pub fn live_count(&self) -> usize {
+        self.live.len()
+    }
+}
+
+#[derive(Debug, Default)]
+pub struct Ledger {
+    procs: HashMap<u32, Process>,
+    cgroups: HashMap<u64, Usage>,
+}
+
+impl Ledger {
+    /// Applies one kernel record.
+    pub fn apply(&mut self, r: &EventRecord) {
+        let tgid = r.tgid();
+        match r.event {
+            event_type::ALLOC => {
+                let p = self.procs.entry(tgid).or_default();
+                p.comm = comm(&r.comm);
+                p.cgroup_id = r.cgroup_id;
+                let live = Live { size: r.size, cgroup_id: r.cgroup_id, kind: r.kind, device: r.device };
+                // Same rule as the kernel: an entry at this address is an
+                // allocation whose free was never seen; its charge goes.
+                if let Some(stale) = p.live.insert((ns::for_kind(r.kind), r.addr), live) {
+                    p.usage.uncharge(stale.kind, stale.device, stale.size);
+                    uncharge_cgroup(&mut self.cgroups, &stale);
+                }
+                p.usage.charge(r.kind, r.device, r.size);
+                self.cgroups.entry(r.cgroup_id).or_default().charge(r.kind, r.device, r.size);
+            }
+            event_type::FREE if r.flags & FLAG_UNTRACKED == 0 => {
+                let freed = Live { size: r.size, cgroup_id: r.cgroup_id, kind: r.kind, device: r.device };
+                if let Some(p) = self.procs.get_mut(&tgid) {
+                    p.live.remove(&(ns::for_kind(r.kind), r.addr));
+                    p.usage.uncharge(freed.kind, freed.device, freed.size);
+                }
+                uncharge_cgroup(&mut self.cgroups, &freed);
+            }
+            event_type::EXIT => {
+                if let Some(p) = self.procs.remove(&tgid) {
+                    for live in p.live.values() {
+                        uncharge_cgroup(&mut self.cgroups, live);
+                    }
+                }
+            }
+            event_type::ALLOC_FAILED => {
+                if let Some(p) = self.procs.get_mut(&tgid) {
+                    p.comm = comm(&r.comm);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    pub fn process(&self, tgid: u32) -> Option<&Process> {
+        self.procs.get(&tgid)
+    }
+
+    /// Processes, by tgid, in tgid order.
+    pub fn processes(&self) -> Vec<(u32, &Process)> {
+        let mut v: Vec<_> = self.procs.iter().map(|(k, p)| (*k, p)).collect();
+        v.sort_by_key(|(k, _)| *k);
+        v
+    }
+
+    /// cgroups holding memory, in id order.
+    pub fn cgroups(&self) -> Vec<(u64, &Usage)> {
+        let mut v: Vec<_> = self.cgroups.iter().map(|(k, u)| (*k, u)).collect();
+        v.sort_by_key(|(k, _)| *k);
+        v
+    }
+
+    pub fn cgroup(&self, id: u64) -> Option<&Usage> {
+        self.cgroups.get(&id)
+    }
+}
+
+fn uncharge_cgroup(cgroups: &mut HashMap<u64, Usage>, live: &Live) {
+    if let Some(u) = cgroups.get_mut(&live.cgroup_id) {
+        u.uncharge(live.kind, live.device, live.size);
+        if u.bytes == 0 {
+            cgroups.remove(&live.cgroup_id);
+        }
+    }
+}
+
+/// A NUL-padded kernel comm as a string.
+pub fn comm(raw: &[u8; 16]) -> String {
+    let end = raw.iter().position(|&b| b == 0).unwrap_or(raw.len());
+    String::from_utf8_lossy(&raw[..end]).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use gpumem_common::kind;
+
+    use super::*;
+
+    fn rec(event: u32, tgid: u32, cg: u64, addr: u64, size: u64) -> EventRecord {
+        EventRecord {
+            event,
+            pid_tgid: (u64::from(tgid) << 32) | u64::from(tgid + 1),
+            cgroup_id: cg,
+            addr,
+            size,
+            kind: kind::DEVICE,
+            device: 0,
+            comm: *b"worker\0\0\0\0\0\0\0\0\0\0",
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn alloc_then_free_returns_to_zero() {
+        let mut l = Ledger::default();
+        l.apply(&rec(event_type::ALLOC, 10, 7, 0x1000, 4096));
+        l.apply(&rec(event_type::ALLOC, 10, 7, 0x2000, 100));
+        assert_eq!(l.process(10).unwrap().usage.bytes, 4196);
+        assert_eq!(l.process(10).unwrap().comm, "worker");
+        assert_eq!(l.cgroup(7).unwrap().bytes, 4196);
+        l.apply(&rec(event_type::FREE, 10, 7, 0x1000, 4096));
+        assert_eq!(l.process(10).unwrap().usage.bytes, 100);
+        assert_eq!(l.process(10).unwrap().live_count(), 1);
+        l.apply(&rec(event_type::FREE, 10, 7, 0x2000, 100));
+        assert_eq!(l.process(10).unwrap().usage.bytes, 0);
+        assert!(l.cgroup(7).is_none(), "empty cgroups leave the ledger");
+    }
+
+    #[test]
+    fn exit_uncharges_every_cgroup_the_process_charged() {
+        let mut l = Ledger::default();
+        l.apply(&rec(event_type::ALLOC, 10, 7, 0x1000, 10));
+        l.apply(&rec(event_type::ALLOC, 10, 8, 0x2000, 20));
+        l.apply(&rec(event_type::ALLOC, 11, 8, 0x1000, 5));
+        l.apply(&rec(event_type::EXIT, 10, 8, 0, 30));
+        assert!(l.process(10).is_none());
+        assert!(l.cgroup(7).is_none());
+        assert_eq!(l.cgroup(8).unwrap().bytes, 5);
+        assert_eq!(l.process(11).unwrap().usage.bytes, 5);
+    }
+
+    #[test]
+    fn failed_and_untracked_records_change_nothing() {
+        let mut l = Ledger::default();
+        l.apply(&rec(event_type::ALLOC, 10, 7, 0x1000, 10));
+        l.apply(&rec(event_type::ALLOC_FAILED, 10, 7, 0, 1 << 40));
+        let mut untracked = rec(event_type::FREE, 10, 7, 0x9000, 0);
+        untracked.flags = FLAG_UNTRACKED;
+        l.apply(&untracked);
+        assert_eq!(l.process(10).unwrap().usage.bytes, 10);
+        assert_eq!(l.cgroup(7).unwrap().bytes, 10);
+    }
+
+    #[test]
+    fn reused_address_replaces_the_stale_allocation() {
+        let mut l = Ledger::default();
+        l.apply(&rec(event_type::ALLOC, 10, 7, 0x1000, 10));
+        l.apply(&rec(event_type::ALLOC, 10, 7, 0x1000, 30));
+        assert_eq!(l.process(10).unwrap().usage.bytes, 30);
+        assert_eq!(l.cgroup(7).unwrap().bytes, 30);
+    }
+
+    #[test]
+    fn split_by_kind_and_device() {
+        let mut l = Ledger::default();
+        let mut a = rec(event_type::ALLOC, 10, 7, 0x1000, 10);
+        a.device = 1;
+        l.apply(&a);
+        let mut b = rec(event_type::ALLOC, 10, 7, 0x2000, 20);
+        b.kind = kind::MANAGED;
+        l.apply(&b);
+        let split = &l.process(10).unwrap().usage.split;
+        assert_eq!(split.get(&(kind::DEVICE, 1)), Some(&10));
+        assert_eq!(split.get(&(kind::MANAGED, 0)), Some(&20));
+    }
+
+    #[test]
+    fn comm_stops_at_nul() {
+        assert_eq!(comm(b"python3\0garbage\0"), "python3");
+        assert_eq!(comm(b"0123456789abcdef"), "0123456789abcdef");
+    }
+}

@@ -1,0 +1,29 @@
+use clap::Parser;
+use gpumem::{
+    cli::{Cli, Command},
+    cmd,
+};
+
+fn main() -> std::process::ExitCode {
+    let cli = Cli::parse();
+    let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("gpumem: cannot start the async runtime: {e}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
+    let result = rt.block_on(async {
+        match cli.command {
+            Command::Run(args) => cmd::run::run(args).await,
+            Command::Status(args) => cmd::status::status(args).await,
+        }
+    });
+    match result {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("gpumem: error: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,185 @@
+//! The records gpumem writes: one JSON object per line, the schema the
+//! README documents. Sinks render these; nothing else decides field names.
+use serde::{Deserialize, Serialize};
+
+use gpumem_common::{event_type, id, kind, EventRecord, DEVICE_UNKNOWN, FLAG_CGROUP_SLOTS_FULL, FLAG_UNTRACKED};
+
+use crate::ledger::{comm, Usage};
+
+/// An allocation, free, failed allocation or process exit.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct EventLine {
+    pub ts_ns: u64,
+    pub event: &'static str,
+    pub api: &'static str,
+    pub pid: u32,
+    pub tid: u32,
+    pub comm: String,
+    pub cgroup_id: u64,
+    pub cgroup: Option<String>,
+    pub device: Option<u32>,
+    pub kind: &'static str,
+    pub size: u64,
+    pub addr: String,
+    pub result: u32,
+    pub proc_total: u64,
+    pub cgroup_total: u64,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub flags: Vec<&'static str>,
+}
+
+impl EventLine {
+    pub fn new(r: &EventRecord, cgroup: Option<String>) -> Self {
+        let mut flags = Vec::new();
+        if r.flags & FLAG_UNTRACKED != 0 {
+            flags.push("untracked");
+        }
+        if r.flags & FLAG_CGROUP_SLOTS_FULL != 0 {
+            flags.push("cgroup_slots_full");
+        }
+        let is_exit = r.event == event_type::EXIT;
+        Self {
+            ts_ns: r.ts_ns,
+            event: event_type::name(r.event),
+            api: if is_exit { "" } else { id::name(r.api) },
+            pid: r.tgid(),
+            tid: r.tid(),
+            comm: comm(&r.comm),
+            cgroup_id: r.cgroup_id,
+            cgroup,
+            device: device(r.device),
+            kind: if is_exit { "" } else { kind::name(r.kind) },
+            size: r.size,
+            addr: format!("{:#x}", r.addr),
+            result: r.result,
+            proc_total: r.proc_total,
+            cgroup_total: r.cgroup_total,
+            flags,
+        }
+    }
+}
+
+fn device(d: u32) -> Option<u32> {
+    (d != DEVICE_UNKNOWN).then_some(d)
+}
+
+/// Bytes held by one (kind, device) pair.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct SplitLine {
+    pub kind: String,
+    pub device: Option<u32>,
+    pub bytes: u64,
+}
+
+/// What a process or cgroup holds now.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct UsageLine {
+    pub ts_ns: u64,
+    pub event: &'static str,
+    /// "process" or "cgroup".
+    pub scope: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pid: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub comm: Option<String>,
+    pub cgroup_id: u64,
+    pub cgroup: Option<String>,
+    /// As the agent's ledger counts it.
+    pub bytes: u64,
+    /// As the kernel's map counts it (the truth; differs only if records
+    /// were lost).
+    pub kernel_bytes: u64,
+    pub split: Vec<SplitLine>,
+}
+
+impl UsageLine {
+    pub fn split(usage: &Usage) -> Vec<SplitLine> {
+        usage
+            .split
+            .iter()
+            .map(|(&(k, d), &bytes)| SplitLine { kind: kind::name(k).to_string(), device: device(d), bytes })
+            .collect()
+    }
+}
+
+/// Kernel counters that moved since the last report: records lost and
+/// accounting the kernel could not complete.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct DroppedLine {
+    pub ts_ns: u64,
+    pub event: &'static str,
+    /// Records lost since the previous `dropped` line (ring buffer full).
+    pub records: u64,
+    /// Records lost since the agent started.
+    pub total: u64,
+    pub map_full: u64,
+    pub unmatched_returns: u64,
+    pub cgroup_slots_full: u64,
+    pub out_ptr_unreadable: u64,
+    pub malformed: u64,
+}
+
+/// Anything a sink writes.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[serde(untagged)]
+pub enum Line {
+    Event(EventLine),
+    Usage(UsageLine),
+    Dropped(DroppedLine),
+}
+
+/// CLOCK_MONOTONIC in nanoseconds: the clock of `bpf_ktime_get_ns()`, so
+/// agent lines and kernel records share one time line.
+pub fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: valid pointer to a timespec.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    (ts.tv_sec as u64) * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn alloc_record_renders_the_documented_fields() {
+        let r = EventRecord {
+            ts_ns: 5,
+            pid_tgid: (42u64 << 32) | 43,
+            cgroup_id: 9,
+            addr: 0x7f00_0000_1000,
+            size: 4096,
+            proc_total: 4096,
+            cgroup_total: 8192,
+            event: event_type::ALLOC,
+            api: id::MEM_ALLOC_V2,
+            kind: kind::DEVICE,
+            device: 0,
+            comm: *b"python3\0\0\0\0\0\0\0\0\0",
+            ..Default::default()
+        };
+        let v: serde_json::Value =
+            serde_json::to_value(Line::Event(EventLine::new(&r, Some("/a".into())))).unwrap();
+        let expect = serde_json::json!({
+            "ts_ns": 5, "event": "alloc", "api": "cuMemAlloc_v2", "pid": 42, "tid": 43,
+            "comm": "python3", "cgroup_id": 9, "cgroup": "/a", "device": 0, "kind": "device",
+            "size": 4096, "addr": "0x7f0000001000", "result": 0, "proc_total": 4096,
+            "cgroup_total": 8192
+        });
+        assert_eq!(v, expect);
+    }
+
+    #[test]
+    fn unknown_device_and_untracked_free_are_explicit() {
+        let r = EventRecord {
+            event: event_type::FREE,
+            device: DEVICE_UNKNOWN,
+            flags: FLAG_UNTRACKED,
+            ..Default::default()
+        };
+        let v = serde_json::to_value(EventLine::new(&r, None)).unwrap();
+        assert_eq!(v["device"], serde_json::Value::Null);
+        assert_eq!(v["cgroup"], serde_json::Value::Null);
+        assert_eq!(v["flags"], serde_json::json!(["untracked"]));
+    }
+}

@@ -1,0 +1,74 @@
+//! JSON Lines: one object per line, flushed in batches.
+use std::io::{self, Write};
+
+use bytes::{BufMut, BytesMut};
+
+use super::Sink;
+use crate::output::Line;
+
+/// Flush to the writer once this much is buffered, even mid-batch.
+const FLUSH_AT: usize = 64 * 1024;
+
+pub struct JsonSink<W: Write + Send> {
+    out: W,
+    buf: BytesMut,
+}
+
+impl<W: Write + Send> JsonSink<W> {
+    pub fn new(out: W) -> Self {
+        Self { out, buf: BytesMut::with_capacity(FLUSH_AT * 2) }
+    }
+}
+
+impl<W: Write + Send> Sink for JsonSink<W> {
+    fn write(&mut self, line: &Line) -> io::Result<()> {
+        serde_json::to_writer((&mut self.buf).writer(), line)?;
+        self.buf.put_u8(b'\n');
+        if self.buf.len() >= FLUSH_AT {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        if !self.buf.is_empty() {
+            self.out.write_all(&self.buf)?;
+            self.buf.clear();
+        }
+        self.out.flush()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::output::DroppedLine;
+
+    #[test]
+    fn one_object_per_line() {
+        let mut out = Vec::new();
+        {
+            let mut s = JsonSink::new(&mut out);
+            let d = DroppedLine {
+                ts_ns: 1,
+                event: "dropped",
+                records: 2,
+                total: 3,
+                map_full: 0,
+                unmatched_returns: 0,
+                cgroup_slots_full: 0,
+                out_ptr_unreadable: 0,
+                malformed: 0,
+            };
+            s.write(&Line::Dropped(d.clone())).unwrap();
+            s.write(&Line::Dropped(d)).unwrap();
+            s.flush().unwrap();
+        }
+        let text = String::from_utf8(out).unwrap();
+        let lines: Vec<_> = text.lines().collect();
+        assert_eq!(lines.len(), 2);
+        let v: serde_json::Value = serde_json::from_str(lines[0]).unwrap();
+        assert_eq!(v["event"], "dropped");
+        assert_eq!(v["records"], 2);
+    }
+}

@@ -1,0 +1,105 @@
+//! A line per record for people watching a terminal.
+use std::io::{self, Write};
+
+use super::Sink;
+use crate::output::Line;
+
+pub struct TextSink<W: Write + Send> {
+    out: io::BufWriter<W>,
+}
+
+impl<W: Write + Send> TextSink<W> {
+    pub fn new(out: W) -> Self {
+        Self { out: io::BufWriter::new(out) }
+    }
+}
+
+/// `1536` -> `1.5 KiB`; exact bytes below 1 KiB.
+pub fn human(bytes: u64) -> String {
+    const UNITS: [&str; 5] = ["KiB", "MiB", "GiB", "TiB", "PiB"];
+    if bytes < 1024 {
+        return format!("{bytes} B");
+    }
+    let mut v = bytes as f64 / 1024.0;
+    let mut unit = 0;
+    while v >= 1024.0 && unit < UNITS.len() - 1 {
+        v /= 1024.0;
+        unit += 1;
+    }
+    format!("{v:.1} {}", UNITS[unit])
+}
+
+fn dev(d: Option<u32>) -> String {
+    d.map_or("?".into(), |d| d.to_string())
+}
+
+impl<W: Write + Send> Sink for TextSink<W> {
+    fn write(&mut self, line: &Line) -> io::Result<()> {
+        match line {
+            Line::Event(e) => {
+                let cg = e.cgroup.as_deref().unwrap_or("?");
+                let what = match e.event {
+                    "exit" => format!("released {}", human(e.size)),
+                    "alloc_failed" => format!("{} {} wanted {} -> CUresult {}", e.api, e.kind, human(e.size), e.result),
+                    _ => format!("{} {} dev {} {} at {}", e.api, e.kind, dev(e.device), human(e.size), e.addr),
+                };
+                writeln!(
+                    self.out,
+                    "{:>12}  {:<12} pid {:<7} {:<15} {:<28} {}  [proc {} | cgroup {}]",
+                    e.ts_ns / 1000,
+                    e.event,
+                    e.pid,
+                    e.comm,
+                    cg,
+                    what,
+                    human(e.proc_total),
+                    human(e.cgroup_total)
+                )
+            }
+            Line::Usage(u) => {
+                let who = match u.pid {
+                    Some(pid) => format!("pid {pid} {}", u.comm.as_deref().unwrap_or("")),
+                    None => "cgroup".to_string(),
+                };
+                writeln!(
+                    self.out,
+                    "{:>12}  usage        {:<23} {:<28} {} (kernel {})",
+                    u.ts_ns / 1000,
+                    who,
+                    u.cgroup.as_deref().unwrap_or("?"),
+                    human(u.bytes),
+                    human(u.kernel_bytes)
+                )
+            }
+            Line::Dropped(d) => writeln!(
+                self.out,
+                "{:>12}  DROPPED      {} records lost ({} in total); map_full {} unmatched {} slots_full {} unreadable {} malformed {}",
+                d.ts_ns / 1000,
+                d.records,
+                d.total,
+                d.map_full,
+                d.unmatched_returns,
+                d.cgroup_slots_full,
+                d.out_ptr_unreadable,
+                d.malformed
+            ),
+        }
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.out.flush()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::human;
+
+    #[test]
+    fn human_sizes() {
+        assert_eq!(human(0), "0 B");
+        assert_eq!(human(1023), "1023 B");
+        assert_eq!(human(1536), "1.5 KiB");
+        assert_eq!(human(3 << 30), "3.0 GiB");
+    }
+}
