@@ -3,7 +3,7 @@
 //!
 //! This does what aya-build does (nightly cargo, `-Z build-std=core`, the
 //! bpfel target, BTF) plus `-C target-cpu=v3`: the in-kernel accounting uses
-//! BPF atomic fetch-add and compare-exchange, which LLVM emits only for v3,
+//! BPF compare-exchange, which LLVM emits only for v3,
 //! and aya-build 0.2 fixes the eBPF crate's rustflags with no way to add one.
 //!
 //! `AYA_BUILD_SKIP=1`, or no bpf-linker on PATH (a machine that never ran

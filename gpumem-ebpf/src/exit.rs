@@ -3,8 +3,8 @@
 //! exit record tells the agent to forget the process.
 use aya_ebpf::{
     helpers::{bpf_get_current_cgroup_id, bpf_get_current_pid_tgid},
-    macros::tracepoint,
-    programs::TracePointContext,
+    macros::raw_tracepoint,
+    programs::RawTracePointContext,
 };
 use gpumem_common::{event_type, EventRecord, DEVICE_UNKNOWN, PROC_CGROUP_SLOTS};
 
@@ -13,8 +13,10 @@ use crate::{
     maps::{CGROUP_USAGE, PROC_USAGE},
 };
 
-#[tracepoint]
-pub fn process_exit(_ctx: TracePointContext) -> u32 {
+/// A raw tracepoint: attached by name through the BPF syscall, so it needs
+/// no tracefs mount (many hosts and containers have none).
+#[raw_tracepoint(tracepoint = "sched_process_exit")]
+pub fn process_exit(_ctx: RawTracePointContext) -> i32 {
     let pid_tgid = bpf_get_current_pid_tgid();
     let tgid = (pid_tgid >> 32) as u32;
     if tgid != pid_tgid as u32 {

@@ -50,9 +50,9 @@ pub type Request = (String, oneshot::Sender<String>);
 pub enum ControlError {
     #[error("another gpumem agent is already answering on {0}; stop it or pass --socket PATH")]
     InUse(PathBuf),
-    #[error("control socket {path}: {source}")]
+    #[error("control socket {path}")]
     Io { path: PathBuf, source: io::Error },
-    #[error("cannot reach the gpumem agent at {path}: {source} (is `gpumem run` running, and are you root?)")]
+    #[error("cannot reach the gpumem agent at {path} (is `gpumem run` running, and are you root?)")]
     Connect { path: PathBuf, source: io::Error },
     #[error("the agent at {path} sent an answer gpumem cannot read: {detail}")]
     BadAnswer { path: PathBuf, detail: String },

@@ -26,7 +26,7 @@ pub const SEARCH_DIRS: &[&str] = &[
 
 #[derive(Debug, thiserror::Error)]
 pub enum DiscoverError {
-    #[error("--libcuda {path}: {source}")]
+    #[error("--libcuda {path}")]
     Explicit { path: String, source: std::io::Error },
     #[error(
         "no libcuda.so* found: searched the ldconfig cache, {dirs} and the memory maps of running processes; \

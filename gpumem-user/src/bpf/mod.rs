@@ -13,9 +13,9 @@ use std::collections::HashMap;
 
 use aya::{
     programs::{
-        trace_point::TracePointLinkId,
+        raw_trace_point::RawTracePointLinkId,
         uprobe::{UProbeAttachLocation, UProbeAttachPoint, UProbeLinkId, UProbeScope},
-        ProgramError, TracePoint, UProbe,
+        ProgramError, RawTracePoint, UProbe,
     },
     Ebpf, EbpfError, EbpfLoader,
 };
@@ -37,13 +37,13 @@ pub enum BpfError {
          run `cargo xtask build` to build a working agent"
     )]
     NoObject,
-    #[error("loading the eBPF object failed: {0}")]
+    #[error("loading the eBPF object failed")]
     Load(#[source] Box<EbpfError>),
     #[error("the eBPF object has no program `{0}` (the object and the agent were built from different sources)")]
     MissingProgram(&'static str),
-    #[error("loading eBPF program `{name}` failed (is this kernel 5.15 or newer with uprobes and BTF?): {source}")]
+    #[error("loading eBPF program `{name}` failed (gpumem needs kernel 5.15 or newer with uprobes)")]
     Program { name: &'static str, source: Box<ProgramError> },
-    #[error("attaching the exit tracepoint sched/sched_process_exit failed: {0}")]
+    #[error("attaching the raw tracepoint sched_process_exit failed")]
     Tracepoint(#[source] Box<ProgramError>),
     #[error(transparent)]
     Symbols(#[from] SymbolError),
@@ -52,11 +52,11 @@ pub enum BpfError {
          point --libcuda at the real libcuda.so.1"
     )]
     MissingRequired { path: String, symbols: String },
-    #[error("attaching `{program}` to {symbol} in {path} failed: {source}")]
+    #[error("attaching `{program}` to {symbol} in {path} failed")]
     Attach { program: &'static str, symbol: &'static str, path: String, source: Box<ProgramError> },
     #[error("the eBPF object has no map `{0}`")]
     MissingMap(&'static str),
-    #[error("opening map `{name}` failed: {source}")]
+    #[error("opening map `{name}` failed")]
     Map { name: &'static str, source: Box<aya::maps::MapError> },
 }
 
@@ -79,7 +79,7 @@ type Link = (&'static str, UProbeLinkId);
 pub struct Tracer {
     ebpf: Ebpf,
     links: Vec<(Library, Vec<Link>)>,
-    _exit_link: TracePointLinkId,
+    _exit_link: RawTracePointLinkId,
 }
 
 impl Tracer {
@@ -99,14 +99,14 @@ impl Tracer {
             prog.load().map_err(|e| BpfError::Program { name, source: Box::new(e) })?;
         }
         let name = probes::EXIT_PROGRAM;
-        let exit: &mut TracePoint = ebpf
+        let exit: &mut RawTracePoint = ebpf
             .program_mut(name)
             .ok_or(BpfError::MissingProgram(name))?
             .try_into()
             .map_err(|e| BpfError::Program { name, source: Box::new(e) })?;
         exit.load().map_err(|e| BpfError::Program { name, source: Box::new(e) })?;
-        let (category, tp) = probes::EXIT_TRACEPOINT;
-        let exit_link = exit.attach(category, tp).map_err(|e| BpfError::Tracepoint(Box::new(e)))?;
+        let exit_link =
+            exit.attach(probes::EXIT_TRACEPOINT).map_err(|e| BpfError::Tracepoint(Box::new(e)))?;
         Ok(Self { ebpf, links: Vec::new(), _exit_link: exit_link })
     }
 

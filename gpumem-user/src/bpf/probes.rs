@@ -60,9 +60,9 @@ pub const PROBES: &[Probe] = &[
     row("cuMemFree_v2", Free, id::MEM_FREE_V2, kind::DEVICE, Required),
 ];
 
-/// The tracepoint that uncharges exiting processes.
+/// The raw tracepoint that uncharges exiting processes.
 pub const EXIT_PROGRAM: &str = "process_exit";
-pub const EXIT_TRACEPOINT: (&str, &str) = ("sched", "sched_process_exit");
+pub const EXIT_TRACEPOINT: &str = "sched_process_exit";
 
 /// Names of every program in the object, each loaded once.
 pub fn programs() -> Vec<&'static str> {

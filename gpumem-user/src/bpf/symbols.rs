@@ -10,9 +10,9 @@ use object::{Object, ObjectSection, ObjectSymbol, SymbolKind};
 
 #[derive(Debug, thiserror::Error)]
 pub enum SymbolError {
-    #[error("cannot read {path}: {source}")]
+    #[error("cannot read {path}")]
     Read { path: String, source: std::io::Error },
-    #[error("{path} is not an ELF shared object gpumem can read: {source}")]
+    #[error("{path} is not an ELF shared object gpumem can read")]
     Parse { path: String, source: object::Error },
 }
 

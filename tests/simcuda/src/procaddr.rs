@@ -1,0 +1,136 @@
+//! `cuGetProcAddress`: the driver's own symbol resolution, by base name,
+//! requested API version and stream flags, as NVIDIA's `cuda-bindings`
+//! and the CUDA runtime use it. Set `SIMCUDA_LOG_PROCADDR=1` to see every
+//! request on stderr.
+use std::{
+    ffi::{c_char, c_int, c_void, CStr},
+    sync::OnceLock,
+};
+
+use crate::*;
+
+/// `CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM`.
+const PER_THREAD_DEFAULT_STREAM: u64 = 2;
+/// `CUdriverProcAddressQueryResult`.
+const SYMBOL_SUCCESS: c_int = 0;
+const SYMBOL_NOT_FOUND: c_int = 1;
+const VERSION_NOT_SUFFICIENT: c_int = 2;
+
+/// One base name: its versioned exports (oldest first) and, where the
+/// driver has one, the per-thread-default-stream export.
+struct Entry {
+    name: &'static str,
+    versions: Vec<(c_int, usize)>,
+    per_thread: Option<usize>,
+}
+
+macro_rules! f {
+    ($f:expr) => {
+        $f as *const () as usize
+    };
+}
+
+fn table() -> &'static [Entry] {
+    static T: OnceLock<Vec<Entry>> = OnceLock::new();
+    T.get_or_init(|| {
+        let e = |name, versions: Vec<(c_int, usize)>| Entry { name, versions, per_thread: None };
+        vec![
+            e("cuInit", vec![(2000, f!(cuInit))]),
+            e("cuDriverGetVersion", vec![(2020, f!(cuDriverGetVersion))]),
+            e("cuGetProcAddress", vec![(12000, f!(cuGetProcAddress_v2))]),
+            e("cuDeviceGet", vec![(2000, f!(cuDeviceGet))]),
+            e("cuDeviceGetCount", vec![(2000, f!(cuDeviceGetCount))]),
+            e("cuDeviceGetName", vec![(2000, f!(cuDeviceGetName))]),
+            e("cuDeviceTotalMem", vec![(3020, f!(cuDeviceTotalMem_v2))]),
+            e("cuDevicePrimaryCtxRetain", vec![(7000, f!(cuDevicePrimaryCtxRetain))]),
+            e(
+                "cuDevicePrimaryCtxRelease",
+                vec![(7000, f!(cuDevicePrimaryCtxRelease)), (11000, f!(cuDevicePrimaryCtxRelease_v2))],
+            ),
+            e("cuCtxCreate", vec![(3020, f!(cuCtxCreate_v2))]),
+            e("cuCtxDestroy", vec![(4000, f!(cuCtxDestroy_v2))]),
+            e("cuCtxSetCurrent", vec![(4000, f!(cuCtxSetCurrent))]),
+            e("cuCtxGetCurrent", vec![(4000, f!(cuCtxGetCurrent))]),
+            e("cuCtxPushCurrent", vec![(4000, f!(cuCtxPushCurrent_v2))]),
+            e("cuCtxPopCurrent", vec![(4000, f!(cuCtxPopCurrent_v2))]),
+            e("cuCtxGetDevice", vec![(2000, f!(cuCtxGetDevice))]),
+            e("cuMemAlloc", vec![(3020, f!(cuMemAlloc_v2))]),
+            e("cuMemFree", vec![(3020, f!(cuMemFree_v2))]),
+            e("cuMemGetInfo", vec![(3020, f!(cuMemGetInfo_v2))]),
+        ]
+    })
+}
+
+/// Resolves `name` at `version` with `flags`: the export's address, or the
+/// query result that says why not.
+fn resolve(name: &str, version: c_int, flags: u64) -> Result<usize, c_int> {
+    let entry = table().iter().find(|e| e.name == name).ok_or(SYMBOL_NOT_FOUND)?;
+    if flags & PER_THREAD_DEFAULT_STREAM != 0 {
+        if let Some(p) = entry.per_thread {
+            return Ok(p);
+        }
+    }
+    entry
+        .versions
+        .iter()
+        .rev()
+        .find(|(v, _)| *v <= version)
+        .map(|(_, p)| *p)
+        .ok_or(VERSION_NOT_SUFFICIENT)
+}
+
+unsafe fn get_proc_address(
+    symbol: *const c_char,
+    pfn: *mut *mut c_void,
+    version: c_int,
+    flags: u64,
+    status: *mut c_int,
+) -> CUresult {
+    if symbol.is_null() || pfn.is_null() {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    let name = unsafe { CStr::from_ptr(symbol) }.to_string_lossy();
+    let found = resolve(&name, version, flags);
+    if std::env::var_os("SIMCUDA_LOG_PROCADDR").is_some() {
+        eprintln!("simcuda: cuGetProcAddress({name}, {version}, {flags}) -> {found:?}");
+    }
+    let (ptr, query) = match found {
+        Ok(p) => (p, SYMBOL_SUCCESS),
+        Err(q) => (0, q),
+    };
+    unsafe { *pfn = ptr as *mut c_void };
+    if !status.is_null() {
+        unsafe { *status = query };
+    }
+    if ptr == 0 {
+        CUDA_ERROR_NOT_FOUND
+    } else {
+        CUDA_SUCCESS
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn cuGetProcAddress_v2(
+    symbol: *const c_char,
+    pfn: *mut *mut c_void,
+    cuda_version: c_int,
+    flags: u64,
+    symbol_status: *mut c_int,
+) -> CUresult {
+    unsafe { get_proc_address(symbol, pfn, cuda_version, flags, symbol_status) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versioned_names_resolve_by_version() {
+        assert_eq!(resolve("cuMemAlloc", 3020, 0), Ok(f!(cuMemAlloc_v2)));
+        assert_eq!(resolve("cuMemAlloc", 13000, 0), Ok(f!(cuMemAlloc_v2)));
+        assert_eq!(resolve("cuMemAlloc", 2000, 0), Err(VERSION_NOT_SUFFICIENT));
+        assert_eq!(resolve("cuDevicePrimaryCtxRelease", 10000, 0), Ok(f!(cuDevicePrimaryCtxRelease)));
+        assert_eq!(resolve("cuDevicePrimaryCtxRelease", 12000, 0), Ok(f!(cuDevicePrimaryCtxRelease_v2)));
+        assert_eq!(resolve("cuNoSuchThing", 12000, 0), Err(SYMBOL_NOT_FOUND));
+    }
+}
