@@ -1,0 +1,239 @@
+//! gpumem-workload: scripted CUDA allocation patterns against whatever
+//! libcuda it is pointed at, printing its own ground truth (bytes held,
+//! calls made) as JSON lines at checkpoints. With `--pause` it waits for a
+//! line on stdin after each checkpoint, so a test can compare the agent's
+//! numbers while the process holds still.
+use std::{
+    io::{BufRead, Write},
+    sync::{Arc, Mutex},
+};
+
+use anyhow::{bail, Context};
+use clap::{Parser, ValueEnum};
+use gpumem_tests::{
+    driver::Driver,
+    truth::{Checkpoint, Truth},
+};
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum Scenario {
+    /// A few allocations of odd sizes, half freed, the rest leaked at exit.
+    Basic,
+    /// Allocate `--size` chunks until the card refuses, then free them all.
+    Oom,
+    /// `--threads` threads allocating and freeing at random, frees often on
+    /// another thread than the allocation's; half freed, the rest leaked.
+    Threads,
+    /// Allocate, fork; the child allocates its own memory and frees one of
+    /// the parent's addresses (which it never allocated), then exits.
+    Fork,
+}
+
+#[derive(Debug, Parser)]
+#[command(about = "Run a scripted CUDA allocation pattern and print its ground truth")]
+struct Args {
+    /// The driver library to dlopen.
+    #[arg(long, default_value = "libcuda.so.1")]
+    libcuda: String,
+    #[arg(long, value_enum, default_value_t = Scenario::Basic)]
+    scenario: Scenario,
+    /// Wait for a line on stdin after each checkpoint.
+    #[arg(long)]
+    pause: bool,
+    /// Device ordinal whose primary context the workload uses.
+    #[arg(long, default_value_t = 0)]
+    device: i32,
+    #[arg(long, default_value_t = 4)]
+    threads: usize,
+    #[arg(long, default_value_t = 200)]
+    iterations: usize,
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Chunk size for `oom`.
+    #[arg(long, default_value_t = 1 << 20)]
+    size: usize,
+}
+
+fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    let driver = Arc::new(Driver::load(&args.libcuda)?);
+    let ctx = driver.open_device(args.device)?;
+    let truth = Arc::new(Truth::default());
+    let w = Workload { args: &args, driver, truth, ctx: ctx as usize };
+    match args.scenario {
+        Scenario::Basic => w.basic(),
+        Scenario::Oom => w.oom(),
+        Scenario::Threads => w.threads(),
+        Scenario::Fork => w.fork(),
+    }
+}
+
+struct Workload<'a> {
+    args: &'a Args,
+    driver: Arc<Driver>,
+    truth: Arc<Truth>,
+    ctx: usize,
+}
+
+impl Workload<'_> {
+    fn checkpoint(&self, name: &str) -> anyhow::Result<()> {
+        emit(&self.truth.checkpoint(name), self.args.pause)
+    }
+
+    fn alloc(&self, bytes: usize) -> anyhow::Result<u64> {
+        let p = self.driver.alloc(bytes).map_err(|e| anyhow::anyhow!("cuMemAlloc_v2({bytes}) returned {e}"))?;
+        self.truth.allocated(bytes as u64);
+        Ok(p)
+    }
+
+    fn free(&self, p: u64, bytes: usize) -> anyhow::Result<()> {
+        self.driver.free(p)?;
+        self.truth.freed(bytes as u64);
+        Ok(())
+    }
+
+    fn basic(&self) -> anyhow::Result<()> {
+        let sizes = [1 << 20, (3 << 20) + 123, 4096, 7, 65536 + 1];
+        let mut held = Vec::new();
+        for s in sizes {
+            held.push((self.alloc(s)?, s));
+        }
+        self.checkpoint("allocated")?;
+        for (p, s) in held.drain(..2) {
+            self.free(p, s)?;
+        }
+        self.checkpoint("freed")?;
+        Ok(()) // the rest is leaked: exit must release it
+    }
+
+    fn oom(&self) -> anyhow::Result<()> {
+        let mut held = Vec::new();
+        loop {
+            match self.driver.alloc(self.args.size) {
+                Ok(p) => {
+                    self.truth.allocated(self.args.size as u64);
+                    held.push(p);
+                }
+                Err(2) => {
+                    self.truth.refused();
+                    break;
+                }
+                Err(e) => bail!("cuMemAlloc_v2 returned {e}, expected success or CUDA_ERROR_OUT_OF_MEMORY"),
+            }
+            if held.len() > 1_000_000 {
+                bail!("the card never filled up: is SIMCUDA_CAPACITY set?");
+            }
+        }
+        self.checkpoint("full")?;
+        for p in held {
+            self.free(p, self.args.size)?;
+        }
+        self.checkpoint("empty")
+    }
+
+    fn threads(&self) -> anyhow::Result<()> {
+        let pool: Arc<Mutex<Vec<(u64, usize)>>> = Arc::default();
+        let handles: Vec<_> = (0..self.args.threads)
+            .map(|t| {
+                let (driver, truth, pool) = (self.driver.clone(), self.truth.clone(), pool.clone());
+                let (ctx, iterations) = (self.ctx, self.args.iterations);
+                let mut rng = Rng(self.args.seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ (t as u64 + 1));
+                std::thread::spawn(move || -> anyhow::Result<()> {
+                    driver.set_current(ctx as _)?;
+                    for _ in 0..iterations {
+                        let take = {
+                            let mut pool = pool.lock().unwrap();
+                            if rng.below(10) < 4 && !pool.is_empty() {
+                                let i = rng.below(pool.len() as u64) as usize;
+                                Some(pool.swap_remove(i))
+                            } else {
+                                None
+                            }
+                        };
+                        match take {
+                            Some((p, s)) => {
+                                driver.free(p)?;
+                                truth.freed(s as u64);
+                            }
+                            None => {
+                                let s = 1 + rng.below(4 << 20) as usize;
+                                let p = driver.alloc(s).map_err(|e| anyhow::anyhow!("alloc returned {e}"))?;
+                                truth.allocated(s as u64);
+                                pool.lock().unwrap().push((p, s));
+                            }
+                        }
+                    }
+                    Ok(())
+                })
+            })
+            .collect();
+        for h in handles {
+            h.join().map_err(|_| anyhow::anyhow!("a workload thread panicked"))??;
+        }
+        self.checkpoint("mixed")?;
+        let mut pool = pool.lock().unwrap();
+        let half = pool.len() / 2;
+        for (p, s) in pool.drain(..half) {
+            self.free(p, s)?;
+        }
+        self.checkpoint("drained")
+    }
+
+    fn fork(&self) -> anyhow::Result<()> {
+        let parent_alloc = self.alloc(5 << 20)?;
+        std::io::stdout().flush()?;
+        // SAFETY: single-threaded at this point; the child only calls the
+        // driver and exits.
+        match unsafe { libc::fork() } {
+            -1 => bail!("fork: {}", std::io::Error::last_os_error()),
+            0 => {
+                let child = Truth::default();
+                let p = self.driver.alloc(2 << 20).map_err(|e| anyhow::anyhow!("child alloc returned {e}"))?;
+                child.allocated(2 << 20);
+                // The parent's address: the driver state was copied by fork,
+                // but this process never allocated it. gpumem must not
+                // uncharge the parent for it.
+                let _ = self.driver.free(parent_alloc);
+                let _ = p;
+                emit(&child.checkpoint("child"), false)?;
+                std::process::exit(0);
+            }
+            pid => {
+                let mut status = 0;
+                // SAFETY: waiting for our own child.
+                if unsafe { libc::waitpid(pid, &mut status, 0) } != pid || status != 0 {
+                    bail!("fork child {pid} failed (status {status})");
+                }
+                self.checkpoint("parent")
+            }
+        }
+    }
+}
+
+fn emit(c: &Checkpoint, pause: bool) -> anyhow::Result<()> {
+    let mut out = std::io::stdout().lock();
+    serde_json::to_writer(&mut out, c)?;
+    out.write_all(b"\n")?;
+    out.flush()?;
+    drop(out);
+    if pause {
+        let mut line = String::new();
+        std::io::stdin().lock().read_line(&mut line).context("waiting on stdin")?;
+    }
+    Ok(())
+}
+
+/// xorshift64*: reproducible from `--seed`, no dependency.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
+}

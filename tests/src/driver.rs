@@ -1,0 +1,85 @@
+//! The CUDA driver functions the workload calls, loaded with dlopen from
+//! whatever libcuda it is pointed at (the simulated one or a real one).
+use std::ffi::{c_int, c_uint, c_void};
+
+use anyhow::{bail, Context};
+use libloading::{Library, Symbol};
+
+pub type CUresult = c_int;
+pub type CUcontext = *mut c_void;
+
+pub struct Driver {
+    _lib: Library,
+    pub init: unsafe extern "C" fn(c_uint) -> CUresult,
+    pub device_get: unsafe extern "C" fn(*mut c_int, c_int) -> CUresult,
+    pub primary_ctx_retain: unsafe extern "C" fn(*mut CUcontext, c_int) -> CUresult,
+    pub ctx_set_current: unsafe extern "C" fn(CUcontext) -> CUresult,
+    pub mem_alloc: unsafe extern "C" fn(*mut u64, usize) -> CUresult,
+    pub mem_free: unsafe extern "C" fn(u64) -> CUresult,
+}
+
+// SAFETY: the function pointers are plain C entry points of the driver,
+// callable from any thread.
+unsafe impl Send for Driver {}
+unsafe impl Sync for Driver {}
+
+impl Driver {
+    pub fn load(path: &str) -> anyhow::Result<Self> {
+        // SAFETY: loading a shared library runs its initialisers; the
+        // caller chose the library.
+        let lib = unsafe { Library::new(path) }.with_context(|| format!("dlopen {path}"))?;
+        unsafe fn get<T: Copy>(lib: &Library, name: &str) -> anyhow::Result<T> {
+            let s: Symbol<T> = unsafe { lib.get(name.as_bytes()) }.with_context(|| format!("dlsym {name}"))?;
+            Ok(*s)
+        }
+        unsafe {
+            Ok(Self {
+                init: get(&lib, "cuInit")?,
+                device_get: get(&lib, "cuDeviceGet")?,
+                primary_ctx_retain: get(&lib, "cuDevicePrimaryCtxRetain")?,
+                ctx_set_current: get(&lib, "cuCtxSetCurrent")?,
+                mem_alloc: get(&lib, "cuMemAlloc_v2")?,
+                mem_free: get(&lib, "cuMemFree_v2")?,
+                _lib: lib,
+            })
+        }
+    }
+
+    /// cuInit, then make device `ordinal`'s primary context current on the
+    /// calling thread.
+    pub fn open_device(&self, ordinal: c_int) -> anyhow::Result<CUcontext> {
+        unsafe {
+            check((self.init)(0), "cuInit")?;
+            let mut dev = 0;
+            check((self.device_get)(&mut dev, ordinal), "cuDeviceGet")?;
+            let mut ctx = std::ptr::null_mut();
+            check((self.primary_ctx_retain)(&mut ctx, dev), "cuDevicePrimaryCtxRetain")?;
+            check((self.ctx_set_current)(ctx), "cuCtxSetCurrent")?;
+            Ok(ctx)
+        }
+    }
+
+    pub fn set_current(&self, ctx: CUcontext) -> anyhow::Result<()> {
+        check(unsafe { (self.ctx_set_current)(ctx) }, "cuCtxSetCurrent")
+    }
+
+    /// cuMemAlloc_v2: the address, or the CUresult.
+    pub fn alloc(&self, bytes: usize) -> Result<u64, CUresult> {
+        let mut p = 0u64;
+        match unsafe { (self.mem_alloc)(&mut p, bytes) } {
+            0 => Ok(p),
+            e => Err(e),
+        }
+    }
+
+    pub fn free(&self, p: u64) -> anyhow::Result<()> {
+        check(unsafe { (self.mem_free)(p) }, "cuMemFree_v2")
+    }
+}
+
+pub fn check(r: CUresult, what: &str) -> anyhow::Result<()> {
+    if r != 0 {
+        bail!("{what} returned CUresult {r}");
+    }
+    Ok(())
+}

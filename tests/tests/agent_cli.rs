@@ -1,0 +1,70 @@
+//! The agent's refusals: clear errors for bad input and missing privileges,
+//! and a clean start/stop cycle.
+use std::process::Command;
+
+use gpumem_tests::harness::*;
+
+fn run_agent(args: &[&str]) -> (bool, String) {
+    let out = Command::new(paths().agent).args(args).output().unwrap();
+    (out.status.success(), String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+#[test]
+fn missing_libcuda_path_is_named_in_the_error() {
+    if !privileged("missing_libcuda_path_is_named_in_the_error") {
+        return;
+    }
+    let (ok, err) = run_agent(&["run", "--libcuda", "/nonexistent/libcuda.so.1", "--duration", "1"]);
+    assert!(!ok);
+    assert!(err.contains("--libcuda /nonexistent/libcuda.so.1") && err.contains("No such file"), "{err}");
+}
+
+#[test]
+fn a_library_that_is_not_a_driver_is_refused_by_name() {
+    if !privileged("a_library_that_is_not_a_driver_is_refused_by_name") {
+        return;
+    }
+    let libc = ["/lib/x86_64-linux-gnu/libc.so.6", "/usr/lib64/libc.so.6"]
+        .into_iter()
+        .find(|p| std::path::Path::new(p).exists())
+        .expect("a libc to point gpumem at");
+    let scratch = Scratch::new("notdriver");
+    let sock = scratch.0.join("s.sock");
+    let (ok, err) = run_agent(&["run", "--libcuda", libc, "--socket", sock.to_str().unwrap(), "--duration", "1"]);
+    assert!(!ok);
+    assert!(err.contains("lacks required driver symbol(s) cuMemAlloc_v2, cuMemFree_v2"), "{err}");
+}
+
+#[test]
+fn unprivileged_run_is_refused_naming_the_capabilities() {
+    if !privileged("unprivileged_run_is_refused_naming_the_capabilities") {
+        return;
+    }
+    let Ok(out) = Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all"])
+        .arg(paths().agent)
+        .args(["run", "--duration", "1"])
+        .output()
+    else {
+        println!("SKIPPED unprivileged_run_is_refused_naming_the_capabilities: setpriv (util-linux) is not installed");
+        return;
+    };
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(err.contains("CAP_BPF and CAP_PERFMON"), "{err}");
+}
+
+#[test]
+fn start_ready_and_clean_stop() {
+    if !privileged("start_ready_and_clean_stop") {
+        return;
+    }
+    let agent = Agent::start(&[]);
+    let s = agent.status();
+    assert_eq!(s.libraries.len(), 1);
+    assert!(agent.stderr().contains("attached 2 probe(s)"), "{}", agent.stderr());
+    let socket = agent.socket.clone();
+    let (status, _) = agent.stop();
+    assert!(status.success());
+    assert!(!socket.exists(), "the control socket is removed at exit");
+}

@@ -1,0 +1,171 @@
+//! The agent's totals equal the workload's ground truth exactly, per
+//! process and per cgroup, at checkpoints and after exit.
+use gpumem_tests::harness::*;
+
+#[test]
+fn basic_workload_is_accounted_exactly_and_released_at_exit() {
+    if !privileged("basic_workload_is_accounted_exactly_and_released_at_exit") {
+        return;
+    }
+    let agent = Agent::start(&[]);
+    let cg = Cgroup::create("basic");
+    let mut w = Workload::spawn(&["--scenario", "basic", "--pause"], Some(&cg), &[]);
+    let pid = w.pid();
+
+    for name in ["allocated", "freed"] {
+        let c = w.checkpoint();
+        assert_eq!(c.checkpoint, name);
+        agent.wait_for_checkpoint(&c);
+        let s = agent.status();
+        assert_process_holds(&s, pid, c.held);
+        assert_cgroup_holds(&s, &cg, c.held);
+        assert_eq!(proc_entry(&s, pid).unwrap().cgroup.as_deref(), Some(cg.path.as_str()));
+        w.resume();
+    }
+    w.finish();
+
+    let lines = agent.wait_for("the workload's exit record", |l| count(l, pid, "exit") == 1);
+    let s = agent.status();
+    assert_process_holds(&s, pid, 0);
+    assert_cgroup_holds(&s, &cg, 0);
+
+    // Every record carries the documented fields, and the stream's own
+    // totals add up: the exit released what was still held.
+    let exit = lines.iter().find(|l| l["event"] == "exit" && l["pid"] == pid).unwrap();
+    let allocs: Vec<_> = lines.iter().filter(|l| l["event"] == "alloc" && l["pid"] == pid).collect();
+    let frees: Vec<_> = lines.iter().filter(|l| l["event"] == "free" && l["pid"] == pid).collect();
+    let sum = |v: &[&serde_json::Value]| v.iter().map(|l| l["size"].as_u64().unwrap()).sum::<u64>();
+    assert_eq!(exit["size"].as_u64().unwrap(), sum(&allocs) - sum(&frees));
+    for l in allocs.iter().chain(frees.iter()) {
+        for field in [
+            "ts_ns", "event", "api", "pid", "tid", "comm", "cgroup_id", "cgroup", "device", "kind", "size", "addr",
+            "result", "proc_total", "cgroup_total",
+        ] {
+            assert!(l.get(field).is_some(), "record lacks `{field}`: {l}");
+        }
+        assert_eq!(l["cgroup"], cg.path.as_str());
+        assert_eq!(l["cgroup_id"], cg.id);
+        assert_eq!(l["comm"], "gpumem-workload");
+        assert!(l["addr"].as_str().unwrap().starts_with("0x"));
+    }
+    assert_eq!(allocs.last().unwrap()["api"], "cuMemAlloc_v2");
+    assert_eq!(frees.last().unwrap()["api"], "cuMemFree_v2");
+
+    let (status, lines) = agent.stop();
+    assert!(status.success(), "agent exit: {status}");
+    assert!(
+        !lines.iter().any(|l| l["event"] == "dropped" && l["total"].as_u64() != Some(0)),
+        "records were lost"
+    );
+}
+
+#[test]
+fn failed_allocation_is_reported_and_charges_nothing() {
+    if !privileged("failed_allocation_is_reported_and_charges_nothing") {
+        return;
+    }
+    let agent = Agent::start(&[]);
+    let cg = Cgroup::create("oom");
+    // A 10 MiB card, 3 MiB chunks: three fit, the fourth is refused.
+    let env = [("SIMCUDA_CAPACITY", "10485760")];
+    let mut w = Workload::spawn(&["--scenario", "oom", "--size", "3145728", "--pause"], Some(&cg), &env);
+    let pid = w.pid();
+    let full = w.checkpoint();
+    assert_eq!((full.allocs, full.failed, full.held), (3, 1, 9 << 20));
+    let lines = agent.wait_for_checkpoint(&full);
+    let failed = lines.iter().find(|l| l["event"] == "alloc_failed" && l["pid"] == pid).unwrap();
+    assert_eq!(failed["result"], 2, "CUDA_ERROR_OUT_OF_MEMORY");
+    assert_eq!(failed["size"], 3145728);
+    assert_eq!(failed["proc_total"], 9 << 20, "the refused call charged nothing");
+    let s = agent.status();
+    assert_process_holds(&s, pid, 9 << 20);
+    assert_cgroup_holds(&s, &cg, 9 << 20);
+    w.resume();
+    let empty = w.checkpoint();
+    agent.wait_for_checkpoint(&empty);
+    let s = agent.status();
+    assert_process_holds(&s, pid, 0);
+    assert_cgroup_holds(&s, &cg, 0);
+    w.resume();
+    w.finish();
+}
+
+#[test]
+fn threads_and_processes_in_two_cgroups_add_up_exactly() {
+    if !privileged("threads_and_processes_in_two_cgroups_add_up_exactly") {
+        return;
+    }
+    let agent = Agent::start(&[]);
+    let (a, b) = (Cgroup::create("team-a"), Cgroup::create("team-b"));
+    let spawn = |cg: &Cgroup, seed: &str| {
+        Workload::spawn(
+            &["--scenario", "threads", "--threads", "4", "--iterations", "150", "--seed", seed, "--pause"],
+            Some(cg),
+            &[],
+        )
+    };
+    let mut ws = vec![(spawn(&a, "1"), 0), (spawn(&a, "2"), 0), (spawn(&b, "3"), 1)];
+    for round in ["mixed", "drained"] {
+        let mut held = [0u64; 2];
+        let mut truths = Vec::new();
+        for (w, team) in ws.iter_mut() {
+            let c = w.checkpoint();
+            assert_eq!(c.checkpoint, round);
+            held[*team] += c.held;
+            truths.push(c);
+        }
+        for c in &truths {
+            agent.wait_for_checkpoint(c);
+        }
+        let s = agent.status();
+        for c in &truths {
+            assert_process_holds(&s, c.pid, c.held);
+        }
+        assert_cgroup_holds(&s, &a, held[0]);
+        assert_cgroup_holds(&s, &b, held[1]);
+        for (w, _) in ws.iter_mut() {
+            w.resume();
+        }
+    }
+    let pids: Vec<u32> = ws.iter().map(|(w, _)| w.pid()).collect();
+    for (w, _) in ws {
+        w.finish();
+    }
+    agent.wait_for("every exit record", |l| pids.iter().all(|&p| count(l, p, "exit") == 1));
+    let s = agent.status();
+    for p in pids {
+        assert_process_holds(&s, p, 0);
+    }
+    assert_cgroup_holds(&s, &a, 0);
+    assert_cgroup_holds(&s, &b, 0);
+}
+
+#[test]
+fn forked_child_holds_nothing_of_its_parent() {
+    if !privileged("forked_child_holds_nothing_of_its_parent") {
+        return;
+    }
+    let agent = Agent::start(&[]);
+    let cg = Cgroup::create("fork");
+    let mut w = Workload::spawn(&["--scenario", "fork", "--pause"], Some(&cg), &[]);
+    let parent_pid = w.pid();
+    let child = w.checkpoint();
+    assert_eq!(child.checkpoint, "child");
+    assert_ne!(child.pid, parent_pid);
+    let parent = w.checkpoint();
+    assert_eq!(parent.checkpoint, "parent");
+    let lines = agent.wait_for("the child's records and exit", |l| {
+        count(l, child.pid, "alloc") == child.allocs && count(l, child.pid, "exit") == 1
+    });
+    // The child's free of the parent's address matched nothing it held.
+    let untracked = lines.iter().find(|l| l["event"] == "free" && l["pid"] == child.pid).unwrap();
+    assert_eq!(untracked["flags"], serde_json::json!(["untracked"]));
+    assert_eq!(untracked["size"], 0);
+    agent.wait_for_checkpoint(&parent);
+    let s = agent.status();
+    assert_process_holds(&s, parent_pid, parent.held);
+    assert_process_holds(&s, child.pid, 0);
+    assert_cgroup_holds(&s, &cg, parent.held);
+    w.resume();
+    w.finish();
+}
