@@ -43,9 +43,28 @@ pub mod id {
     pub const NONE: u32 = 0;
     pub const MEM_ALLOC_V2: u32 = 1;
     pub const MEM_FREE_V2: u32 = 2;
+    pub const DEVICE_PRIMARY_CTX_RETAIN: u32 = 3;
+    pub const CTX_CREATE: u32 = 4;
+    pub const CTX_CREATE_V2: u32 = 5;
+    pub const CTX_CREATE_V3: u32 = 6;
+    pub const CTX_CREATE_V4: u32 = 7;
+    pub const CTX_SET_CURRENT: u32 = 8;
+    pub const CTX_PUSH_CURRENT_V2: u32 = 9;
+    pub const CTX_POP_CURRENT_V2: u32 = 10;
 
     /// Every id with its driver symbol. The probe table refers to these.
-    pub const NAMES: &[(u32, &str)] = &[(MEM_ALLOC_V2, "cuMemAlloc_v2"), (MEM_FREE_V2, "cuMemFree_v2")];
+    pub const NAMES: &[(u32, &str)] = &[
+        (MEM_ALLOC_V2, "cuMemAlloc_v2"),
+        (MEM_FREE_V2, "cuMemFree_v2"),
+        (DEVICE_PRIMARY_CTX_RETAIN, "cuDevicePrimaryCtxRetain"),
+        (CTX_CREATE, "cuCtxCreate"),
+        (CTX_CREATE_V2, "cuCtxCreate_v2"),
+        (CTX_CREATE_V3, "cuCtxCreate_v3"),
+        (CTX_CREATE_V4, "cuCtxCreate_v4"),
+        (CTX_SET_CURRENT, "cuCtxSetCurrent"),
+        (CTX_PUSH_CURRENT_V2, "cuCtxPushCurrent_v2"),
+        (CTX_POP_CURRENT_V2, "cuCtxPopCurrent_v2"),
+    ];
 
     /// The driver symbol for an id, or `"unknown"`.
     pub fn name(api: u32) -> &'static str {
@@ -62,7 +81,7 @@ pub mod id {
 
 /// Packs an API id and a memory kind into a uprobe attach cookie.
 pub const fn cookie(api: u32, kind: u32) -> u64 {
-    (api as u64) | ((kind as u64) << 32)
+    (api as u64) | (((kind & 0xff) as u64) << 32)
 }
 
 /// The API id in a cookie.

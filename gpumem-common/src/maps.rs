@@ -11,6 +11,8 @@ pub mod map_name {
     pub const PROC_USAGE: &str = "PROC_USAGE";
     pub const CGROUP_USAGE: &str = "CGROUP_USAGE";
     pub const STATS: &str = "STATS";
+    pub const THREAD_CTX: &str = "THREAD_CTX";
+    pub const CTX_DEVICE: &str = "CTX_DEVICE";
 }
 
 /// Default ring buffer size in bytes (a power-of-two multiple of the page
@@ -24,6 +26,10 @@ pub const LIVE_ENTRIES: u32 = 1 << 20;
 pub const PROC_ENTRIES: u32 = 16384;
 /// cgroups holding memory at once.
 pub const CGROUP_ENTRIES: u32 = 16384;
+/// Threads whose current context is tracked.
+pub const THREAD_CTX_ENTRIES: u32 = 65536;
+/// Contexts whose device is known, all processes.
+pub const CTX_ENTRIES: u32 = 16384;
 /// How many distinct cgroups one process's charges are remembered for, so
 /// that its exit uncharges each of them exactly.
 pub const PROC_CGROUP_SLOTS: usize = 4;
@@ -114,6 +120,15 @@ pub struct LiveKey {
     pub addr: u64,
 }
 
+/// A context of one process (context handles are per-process pointers).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct CtxKey {
+    pub tgid: u32,
+    pub _pad: u32,
+    pub ctx: u64,
+}
+
 /// Usage of one process (keyed by tgid).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -135,6 +150,7 @@ mod pod {
     unsafe impl aya::Pod for super::LiveAlloc {}
     unsafe impl aya::Pod for super::LiveKey {}
     unsafe impl aya::Pod for super::ProcUsage {}
+    unsafe impl aya::Pod for super::CtxKey {}
     unsafe impl aya::Pod for crate::EventRecord {}
 }
 
@@ -143,5 +159,6 @@ const _: () = {
     assert!(core::mem::size_of::<PendingKey>() == 16);
     assert!(core::mem::size_of::<LiveAlloc>() == 32);
     assert!(core::mem::size_of::<LiveKey>() == 16);
+    assert!(core::mem::size_of::<CtxKey>() == 16);
     assert!(core::mem::size_of::<ProcUsage>() == 8 + 16 * PROC_CGROUP_SLOTS);
 };

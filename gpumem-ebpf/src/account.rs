@@ -84,14 +84,21 @@ pub struct Totals {
 /// Charges `size` bytes to process `tgid` and cgroup `cgroup_id`.
 #[inline(always)]
 pub fn charge(tgid: u32, cgroup_id: u64, size: u64) -> Totals {
-    let mut t = Totals { proc_total: 0, cgroup_total: 0, slot: NO_SLOT };
+    let mut t = Totals {
+        proc_total: 0,
+        cgroup_total: 0,
+        slot: NO_SLOT,
+    };
     if let Some(proc) = get_or_insert(&PROC_USAGE, &tgid, &ProcUsage::default()) {
         // SAFETY: checked map value pointer.
         t.proc_total = add(unsafe { core::ptr::addr_of_mut!((*proc).bytes) }, size);
         t.slot = cgroup_slot(proc, cgroup_id);
         let slot = t.slot as usize;
         if slot < PROC_CGROUP_SLOTS {
-            add(unsafe { core::ptr::addr_of_mut!((*proc).cgroup_bytes[slot]) }, size);
+            add(
+                unsafe { core::ptr::addr_of_mut!((*proc).cgroup_bytes[slot]) },
+                size,
+            );
         } else {
             count(stat::CGROUP_SLOTS_FULL);
         }
@@ -105,15 +112,22 @@ pub fn charge(tgid: u32, cgroup_id: u64, size: u64) -> Totals {
 /// Uncharges `size` bytes charged earlier by [`charge`] with `slot`.
 #[inline(always)]
 pub fn uncharge(tgid: u32, cgroup_id: u64, slot: u32, size: u64) -> Totals {
-    let mut t = Totals { proc_total: 0, cgroup_total: 0, slot };
-    if let Some(proc) = PROC_USAGE.get_ptr_mut(&tgid) {
+    let mut t = Totals {
+        proc_total: 0,
+        cgroup_total: 0,
+        slot,
+    };
+    if let Some(proc) = PROC_USAGE.get_ptr_mut(tgid) {
         t.proc_total = sub(unsafe { core::ptr::addr_of_mut!((*proc).bytes) }, size);
         let slot = slot as usize;
         if slot < PROC_CGROUP_SLOTS {
-            sub(unsafe { core::ptr::addr_of_mut!((*proc).cgroup_bytes[slot]) }, size);
+            sub(
+                unsafe { core::ptr::addr_of_mut!((*proc).cgroup_bytes[slot]) },
+                size,
+            );
         }
     }
-    if let Some(cg) = CGROUP_USAGE.get_ptr_mut(&cgroup_id) {
+    if let Some(cg) = CGROUP_USAGE.get_ptr_mut(cgroup_id) {
         t.cgroup_total = sub(cg, size);
     }
     t
@@ -123,14 +137,18 @@ pub fn uncharge(tgid: u32, cgroup_id: u64, slot: u32, size: u64) -> Totals {
 #[inline(always)]
 pub fn current(tgid: u32, cgroup_id: u64) -> Totals {
     let proc_total = PROC_USAGE
-        .get_ptr(&tgid)
+        .get_ptr(tgid)
         .map(|p| unsafe { core::ptr::read_volatile(core::ptr::addr_of!((*p).bytes)) })
         .unwrap_or(0);
     let cgroup_total = CGROUP_USAGE
-        .get_ptr(&cgroup_id)
+        .get_ptr(cgroup_id)
         .map(|p| unsafe { core::ptr::read_volatile(p) })
         .unwrap_or(0);
-    Totals { proc_total, cgroup_total, slot: NO_SLOT }
+    Totals {
+        proc_total,
+        cgroup_total,
+        slot: NO_SLOT,
+    }
 }
 
 /// Fills in the timestamp and comm, then sends `rec`; counts a drop when
@@ -160,10 +178,10 @@ pub fn cookie<C: aya_ebpf::EbpfContext>(ctx: &C) -> u64 {
 pub fn take_pending(api: u32) -> Option<gpumem_common::Pending> {
     let key = pending_key(api);
     // SAFETY: copied out before the entry is removed.
-    let p = unsafe { crate::maps::PENDING.get(&key) }.copied();
+    let p = unsafe { crate::maps::PENDING.get(key) }.copied();
     match p {
         Some(p) => {
-            let _ = crate::maps::PENDING.remove(&key);
+            let _ = crate::maps::PENDING.remove(key);
             Some(p)
         }
         None => {
@@ -176,7 +194,7 @@ pub fn take_pending(api: u32) -> Option<gpumem_common::Pending> {
 /// Remembers the entry-time state of this thread's call to `api`.
 #[inline(always)]
 pub fn put_pending(api: u32, p: &gpumem_common::Pending) {
-    if crate::maps::PENDING.insert(&pending_key(api), p, 0).is_err() {
+    if crate::maps::PENDING.insert(pending_key(api), p, 0).is_err() {
         count(stat::MAP_FULL);
     }
 }

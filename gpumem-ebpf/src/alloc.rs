@@ -9,11 +9,12 @@ use aya_ebpf::{
 };
 use gpumem_common::{
     cookie_api, cookie_kind, event_type, ns, stat, EventRecord, LiveAlloc, LiveKey, Pending,
-    CUDA_SUCCESS, DEVICE_UNKNOWN,
+    CUDA_SUCCESS,
 };
 
 use crate::{
     account::{charge, cookie, count, current, emit, put_pending, take_pending, uncharge},
+    context::current_device,
     maps::LIVE,
 };
 
@@ -24,7 +25,7 @@ pub fn alloc_entry(ctx: ProbeContext) -> u32 {
         out_ptr: ctx.arg::<u64>(0).unwrap_or(0),
         arg: ctx.arg::<u64>(1).unwrap_or(0),
         cgroup_id: unsafe { bpf_get_current_cgroup_id() },
-        device: DEVICE_UNKNOWN,
+        device: current_device(),
         ..Pending::default()
     };
     put_pending(api, &pending);
@@ -70,13 +71,17 @@ pub fn alloc_return(ctx: RetProbeContext) -> u32 {
 /// (which carries size, cgroup, kind, device and api already).
 #[inline(always)]
 pub fn record_alloc(rec: &mut EventRecord, tgid: u32, namespace: u32, addr: u64) {
-    let key = LiveKey { tgid, ns: namespace, addr };
+    let key = LiveKey {
+        tgid,
+        ns: namespace,
+        addr,
+    };
     // An entry at this key is an allocation whose free we never saw (its
     // record was lost or it predates a restart): drop its charge first so
     // it is not counted twice.
     // SAFETY: copied out before removal.
-    if let Some(stale) = unsafe { LIVE.get(&key) }.copied() {
-        let _ = LIVE.remove(&key);
+    if let Some(stale) = unsafe { LIVE.get(key) }.copied() {
+        let _ = LIVE.remove(key);
         uncharge(tgid, stale.cgroup_id, stale.cgroup_slot, stale.size);
     }
     let t = charge(tgid, rec.cgroup_id, rec.size);
@@ -88,7 +93,7 @@ pub fn record_alloc(rec: &mut EventRecord, tgid: u32, namespace: u32, addr: u64)
         cgroup_slot: t.slot,
         api: rec.api,
     };
-    if LIVE.insert(&key, &live, 0).is_err() {
+    if LIVE.insert(key, live, 0).is_err() {
         count(stat::MAP_FULL);
     }
     rec.event = event_type::ALLOC;

@@ -9,7 +9,7 @@ use aya_ebpf::{
 use gpumem_common::{event_type, EventRecord, DEVICE_UNKNOWN, PROC_CGROUP_SLOTS};
 
 use crate::{
-    account::{emit, sub},
+    account::{current, emit, sub},
     maps::{CGROUP_USAGE, PROC_USAGE},
 };
 
@@ -23,23 +23,25 @@ pub fn process_exit(_ctx: RawTracePointContext) -> i32 {
         return 0; // not the leader: the process lives on
     }
     // SAFETY: copied out before removal.
-    let Some(usage) = (unsafe { PROC_USAGE.get(&tgid) }).copied() else {
+    let Some(usage) = (unsafe { PROC_USAGE.get(tgid) }).copied() else {
         return 0; // never touched CUDA: the common case, and cheap
     };
     let mut i = 0;
     while i < PROC_CGROUP_SLOTS {
         let (id, bytes) = (usage.cgroup_ids[i], usage.cgroup_bytes[i]);
         if id != 0 && bytes != 0 {
-            if let Some(cg) = CGROUP_USAGE.get_ptr_mut(&id) {
+            if let Some(cg) = CGROUP_USAGE.get_ptr_mut(id) {
                 sub(cg, bytes);
             }
         }
         i += 1;
     }
-    let _ = PROC_USAGE.remove(&tgid);
+    let _ = PROC_USAGE.remove(tgid);
+    let cgroup_id = unsafe { bpf_get_current_cgroup_id() };
     emit(EventRecord {
         pid_tgid,
-        cgroup_id: unsafe { bpf_get_current_cgroup_id() },
+        cgroup_id,
+        cgroup_total: current(tgid, cgroup_id).cgroup_total,
         event: event_type::EXIT,
         size: usage.bytes,
         device: DEVICE_UNKNOWN,

@@ -31,8 +31,8 @@ pub fn free_entry(ctx: ProbeContext) -> u32 {
         ..Pending::default()
     };
     // SAFETY: copied out before removal.
-    if let Some(live) = unsafe { LIVE.get(&key) }.copied() {
-        let _ = LIVE.remove(&key);
+    if let Some(live) = unsafe { LIVE.get(key) }.copied() {
+        let _ = LIVE.remove(key);
         pending.found = 1;
         pending.live = live;
     }
@@ -49,7 +49,7 @@ pub fn free_return(ctx: RetProbeContext) -> u32 {
     let key = live_key(ns::for_kind(kind), p.arg);
     if result != CUDA_SUCCESS {
         // The driver kept the allocation: it is still live and charged.
-        if p.found == 1 && LIVE.insert(&key, &p.live, 0).is_err() {
+        if p.found == 1 && LIVE.insert(key, p.live, 0).is_err() {
             count(stat::MAP_FULL);
         }
         return 0;
@@ -85,5 +85,9 @@ pub fn free_return(ctx: RetProbeContext) -> u32 {
 
 #[inline(always)]
 fn live_key(namespace: u32, addr: u64) -> LiveKey {
-    LiveKey { tgid: (bpf_get_current_pid_tgid() >> 32) as u32, ns: namespace, addr }
+    LiveKey {
+        tgid: (bpf_get_current_pid_tgid() >> 32) as u32,
+        ns: namespace,
+        addr,
+    }
 }

@@ -12,6 +12,7 @@
 mod account;
 mod alloc;
 mod atomic;
+mod context;
 mod exit;
 mod free;
 mod maps;

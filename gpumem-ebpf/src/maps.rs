@@ -6,8 +6,8 @@ use aya_ebpf::{
     maps::{HashMap, LruHashMap, PerCpuArray, RingBuf},
 };
 use gpumem_common::{
-    stat, LiveAlloc, LiveKey, Pending, PendingKey, ProcUsage, CGROUP_ENTRIES, EVENTS_BYTES,
-    LIVE_ENTRIES, PENDING_ENTRIES, PROC_ENTRIES,
+    stat, CtxKey, LiveAlloc, LiveKey, Pending, PendingKey, ProcUsage, CGROUP_ENTRIES, CTX_ENTRIES,
+    EVENTS_BYTES, LIVE_ENTRIES, PENDING_ENTRIES, PROC_ENTRIES, THREAD_CTX_ENTRIES,
 };
 
 /// Records to user space.
@@ -36,3 +36,12 @@ pub static CGROUP_USAGE: HashMap<u64, u64> = HashMap::with_max_entries(CGROUP_EN
 /// Per-CPU counters, indexed by `gpumem_common::stat`.
 #[map]
 pub static STATS: PerCpuArray<u64> = PerCpuArray::with_max_entries(stat::COUNT, 0);
+
+/// Each thread's current context (by full pid_tgid). LRU: exited threads
+/// age out.
+#[map]
+pub static THREAD_CTX: LruHashMap<u64, u64> = LruHashMap::with_max_entries(THREAD_CTX_ENTRIES, 0);
+
+/// The device of each known context.
+#[map]
+pub static CTX_DEVICE: LruHashMap<CtxKey, u32> = LruHashMap::with_max_entries(CTX_ENTRIES, 0);

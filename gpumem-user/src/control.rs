@@ -52,7 +52,9 @@ pub enum ControlError {
     InUse(PathBuf),
     #[error("control socket {path}")]
     Io { path: PathBuf, source: io::Error },
-    #[error("cannot reach the gpumem agent at {path} (is `gpumem run` running, and are you root?)")]
+    #[error(
+        "cannot reach the gpumem agent at {path} (is `gpumem run` running, and are you root?)"
+    )]
     Connect { path: PathBuf, source: io::Error },
     #[error("the agent at {path} sent an answer gpumem cannot read: {detail}")]
     BadAnswer { path: PathBuf, detail: String },
@@ -60,8 +62,14 @@ pub enum ControlError {
 
 /// Binds the socket (root-only) and serves requests into `tx` until the
 /// returned task is aborted.
-pub async fn serve(path: &Path, tx: mpsc::Sender<Request>) -> Result<tokio::task::JoinHandle<()>, ControlError> {
-    let io_err = |source| ControlError::Io { path: path.to_path_buf(), source };
+pub async fn serve(
+    path: &Path,
+    tx: mpsc::Sender<Request>,
+) -> Result<tokio::task::JoinHandle<()>, ControlError> {
+    let io_err = |source| ControlError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
     if UnixStream::connect(path).await.is_ok() {
         return Err(ControlError::InUse(path.to_path_buf()));
     }
@@ -77,7 +85,9 @@ pub async fn serve(path: &Path, tx: mpsc::Sender<Request>) -> Result<tokio::task
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).map_err(io_err)?;
     Ok(tokio::spawn(async move {
         loop {
-            let Ok((stream, _)) = listener.accept().await else { continue };
+            let Ok((stream, _)) = listener.accept().await else {
+                continue;
+            };
             let tx = tx.clone();
             tokio::spawn(async move {
                 // A slow or broken client only loses its own answer.
@@ -103,13 +113,24 @@ async fn answer(stream: UnixStream, tx: mpsc::Sender<Request>) -> io::Result<()>
 
 /// Sends `command` to the agent at `path` and returns its answer.
 pub async fn request(path: &Path, command: &str) -> Result<String, ControlError> {
-    let connect = |source| ControlError::Connect { path: path.to_path_buf(), source };
+    let connect = |source| ControlError::Connect {
+        path: path.to_path_buf(),
+        source,
+    };
     let mut stream = UnixStream::connect(path).await.map_err(connect)?;
-    stream.write_all(format!("{command}\n").as_bytes()).await.map_err(connect)?;
+    stream
+        .write_all(format!("{command}\n").as_bytes())
+        .await
+        .map_err(connect)?;
     let mut out = String::new();
     tokio::time::timeout(CLIENT_TIMEOUT, stream.read_to_string(&mut out))
         .await
-        .map_err(|_| connect(io::Error::new(io::ErrorKind::TimedOut, "no answer within 5 s")))?
+        .map_err(|_| {
+            connect(io::Error::new(
+                io::ErrorKind::TimedOut,
+                "no answer within 5 s",
+            ))
+        })?
         .map_err(connect)?;
     Ok(out)
 }
@@ -117,6 +138,8 @@ pub async fn request(path: &Path, command: &str) -> Result<String, ControlError>
 /// `status` as a typed report.
 pub async fn status(path: &Path) -> Result<StatusReport, ControlError> {
     let text = request(path, "status").await?;
-    serde_json::from_str(&text)
-        .map_err(|e| ControlError::BadAnswer { path: path.to_path_buf(), detail: format!("{e}: {text}") })
+    serde_json::from_str(&text).map_err(|e| ControlError::BadAnswer {
+        path: path.to_path_buf(),
+        detail: format!("{e}: {text}"),
+    })
 }

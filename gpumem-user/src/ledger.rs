@@ -73,7 +73,12 @@ impl Ledger {
                 let p = self.procs.entry(tgid).or_default();
                 p.comm = comm(&r.comm);
                 p.cgroup_id = r.cgroup_id;
-                let live = Live { size: r.size, cgroup_id: r.cgroup_id, kind: r.kind, device: r.device };
+                let live = Live {
+                    size: r.size,
+                    cgroup_id: r.cgroup_id,
+                    kind: r.kind,
+                    device: r.device,
+                };
                 // Same rule as the kernel: an entry at this address is an
                 // allocation whose free was never seen; its charge goes.
                 if let Some(stale) = p.live.insert((ns::for_kind(r.kind), r.addr), live) {
@@ -81,10 +86,18 @@ impl Ledger {
                     uncharge_cgroup(&mut self.cgroups, &stale);
                 }
                 p.usage.charge(r.kind, r.device, r.size);
-                self.cgroups.entry(r.cgroup_id).or_default().charge(r.kind, r.device, r.size);
+                self.cgroups
+                    .entry(r.cgroup_id)
+                    .or_default()
+                    .charge(r.kind, r.device, r.size);
             }
             event_type::FREE if r.flags & FLAG_UNTRACKED == 0 => {
-                let freed = Live { size: r.size, cgroup_id: r.cgroup_id, kind: r.kind, device: r.device };
+                let freed = Live {
+                    size: r.size,
+                    cgroup_id: r.cgroup_id,
+                    kind: r.kind,
+                    device: r.device,
+                };
                 if let Some(p) = self.procs.get_mut(&tgid) {
                     p.live.remove(&(ns::for_kind(r.kind), r.addr));
                     p.usage.uncharge(freed.kind, freed.device, freed.size);

@@ -2,7 +2,9 @@
 //! README documents. Sinks render these; nothing else decides field names.
 use serde::{Deserialize, Serialize};
 
-use gpumem_common::{event_type, id, kind, EventRecord, DEVICE_UNKNOWN, FLAG_CGROUP_SLOTS_FULL, FLAG_UNTRACKED};
+use gpumem_common::{
+    event_type, id, kind, EventRecord, DEVICE_UNKNOWN, FLAG_CGROUP_SLOTS_FULL, FLAG_UNTRACKED,
+};
 
 use crate::ledger::{comm, Usage};
 
@@ -97,7 +99,11 @@ impl UsageLine {
         usage
             .split
             .iter()
-            .map(|(&(k, d), &bytes)| SplitLine { kind: kind::name(k).to_string(), device: device(d), bytes })
+            .map(|(&(k, d), &bytes)| SplitLine {
+                kind: kind::name(k).to_string(),
+                device: device(d),
+                bytes,
+            })
             .collect()
     }
 }
@@ -131,7 +137,10 @@ pub enum Line {
 /// CLOCK_MONOTONIC in nanoseconds: the clock of `bpf_ktime_get_ns()`, so
 /// agent lines and kernel records share one time line.
 pub fn monotonic_ns() -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
     // SAFETY: valid pointer to a timespec.
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
     (ts.tv_sec as u64) * 1_000_000_000 + ts.tv_nsec as u64

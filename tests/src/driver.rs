@@ -29,7 +29,8 @@ impl Driver {
         // caller chose the library.
         let lib = unsafe { Library::new(path) }.with_context(|| format!("dlopen {path}"))?;
         unsafe fn get<T: Copy>(lib: &Library, name: &str) -> anyhow::Result<T> {
-            let s: Symbol<T> = unsafe { lib.get(name.as_bytes()) }.with_context(|| format!("dlsym {name}"))?;
+            let s: Symbol<T> =
+                unsafe { lib.get(name.as_bytes()) }.with_context(|| format!("dlsym {name}"))?;
             Ok(*s)
         }
         unsafe {
@@ -53,14 +54,22 @@ impl Driver {
             let mut dev = 0;
             check((self.device_get)(&mut dev, ordinal), "cuDeviceGet")?;
             let mut ctx = std::ptr::null_mut();
-            check((self.primary_ctx_retain)(&mut ctx, dev), "cuDevicePrimaryCtxRetain")?;
+            check(
+                (self.primary_ctx_retain)(&mut ctx, dev),
+                "cuDevicePrimaryCtxRetain",
+            )?;
             check((self.ctx_set_current)(ctx), "cuCtxSetCurrent")?;
             Ok(ctx)
         }
     }
 
-    pub fn set_current(&self, ctx: CUcontext) -> anyhow::Result<()> {
-        check(unsafe { (self.ctx_set_current)(ctx) }, "cuCtxSetCurrent")
+    /// Makes `ctx` (a handle from [`Self::open_device`], as a number so it
+    /// can cross threads) current on the calling thread.
+    pub fn set_current(&self, ctx: usize) -> anyhow::Result<()> {
+        check(
+            unsafe { (self.ctx_set_current)(ctx as CUcontext) },
+            "cuCtxSetCurrent",
+        )
     }
 
     /// cuMemAlloc_v2: the address, or the CUresult.

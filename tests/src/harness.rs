@@ -28,8 +28,13 @@ pub struct Paths {
 }
 
 pub fn paths() -> Paths {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf();
-    let target = std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| root.join("target"));
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf();
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root.join("target"));
     let p = Paths {
         agent: target.join("debug/gpumem"),
         libcuda: target.join("simcuda/libcuda.so.1"),
@@ -37,7 +42,11 @@ pub fn paths() -> Paths {
         root,
     };
     for f in [&p.agent, &p.libcuda, &p.workload] {
-        assert!(f.exists(), "{} is missing: run the tests with `cargo xtask test`, which builds it", f.display());
+        assert!(
+            f.exists(),
+            "{} is missing: run the tests with `cargo xtask test`, which builds it",
+            f.display()
+        );
     }
     p
 }
@@ -71,7 +80,9 @@ impl Drop for Scratch {
 }
 
 /// Collects a child's stream line by line on a thread.
-fn collect_lines(r: impl std::io::Read + Send + 'static) -> (Arc<Mutex<Vec<String>>>, mpsc::Receiver<String>) {
+fn collect_lines(
+    r: impl std::io::Read + Send + 'static,
+) -> (Arc<Mutex<Vec<String>>>, mpsc::Receiver<String>) {
     let lines = Arc::new(Mutex::new(Vec::new()));
     let (tx, rx) = mpsc::channel();
     let l = lines.clone();
@@ -128,18 +139,31 @@ impl Agent {
                 }
             }
         }
-        Self { child: Some(child), output, socket, stderr, _scratch: scratch }
+        Self {
+            child: Some(child),
+            output,
+            socket,
+            stderr,
+            _scratch: scratch,
+        }
     }
 
     pub fn stderr(&self) -> String {
         self.stderr.lock().unwrap().join("\n")
     }
 
-    /// Every line the agent has written so far, parsed.
+    /// Every complete line the agent has written so far, parsed (a read can
+    /// land in the middle of a write: a last line without its newline is
+    /// not complete yet).
     pub fn lines(&self) -> Vec<Value> {
         let text = std::fs::read_to_string(&self.output).unwrap_or_default();
-        text.lines()
-            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("agent wrote a line that is not JSON ({e}): {l}")))
+        let complete = text.rfind('\n').map_or("", |end| &text[..end]);
+        complete
+            .lines()
+            .map(|l| {
+                serde_json::from_str(l)
+                    .unwrap_or_else(|e| panic!("agent wrote a line that is not JSON ({e}): {l}"))
+            })
             .collect()
     }
 
@@ -154,7 +178,11 @@ impl Agent {
             if Instant::now() > until {
                 panic!(
                     "timed out waiting for {what}; the agent wrote:\n{}\nstderr:\n{}",
-                    lines.iter().map(Value::to_string).collect::<Vec<_>>().join("\n"),
+                    lines
+                        .iter()
+                        .map(Value::to_string)
+                        .collect::<Vec<_>>()
+                        .join("\n"),
                     self.stderr()
                 );
             }
@@ -178,9 +206,16 @@ impl Agent {
             .arg(&self.socket)
             .output()
             .expect("running gpumem status");
-        assert!(out.status.success(), "gpumem status failed: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "gpumem status failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-            panic!("gpumem status printed something else than a report ({e}): {}", String::from_utf8_lossy(&out.stdout))
+            panic!(
+                "gpumem status printed something else than a report ({e}): {}",
+                String::from_utf8_lossy(&out.stdout)
+            )
         })
     }
 
@@ -205,7 +240,10 @@ impl Drop for Agent {
 
 /// Records of `event` for process `pid`.
 pub fn count(lines: &[Value], pid: u32, event: &str) -> u64 {
-    lines.iter().filter(|l| l["event"] == event && l["pid"] == pid).count() as u64
+    lines
+        .iter()
+        .filter(|l| l["event"] == event && l["pid"] == pid)
+        .count() as u64
 }
 
 /// A child cgroup v2 made for one test, removed on drop.
@@ -222,9 +260,14 @@ impl Cgroup {
         let root = cgroup::cgroup2_mount(&mountinfo).expect("no cgroup2 mount on this host");
         let rel = format!("gpumem-test-{}-{name}", std::process::id());
         let dir = root.join(&rel);
-        std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("creating cgroup {}: {e}", dir.display()));
+        std::fs::create_dir_all(&dir)
+            .unwrap_or_else(|e| panic!("creating cgroup {}: {e}", dir.display()));
         let id = cgroup::cgroup_id(&dir).unwrap();
-        Self { dir, path: format!("/{rel}"), id }
+        Self {
+            dir,
+            path: format!("/{rel}"),
+            id,
+        }
     }
 }
 
@@ -249,8 +292,13 @@ impl Workload {
     pub fn spawn(args: &[&str], cgroup: Option<&Cgroup>, env: &[(&str, &str)]) -> Self {
         let p = paths();
         let mut cmd = Command::new(&p.workload);
-        cmd.arg("--libcuda").arg(&p.libcuda).args(args).envs(env.iter().copied());
-        cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::inherit());
+        cmd.arg("--libcuda")
+            .arg(&p.libcuda)
+            .args(args)
+            .envs(env.iter().copied());
+        cmd.stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit());
         if let Some(cg) = cgroup {
             let procs = cg.dir.join("cgroup.procs");
             // SAFETY: only async-signal-safe work between fork and exec:
@@ -262,7 +310,12 @@ impl Workload {
         let mut child = cmd.spawn().expect("spawning gpumem-workload");
         let stdin = child.stdin.take();
         let (stdout, rx) = collect_lines(child.stdout.take().unwrap());
-        Self { child, stdin, rx, stdout }
+        Self {
+            child,
+            stdin,
+            rx,
+            stdout,
+        }
     }
 
     pub fn pid(&self) -> u32 {
@@ -272,7 +325,8 @@ impl Workload {
     /// The next checkpoint the workload prints.
     pub fn checkpoint(&mut self) -> Checkpoint {
         match self.rx.recv_timeout(DEADLINE) {
-            Ok(line) => serde_json::from_str(&line).unwrap_or_else(|e| panic!("workload printed `{line}`: {e}")),
+            Ok(line) => serde_json::from_str(&line)
+                .unwrap_or_else(|e| panic!("workload printed `{line}`: {e}")),
             Err(_) => panic!(
                 "no checkpoint from workload {} (status {:?}); it printed:\n{}",
                 self.child.id(),
@@ -293,7 +347,11 @@ impl Workload {
     pub fn finish(mut self) {
         drop(self.stdin.take());
         let status = self.child.wait().expect("waiting for the workload");
-        assert!(status.success(), "workload {} failed: {status}", self.child.id());
+        assert!(
+            status.success(),
+            "workload {} failed: {status}",
+            self.child.id()
+        );
     }
 }
 
@@ -320,12 +378,20 @@ pub fn cgroup_entry(s: &StatusReport, id: u64) -> Option<&gpumem::control::Statu
 /// exactly `held` bytes.
 pub fn assert_process_holds(s: &StatusReport, pid: u32, held: u64) {
     let (bytes, kernel) = proc_entry(s, pid).map_or((0, 0), |e| (e.bytes, e.kernel_bytes));
-    assert_eq!((bytes, kernel), (held, held), "process {pid}: (ledger, kernel) bytes vs the workload's truth; status: {s:#?}");
+    assert_eq!(
+        (bytes, kernel),
+        (held, held),
+        "process {pid}: (ledger, kernel) bytes vs the workload's truth; status: {s:#?}"
+    );
 }
 
 /// Asserts that the ledger and the kernel both say cgroup `cg` holds `held`.
 pub fn assert_cgroup_holds(s: &StatusReport, cg: &Cgroup, held: u64) {
     let (bytes, kernel) = cgroup_entry(s, cg.id).map_or((0, 0), |e| (e.bytes, e.kernel_bytes));
-    assert_eq!((bytes, kernel), (held, held), "cgroup {}: (ledger, kernel) bytes vs the truth; status: {s:#?}", cg.path);
+    assert_eq!(
+        (bytes, kernel),
+        (held, held),
+        "cgroup {}: (ledger, kernel) bytes vs the truth; status: {s:#?}",
+        cg.path
+    );
 }
-

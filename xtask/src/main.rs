@@ -1,1 +1,59 @@
-fn main() {}
+//! `cargo xtask`: everything a fresh machine needs, from the toolchain to
+//! the demo. Each subcommand sets up what it needs first.
+mod artifacts;
+mod demo;
+mod lint;
+mod setup;
+mod test;
+mod util;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(name = "cargo xtask", about = "Set up, build, demo and test gpumem")]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Install what building needs (nightly rust-src, bpf-linker against the
+    /// nightly's own LLVM, the cuda-bindings venv). Idempotent and fast when
+    /// everything is present.
+    Setup,
+    /// Set up, then build the agent, the eBPF object, the simulated driver
+    /// (target/simcuda/libcuda.so.1) and the workload generator.
+    Build,
+    /// Build, then run `gpumem run ARGS` (as root).
+    BuildAndRun {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
+    /// Build, then trace demo workloads in two cgroups on the simulated driver.
+    Demo,
+    /// Formatting and clippy (warnings denied), user space and eBPF.
+    Lint,
+    /// Lint, build, then run the unit tests and the privileged end-to-end
+    /// tests; ends with an `N passed, N failed` line.
+    Test,
+}
+
+fn main() -> std::process::ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.cmd {
+        Cmd::Setup => setup::setup().map(|_| ()),
+        Cmd::Build => artifacts::build().map(|_| ()),
+        Cmd::BuildAndRun { args } => artifacts::build_and_run(&args),
+        Cmd::Demo => demo::demo(),
+        Cmd::Lint => lint::lint(),
+        Cmd::Test => test::test(),
+    };
+    match result {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("xtask: error: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}

@@ -41,8 +41,13 @@ pub enum BpfError {
     Load(#[source] Box<EbpfError>),
     #[error("the eBPF object has no program `{0}` (the object and the agent were built from different sources)")]
     MissingProgram(&'static str),
-    #[error("loading eBPF program `{name}` failed (gpumem needs kernel 5.15 or newer with uprobes)")]
-    Program { name: &'static str, source: Box<ProgramError> },
+    #[error(
+        "loading eBPF program `{name}` failed (gpumem needs kernel 5.15 or newer with uprobes)"
+    )]
+    Program {
+        name: &'static str,
+        source: Box<ProgramError>,
+    },
     #[error("attaching the raw tracepoint sched_process_exit failed")]
     Tracepoint(#[source] Box<ProgramError>),
     #[error(transparent)]
@@ -53,11 +58,19 @@ pub enum BpfError {
     )]
     MissingRequired { path: String, symbols: String },
     #[error("attaching `{program}` to {symbol} in {path} failed")]
-    Attach { program: &'static str, symbol: &'static str, path: String, source: Box<ProgramError> },
+    Attach {
+        program: &'static str,
+        symbol: &'static str,
+        path: String,
+        source: Box<ProgramError>,
+    },
     #[error("the eBPF object has no map `{0}`")]
     MissingMap(&'static str),
     #[error("opening map `{name}` failed")]
-    Map { name: &'static str, source: Box<aya::maps::MapError> },
+    Map {
+        name: &'static str,
+        source: Box<aya::maps::MapError>,
+    },
 }
 
 /// What attaching to one library did.
@@ -88,26 +101,44 @@ impl Tracer {
         if OBJECT.is_empty() {
             return Err(BpfError::NoObject);
         }
-        let mut ebpf =
-            EbpfLoader::new().load(OBJECT).map_err(|e| BpfError::Load(Box::new(e)))?;
+        let mut ebpf = EbpfLoader::new()
+            .load(OBJECT)
+            .map_err(|e| BpfError::Load(Box::new(e)))?;
         for name in probes::programs() {
             let prog: &mut UProbe = ebpf
                 .program_mut(name)
                 .ok_or(BpfError::MissingProgram(name))?
                 .try_into()
-                .map_err(|e| BpfError::Program { name, source: Box::new(e) })?;
-            prog.load().map_err(|e| BpfError::Program { name, source: Box::new(e) })?;
+                .map_err(|e| BpfError::Program {
+                    name,
+                    source: Box::new(e),
+                })?;
+            prog.load().map_err(|e| BpfError::Program {
+                name,
+                source: Box::new(e),
+            })?;
         }
         let name = probes::EXIT_PROGRAM;
         let exit: &mut RawTracePoint = ebpf
             .program_mut(name)
             .ok_or(BpfError::MissingProgram(name))?
             .try_into()
-            .map_err(|e| BpfError::Program { name, source: Box::new(e) })?;
-        exit.load().map_err(|e| BpfError::Program { name, source: Box::new(e) })?;
-        let exit_link =
-            exit.attach(probes::EXIT_TRACEPOINT).map_err(|e| BpfError::Tracepoint(Box::new(e)))?;
-        Ok(Self { ebpf, links: Vec::new(), _exit_link: exit_link })
+            .map_err(|e| BpfError::Program {
+                name,
+                source: Box::new(e),
+            })?;
+        exit.load().map_err(|e| BpfError::Program {
+            name,
+            source: Box::new(e),
+        })?;
+        let exit_link = exit
+            .attach(probes::EXIT_TRACEPOINT)
+            .map_err(|e| BpfError::Tracepoint(Box::new(e)))?;
+        Ok(Self {
+            ebpf,
+            links: Vec::new(),
+            _exit_link: exit_link,
+        })
     }
 
     /// Attaches every probe-table row to `lib`. On failure nothing of this
@@ -121,7 +152,10 @@ impl Tracer {
             .map(|p| p.symbol)
             .collect();
         if !missing_required.is_empty() {
-            return Err(BpfError::MissingRequired { path, symbols: missing_required.join(", ") });
+            return Err(BpfError::MissingRequired {
+                path,
+                symbols: missing_required.join(", "),
+            });
         }
         let mut report = AttachReport {
             library: lib.clone(),
@@ -180,19 +214,36 @@ impl Tracer {
         prog.attach(point, &lib.path, UProbeScope::AllProcesses)
     }
 
+    /// Detaches `links`. Each uprobe detach waits for a kernel grace
+    /// period under a lock the kernel holds across detaches: about 85 ms a
+    /// probe here, however many threads close them (measured with strace;
+    /// closing from parallel threads did not help). A multi-uprobe link
+    /// would pay once, but aya 0.14 cannot create one.
     fn detach_links(&mut self, links: Vec<Link>) {
         for (program, link) in links.into_iter().rev() {
             if let Some(Ok(prog)) = self.ebpf.program_mut(program).map(<&mut UProbe>::try_from) {
-                // A detach that fails leaves nothing to undo: the link is gone
-                // with the program when the object is dropped.
+                // A detach that fails leaves nothing to undo: the link goes
+                // with its program when the object is dropped.
                 let _ = prog.detach(link);
             }
         }
     }
 
+    /// Detaches every probe from every library. Dropping the tracer
+    /// afterwards unloads the programs.
+    pub fn detach_all(&mut self) {
+        for (_, links) in std::mem::take(&mut self.links) {
+            self.detach_links(links);
+        }
+    }
+
     /// Detaches every probe from libraries whose file no longer exists.
     pub fn detach_library(&mut self, dev: u64, ino: u64) -> bool {
-        let Some(i) = self.links.iter().position(|(l, _)| l.dev == dev && l.ino == ino) else {
+        let Some(i) = self
+            .links
+            .iter()
+            .position(|(l, _)| l.dev == dev && l.ino == ino)
+        else {
             return false;
         };
         let (_, links) = self.links.remove(i);
@@ -210,6 +261,9 @@ impl Tracer {
         M: TryFrom<aya::maps::Map, Error = aya::maps::MapError>,
     {
         let map = self.ebpf.take_map(name).ok_or(BpfError::MissingMap(name))?;
-        M::try_from(map).map_err(|e| BpfError::Map { name, source: Box::new(e) })
+        M::try_from(map).map_err(|e| BpfError::Map {
+            name,
+            source: Box::new(e),
+        })
     }
 }

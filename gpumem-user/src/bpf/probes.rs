@@ -30,7 +30,25 @@ pub struct Probe {
 
 const fn row(symbol: &'static str, family: Family, api: u32, kind: u32, need: Need) -> Probe {
     let (entry, ret) = family.programs();
-    Probe { symbol, entry, ret, api, kind, need }
+    Probe {
+        symbol,
+        entry,
+        ret,
+        api,
+        kind,
+        need,
+    }
+}
+
+/// A context-making call whose device is argument `dev_arg`.
+const fn ctx_row(symbol: &'static str, api: u32, dev_arg: u8) -> Probe {
+    row(
+        symbol,
+        Family::CtxOut { dev_arg },
+        api,
+        kind::CONTEXT,
+        Need::Optional,
+    )
 }
 
 /// Argument shapes, each served by one entry/return program pair.
@@ -40,6 +58,13 @@ pub enum Family {
     Alloc,
     /// `(T addr, ...)`: uncharged at a successful return.
     Free,
+    /// `(CUcontext *out, ..., CUdevice dev)`: learns the context's device;
+    /// one entry program per position of `dev` (1 to 4).
+    CtxOut { dev_arg: u8 },
+    /// `(CUcontext ctx)`: the thread's current context.
+    CtxSet,
+    /// `cuCtxPopCurrent`: the thread's device becomes unknown.
+    CtxPop,
 }
 
 impl Family {
@@ -47,6 +72,12 @@ impl Family {
         match self {
             Family::Alloc => ("alloc_entry", "alloc_return"),
             Family::Free => ("free_entry", "free_return"),
+            Family::CtxOut { dev_arg: 1 } => ("ctx_out_dev1_entry", "ctx_out_return"),
+            Family::CtxOut { dev_arg: 2 } => ("ctx_out_dev2_entry", "ctx_out_return"),
+            Family::CtxOut { dev_arg: 3 } => ("ctx_out_dev3_entry", "ctx_out_return"),
+            Family::CtxOut { dev_arg: _ } => ("ctx_out_dev4_entry", "ctx_out_return"),
+            Family::CtxSet => ("ctx_set_entry", "ctx_set_return"),
+            Family::CtxPop => ("ctx_pop_entry", "ctx_pop_return"),
         }
     }
 }
@@ -56,8 +87,47 @@ use Need::*;
 
 /// Every probe, in attach order.
 pub const PROBES: &[Probe] = &[
-    row("cuMemAlloc_v2", Alloc, id::MEM_ALLOC_V2, kind::DEVICE, Required),
-    row("cuMemFree_v2", Free, id::MEM_FREE_V2, kind::DEVICE, Required),
+    row(
+        "cuMemAlloc_v2",
+        Alloc,
+        id::MEM_ALLOC_V2,
+        kind::DEVICE,
+        Required,
+    ),
+    row(
+        "cuMemFree_v2",
+        Free,
+        id::MEM_FREE_V2,
+        kind::DEVICE,
+        Required,
+    ),
+    // Contexts: which device a thread's allocations land on.
+    ctx_row("cuDevicePrimaryCtxRetain", id::DEVICE_PRIMARY_CTX_RETAIN, 1),
+    ctx_row("cuCtxCreate", id::CTX_CREATE, 2),
+    ctx_row("cuCtxCreate_v2", id::CTX_CREATE_V2, 2),
+    ctx_row("cuCtxCreate_v3", id::CTX_CREATE_V3, 4),
+    ctx_row("cuCtxCreate_v4", id::CTX_CREATE_V4, 3),
+    row(
+        "cuCtxSetCurrent",
+        CtxSet,
+        id::CTX_SET_CURRENT,
+        kind::CONTEXT,
+        Optional,
+    ),
+    row(
+        "cuCtxPushCurrent_v2",
+        CtxSet,
+        id::CTX_PUSH_CURRENT_V2,
+        kind::CONTEXT,
+        Optional,
+    ),
+    row(
+        "cuCtxPopCurrent_v2",
+        CtxPop,
+        id::CTX_POP_CURRENT_V2,
+        kind::CONTEXT,
+        Optional,
+    ),
 ];
 
 /// The raw tracepoint that uncharges exiting processes.
@@ -81,7 +151,12 @@ mod tests {
         let mut seen = std::collections::HashSet::new();
         for p in PROBES {
             assert!(seen.insert(p.symbol), "{} listed twice", p.symbol);
-            assert_eq!(id::name(p.api), p.symbol, "api id of {} names another symbol", p.symbol);
+            assert_eq!(
+                id::name(p.api),
+                p.symbol,
+                "api id of {} names another symbol",
+                p.symbol
+            );
         }
     }
 

@@ -11,7 +11,10 @@ use object::{Object, ObjectSection, ObjectSymbol, SymbolKind};
 #[derive(Debug, thiserror::Error)]
 pub enum SymbolError {
     #[error("cannot read {path}")]
-    Read { path: String, source: std::io::Error },
+    Read {
+        path: String,
+        source: std::io::Error,
+    },
     #[error("{path} is not an ELF shared object gpumem can read")]
     Parse { path: String, source: object::Error },
 }
@@ -24,10 +27,14 @@ pub struct SymbolOffsets {
 
 impl SymbolOffsets {
     pub fn load(path: &Path) -> Result<Self, SymbolError> {
-        let data = std::fs::read(path)
-            .map_err(|source| SymbolError::Read { path: path.display().to_string(), source })?;
-        Self::parse(&data)
-            .map_err(|source| SymbolError::Parse { path: path.display().to_string(), source })
+        let data = std::fs::read(path).map_err(|source| SymbolError::Read {
+            path: path.display().to_string(),
+            source,
+        })?;
+        Self::parse(&data).map_err(|source| SymbolError::Parse {
+            path: path.display().to_string(),
+            source,
+        })
     }
 
     pub fn parse(data: &[u8]) -> Result<Self, object::Error> {
@@ -39,9 +46,15 @@ impl SymbolOffsets {
             if sym.kind() != SymbolKind::Text || !sym.is_definition() {
                 continue;
             }
-            let (Ok(name), Some(index)) = (sym.name(), sym.section_index()) else { continue };
-            let Ok(section) = file.section_by_index(index) else { continue };
-            let Some((file_start, _)) = section.file_range() else { continue };
+            let (Ok(name), Some(index)) = (sym.name(), sym.section_index()) else {
+                continue;
+            };
+            let Ok(section) = file.section_by_index(index) else {
+                continue;
+            };
+            let Some((file_start, _)) = section.file_range() else {
+                continue;
+            };
             let Some(offset) = sym
                 .address()
                 .checked_sub(section.address())
@@ -74,11 +87,15 @@ mod tests {
     #[test]
     fn finds_exported_functions_of_a_real_library() {
         // libc is on every machine that runs these tests.
-        let libc = ["/lib/x86_64-linux-gnu/libc.so.6", "/usr/lib64/libc.so.6", "/lib64/libc.so.6"]
-            .into_iter()
-            .map(Path::new)
-            .find(|p| p.exists())
-            .expect("no libc.so.6 found to test symbol resolution on");
+        let libc = [
+            "/lib/x86_64-linux-gnu/libc.so.6",
+            "/usr/lib64/libc.so.6",
+            "/lib64/libc.so.6",
+        ]
+        .into_iter()
+        .map(Path::new)
+        .find(|p| p.exists())
+        .expect("no libc.so.6 found to test symbol resolution on");
         let syms = SymbolOffsets::load(libc).unwrap();
         let malloc = syms.offset("malloc").expect("malloc in libc");
         assert!(malloc > 0);

@@ -8,14 +8,25 @@ pub async fn status(args: StatusArgs) -> anyhow::Result<()> {
         return Ok(());
     }
     println!("libcuda: {}", report.libraries.join(", "));
-    println!("records: {}   lost in kernel: {}", report.records, report.dropped);
+    println!(
+        "records: {}   lost in kernel: {}",
+        report.records, report.dropped
+    );
     println!();
     println!("{:<36} {:>14} {:>14}", "CGROUP", "HELD", "KERNEL");
     for c in &report.cgroups {
-        println!("{:<36} {:>14} {:>14}", c.cgroup.as_deref().unwrap_or("?"), human(c.bytes), human(c.kernel_bytes));
+        println!(
+            "{:<36} {:>14} {:>14}",
+            c.cgroup.as_deref().unwrap_or("?"),
+            human(c.bytes),
+            human(c.kernel_bytes)
+        );
     }
     println!();
-    println!("{:>8} {:<16} {:<28} {:>14} {:>14}", "PID", "COMM", "CGROUP", "HELD", "KERNEL");
+    println!(
+        "{:>8} {:<16} {:<28} {:>14} {:>14}",
+        "PID", "COMM", "CGROUP", "HELD", "KERNEL"
+    );
     for p in &report.processes {
         println!(
             "{:>8} {:<16} {:<28} {:>14} {:>14}",

@@ -29,7 +29,11 @@ impl CgroupResolver {
     }
 
     pub fn with_root(root: Option<PathBuf>) -> Self {
-        Self { root, paths: HashMap::new(), last_scan: None }
+        Self {
+            root,
+            paths: HashMap::new(),
+            last_scan: None,
+        }
     }
 
     pub fn root(&self) -> Option<&Path> {
@@ -52,13 +56,23 @@ impl CgroupResolver {
     /// Walks the whole hierarchy again.
     pub fn rescan(&mut self) {
         self.last_scan = Some(Instant::now());
-        let Some(root) = self.root.clone() else { return };
+        let Some(root) = self.root.clone() else {
+            return;
+        };
         let mut stack = vec![root.clone()];
         while let Some(dir) = stack.pop() {
-            let Ok(meta) = std::fs::metadata(&dir) else { continue };
-            let rel = dir.strip_prefix(&root).map(|r| format!("/{}", r.display())).unwrap_or_default();
-            self.paths.insert(meta.ino(), if rel == "/" { "/".into() } else { rel });
-            let Ok(entries) = std::fs::read_dir(&dir) else { continue };
+            let Ok(meta) = std::fs::metadata(&dir) else {
+                continue;
+            };
+            let rel = dir
+                .strip_prefix(&root)
+                .map(|r| format!("/{}", r.display()))
+                .unwrap_or_default();
+            self.paths
+                .insert(meta.ino(), if rel == "/" { "/".into() } else { rel });
+            let Ok(entries) = std::fs::read_dir(&dir) else {
+                continue;
+            };
             for e in entries.flatten() {
                 if e.file_type().is_ok_and(|t| t.is_dir()) {
                     stack.push(e.path());
@@ -99,9 +113,15 @@ mod tests {
         let hybrid = "25 24 0:22 / /sys/fs/cgroup ro,nosuid - tmpfs tmpfs ro,mode=755\n\
             26 25 0:23 / /sys/fs/cgroup/unified rw,nosuid,nodev - cgroup2 cgroup2 rw,nsdelegate\n\
             27 25 0:24 / /sys/fs/cgroup/memory rw - cgroup cgroup rw,memory\n";
-        assert_eq!(cgroup2_mount(hybrid), Some(PathBuf::from("/sys/fs/cgroup/unified")));
+        assert_eq!(
+            cgroup2_mount(hybrid),
+            Some(PathBuf::from("/sys/fs/cgroup/unified"))
+        );
         let unified = "30 1 0:26 / /sys/fs/cgroup rw,nosuid shared:4 - cgroup2 cgroup2 rw\n";
-        assert_eq!(cgroup2_mount(unified), Some(PathBuf::from("/sys/fs/cgroup")));
+        assert_eq!(
+            cgroup2_mount(unified),
+            Some(PathBuf::from("/sys/fs/cgroup"))
+        );
         assert_eq!(cgroup2_mount("1 0 8:1 / / rw - ext4 /dev/sda1 rw\n"), None);
     }
 
@@ -111,7 +131,10 @@ mod tests {
         let child = root.join("kubepods/pod1");
         std::fs::create_dir_all(&child).unwrap();
         let mut r = CgroupResolver::with_root(Some(root.clone()));
-        assert_eq!(r.path(cgroup_id(&child).unwrap()).as_deref(), Some("/kubepods/pod1"));
+        assert_eq!(
+            r.path(cgroup_id(&child).unwrap()).as_deref(),
+            Some("/kubepods/pod1")
+        );
         assert_eq!(r.path(cgroup_id(&root).unwrap()).as_deref(), Some("/"));
         assert_eq!(r.path(1), None);
         std::fs::remove_dir_all(&root).unwrap();

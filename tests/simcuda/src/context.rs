@@ -28,7 +28,11 @@ struct Contexts {
 fn contexts() -> std::sync::MutexGuard<'static, Contexts> {
     static C: OnceLock<Mutex<Contexts>> = OnceLock::new();
     C.get_or_init(|| {
-        Mutex::new(Contexts { devices: HashMap::new(), primary_refs: HashMap::new(), next: CREATED_BASE })
+        Mutex::new(Contexts {
+            devices: HashMap::new(),
+            primary_refs: HashMap::new(),
+            next: CREATED_BASE,
+        })
     })
     .lock()
     .unwrap_or_else(|p| p.into_inner())
@@ -40,8 +44,14 @@ thread_local! {
 
 /// The device of the calling thread's current context.
 pub fn current_device() -> Result<CUdevice, CUresult> {
-    let ctx = STACK.with(|s| s.borrow().last().copied()).ok_or(CUDA_ERROR_INVALID_CONTEXT)?;
-    contexts().devices.get(&ctx).copied().ok_or(CUDA_ERROR_INVALID_CONTEXT)
+    let ctx = STACK
+        .with(|s| s.borrow().last().copied())
+        .ok_or(CUDA_ERROR_INVALID_CONTEXT)?;
+    contexts()
+        .devices
+        .get(&ctx)
+        .copied()
+        .ok_or(CUDA_ERROR_INVALID_CONTEXT)
 }
 
 fn set_current(ctx: usize) {
@@ -128,7 +138,11 @@ pub extern "C" fn cuDevicePrimaryCtxRelease_v2(dev: CUdevice) -> CUresult {
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn cuCtxCreate_v2(pctx: *mut CUcontext, _flags: c_uint, dev: CUdevice) -> CUresult {
+pub unsafe extern "C" fn cuCtxCreate_v2(
+    pctx: *mut CUcontext,
+    _flags: c_uint,
+    dev: CUdevice,
+) -> CUresult {
     unsafe { create(pctx, dev, 2) }
 }
 
@@ -169,7 +183,9 @@ pub extern "C" fn cuCtxPushCurrent_v2(ctx: CUcontext) -> CUresult {
 
 #[no_mangle]
 pub unsafe extern "C" fn cuCtxPopCurrent_v2(pctx: *mut CUcontext) -> CUresult {
-    let Some(h) = STACK.with(|s| s.borrow_mut().pop()) else { return CUDA_ERROR_INVALID_CONTEXT };
+    let Some(h) = STACK.with(|s| s.borrow_mut().pop()) else {
+        return CUDA_ERROR_INVALID_CONTEXT;
+    };
     if !pctx.is_null() {
         unsafe { *pctx = h as CUcontext };
     }
@@ -188,4 +204,37 @@ pub unsafe extern "C" fn cuCtxGetDevice(dev: *mut CUdevice) -> CUresult {
         }
         Err(e) => e,
     }
+}
+
+/// The original (pre-3.2) entry point, same arguments as `_v2`.
+#[no_mangle]
+pub unsafe extern "C" fn cuCtxCreate(
+    pctx: *mut CUcontext,
+    _flags: c_uint,
+    dev: CUdevice,
+) -> CUresult {
+    unsafe { create(pctx, dev, 1) }
+}
+
+/// `cuCtxCreate_v3(pctx, CUexecAffinityParam *params, int numParams, flags, dev)`.
+#[no_mangle]
+pub unsafe extern "C" fn cuCtxCreate_v3(
+    pctx: *mut CUcontext,
+    _params: *mut c_void,
+    _num_params: std::ffi::c_int,
+    _flags: c_uint,
+    dev: CUdevice,
+) -> CUresult {
+    unsafe { create(pctx, dev, 3) }
+}
+
+/// `cuCtxCreate_v4(pctx, CUctxCreateParams *params, flags, dev)`.
+#[no_mangle]
+pub unsafe extern "C" fn cuCtxCreate_v4(
+    pctx: *mut CUcontext,
+    _params: *mut c_void,
+    _flags: c_uint,
+    dev: CUdevice,
+) -> CUresult {
+    unsafe { create(pctx, dev, 4) }
 }

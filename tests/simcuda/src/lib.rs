@@ -63,7 +63,9 @@ pub unsafe extern "C" fn cuDeviceGetCount(count: *mut c_int) -> CUresult {
     if count.is_null() {
         return CUDA_ERROR_INVALID_VALUE;
     }
-    let Some(n) = state::device_count() else { return CUDA_ERROR_NOT_INITIALIZED };
+    let Some(n) = state::device_count() else {
+        return CUDA_ERROR_NOT_INITIALIZED;
+    };
     unsafe { *count = n };
     CUDA_SUCCESS
 }
@@ -73,7 +75,9 @@ pub unsafe extern "C" fn cuDeviceGet(device: *mut CUdevice, ordinal: c_int) -> C
     if device.is_null() {
         return CUDA_ERROR_INVALID_VALUE;
     }
-    let Some(n) = state::device_count() else { return CUDA_ERROR_NOT_INITIALIZED };
+    let Some(n) = state::device_count() else {
+        return CUDA_ERROR_NOT_INITIALIZED;
+    };
     if ordinal < 0 || ordinal >= n {
         return CUDA_ERROR_INVALID_DEVICE;
     }

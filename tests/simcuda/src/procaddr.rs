@@ -33,7 +33,11 @@ macro_rules! f {
 fn table() -> &'static [Entry] {
     static T: OnceLock<Vec<Entry>> = OnceLock::new();
     T.get_or_init(|| {
-        let e = |name, versions: Vec<(c_int, usize)>| Entry { name, versions, per_thread: None };
+        let e = |name, versions: Vec<(c_int, usize)>| Entry {
+            name,
+            versions,
+            per_thread: None,
+        };
         vec![
             e("cuInit", vec![(2000, f!(cuInit))]),
             e("cuDriverGetVersion", vec![(2020, f!(cuDriverGetVersion))]),
@@ -42,12 +46,26 @@ fn table() -> &'static [Entry] {
             e("cuDeviceGetCount", vec![(2000, f!(cuDeviceGetCount))]),
             e("cuDeviceGetName", vec![(2000, f!(cuDeviceGetName))]),
             e("cuDeviceTotalMem", vec![(3020, f!(cuDeviceTotalMem_v2))]),
-            e("cuDevicePrimaryCtxRetain", vec![(7000, f!(cuDevicePrimaryCtxRetain))]),
+            e(
+                "cuDevicePrimaryCtxRetain",
+                vec![(7000, f!(cuDevicePrimaryCtxRetain))],
+            ),
             e(
                 "cuDevicePrimaryCtxRelease",
-                vec![(7000, f!(cuDevicePrimaryCtxRelease)), (11000, f!(cuDevicePrimaryCtxRelease_v2))],
+                vec![
+                    (7000, f!(cuDevicePrimaryCtxRelease)),
+                    (11000, f!(cuDevicePrimaryCtxRelease_v2)),
+                ],
             ),
-            e("cuCtxCreate", vec![(3020, f!(cuCtxCreate_v2))]),
+            e(
+                "cuCtxCreate",
+                vec![
+                    (2000, f!(cuCtxCreate)),
+                    (3020, f!(cuCtxCreate_v2)),
+                    (11040, f!(cuCtxCreate_v3)),
+                    (12050, f!(cuCtxCreate_v4)),
+                ],
+            ),
             e("cuCtxDestroy", vec![(4000, f!(cuCtxDestroy_v2))]),
             e("cuCtxSetCurrent", vec![(4000, f!(cuCtxSetCurrent))]),
             e("cuCtxGetCurrent", vec![(4000, f!(cuCtxGetCurrent))]),
@@ -64,7 +82,10 @@ fn table() -> &'static [Entry] {
 /// Resolves `name` at `version` with `flags`: the export's address, or the
 /// query result that says why not.
 fn resolve(name: &str, version: c_int, flags: u64) -> Result<usize, c_int> {
-    let entry = table().iter().find(|e| e.name == name).ok_or(SYMBOL_NOT_FOUND)?;
+    let entry = table()
+        .iter()
+        .find(|e| e.name == name)
+        .ok_or(SYMBOL_NOT_FOUND)?;
     if flags & PER_THREAD_DEFAULT_STREAM != 0 {
         if let Some(p) = entry.per_thread {
             return Ok(p);
@@ -129,8 +150,14 @@ mod tests {
         assert_eq!(resolve("cuMemAlloc", 3020, 0), Ok(f!(cuMemAlloc_v2)));
         assert_eq!(resolve("cuMemAlloc", 13000, 0), Ok(f!(cuMemAlloc_v2)));
         assert_eq!(resolve("cuMemAlloc", 2000, 0), Err(VERSION_NOT_SUFFICIENT));
-        assert_eq!(resolve("cuDevicePrimaryCtxRelease", 10000, 0), Ok(f!(cuDevicePrimaryCtxRelease)));
-        assert_eq!(resolve("cuDevicePrimaryCtxRelease", 12000, 0), Ok(f!(cuDevicePrimaryCtxRelease_v2)));
+        assert_eq!(
+            resolve("cuDevicePrimaryCtxRelease", 10000, 0),
+            Ok(f!(cuDevicePrimaryCtxRelease))
+        );
+        assert_eq!(
+            resolve("cuDevicePrimaryCtxRelease", 12000, 0),
+            Ok(f!(cuDevicePrimaryCtxRelease_v2))
+        );
         assert_eq!(resolve("cuNoSuchThing", 12000, 0), Err(SYMBOL_NOT_FOUND));
     }
 }

@@ -59,7 +59,12 @@ fn main() -> anyhow::Result<()> {
     let driver = Arc::new(Driver::load(&args.libcuda)?);
     let ctx = driver.open_device(args.device)?;
     let truth = Arc::new(Truth::default());
-    let w = Workload { args: &args, driver, truth, ctx: ctx as usize };
+    let w = Workload {
+        args: &args,
+        driver,
+        truth,
+        ctx: ctx as usize,
+    };
     match args.scenario {
         Scenario::Basic => w.basic(),
         Scenario::Oom => w.oom(),
@@ -81,7 +86,10 @@ impl Workload<'_> {
     }
 
     fn alloc(&self, bytes: usize) -> anyhow::Result<u64> {
-        let p = self.driver.alloc(bytes).map_err(|e| anyhow::anyhow!("cuMemAlloc_v2({bytes}) returned {e}"))?;
+        let p = self
+            .driver
+            .alloc(bytes)
+            .map_err(|e| anyhow::anyhow!("cuMemAlloc_v2({bytes}) returned {e}"))?;
         self.truth.allocated(bytes as u64);
         Ok(p)
     }
@@ -118,7 +126,9 @@ impl Workload<'_> {
                     self.truth.refused();
                     break;
                 }
-                Err(e) => bail!("cuMemAlloc_v2 returned {e}, expected success or CUDA_ERROR_OUT_OF_MEMORY"),
+                Err(e) => bail!(
+                    "cuMemAlloc_v2 returned {e}, expected success or CUDA_ERROR_OUT_OF_MEMORY"
+                ),
             }
             if held.len() > 1_000_000 {
                 bail!("the card never filled up: is SIMCUDA_CAPACITY set?");
@@ -137,9 +147,10 @@ impl Workload<'_> {
             .map(|t| {
                 let (driver, truth, pool) = (self.driver.clone(), self.truth.clone(), pool.clone());
                 let (ctx, iterations) = (self.ctx, self.args.iterations);
-                let mut rng = Rng(self.args.seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ (t as u64 + 1));
+                let mut rng =
+                    Rng(self.args.seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ (t as u64 + 1));
                 std::thread::spawn(move || -> anyhow::Result<()> {
-                    driver.set_current(ctx as _)?;
+                    driver.set_current(ctx)?;
                     for _ in 0..iterations {
                         let take = {
                             let mut pool = pool.lock().unwrap();
@@ -157,7 +168,9 @@ impl Workload<'_> {
                             }
                             None => {
                                 let s = 1 + rng.below(4 << 20) as usize;
-                                let p = driver.alloc(s).map_err(|e| anyhow::anyhow!("alloc returned {e}"))?;
+                                let p = driver
+                                    .alloc(s)
+                                    .map_err(|e| anyhow::anyhow!("alloc returned {e}"))?;
                                 truth.allocated(s as u64);
                                 pool.lock().unwrap().push((p, s));
                             }
@@ -168,7 +181,8 @@ impl Workload<'_> {
             })
             .collect();
         for h in handles {
-            h.join().map_err(|_| anyhow::anyhow!("a workload thread panicked"))??;
+            h.join()
+                .map_err(|_| anyhow::anyhow!("a workload thread panicked"))??;
         }
         self.checkpoint("mixed")?;
         let mut pool = pool.lock().unwrap();
@@ -188,7 +202,10 @@ impl Workload<'_> {
             -1 => bail!("fork: {}", std::io::Error::last_os_error()),
             0 => {
                 let child = Truth::default();
-                let p = self.driver.alloc(2 << 20).map_err(|e| anyhow::anyhow!("child alloc returned {e}"))?;
+                let p = self
+                    .driver
+                    .alloc(2 << 20)
+                    .map_err(|e| anyhow::anyhow!("child alloc returned {e}"))?;
                 child.allocated(2 << 20);
                 // The parent's address: the driver state was copied by fork,
                 // but this process never allocated it. gpumem must not
@@ -218,7 +235,10 @@ fn emit(c: &Checkpoint, pause: bool) -> anyhow::Result<()> {
     drop(out);
     if pause {
         let mut line = String::new();
-        std::io::stdin().lock().read_line(&mut line).context("waiting on stdin")?;
+        std::io::stdin()
+            .lock()
+            .read_line(&mut line)
+            .context("waiting on stdin")?;
     }
     Ok(())
 }

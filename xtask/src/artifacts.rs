@@ -1,0 +1,78 @@
+//! `cargo xtask build` and `build-and-run`.
+use std::{fs, path::PathBuf};
+
+use anyhow::{bail, Context};
+
+use crate::{
+    setup::{setup, Setup},
+    util::{cmd, root, run, target_dir},
+};
+
+pub struct Built {
+    pub setup: Setup,
+    pub agent: PathBuf,
+    pub libcuda: PathBuf,
+    pub workload: PathBuf,
+}
+
+pub fn build() -> anyhow::Result<Built> {
+    let setup = setup()?;
+    run(cmd("cargo").current_dir(root()).args([
+        "build",
+        "-p",
+        "gpumem-user",
+        "-p",
+        "simcuda",
+        "-p",
+        "gpumem-tests",
+        "--bins",
+        "--lib",
+    ]))
+    .context("building gpumem")?;
+    let target = target_dir();
+    let agent = target.join("debug/gpumem");
+    // An empty object means build.rs found no bpf-linker: say so now, not
+    // at the first `gpumem run`.
+    let objects = target.join("debug/build");
+    let empty = fs::read_dir(&objects)?
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with("gpumem-user-"))
+        .map(|e| e.path().join("out/gpumem"))
+        .filter_map(|p| fs::metadata(&p).ok().map(|m| (m.modified().ok(), m.len())))
+        .max_by_key(|(t, _)| *t)
+        .is_some_and(|(_, len)| len == 0);
+    if empty {
+        bail!("the agent was built without its eBPF object (bpf-linker not found); see the warnings above");
+    }
+    let libcuda = install_simcuda(&target)?;
+    Ok(Built {
+        setup,
+        agent,
+        libcuda,
+        workload: target.join("debug/gpumem-workload"),
+    })
+}
+
+/// Puts the simulated driver where tests and the demo expect it, under the
+/// driver's file name. Replaced by rename, so a process that has the old
+/// one mapped keeps a consistent file.
+fn install_simcuda(target: &std::path::Path) -> anyhow::Result<PathBuf> {
+    let built = target.join("debug/libsimcuda.so");
+    let dir = target.join("simcuda");
+    fs::create_dir_all(&dir)?;
+    let dest = dir.join("libcuda.so.1");
+    if fs::read(&dest).ok()
+        == Some(fs::read(&built).with_context(|| format!("reading {}", built.display()))?)
+    {
+        return Ok(dest);
+    }
+    let tmp = dir.join(".libcuda.so.1.new");
+    fs::copy(&built, &tmp)?;
+    fs::rename(&tmp, &dest)?;
+    Ok(dest)
+}
+
+pub fn build_and_run(args: &[String]) -> anyhow::Result<()> {
+    let built = build()?;
+    run(cmd(&built.agent).arg("run").args(args))
+}

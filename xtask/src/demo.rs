@@ -1,0 +1,225 @@
+//! `cargo xtask demo`: the agent traces demo workloads in two cgroups it
+//! creates on the simulated driver, shows the stream and the table, and
+//! cleans up.
+use std::{
+    io::{BufRead, BufReader, Write},
+    os::unix::process::CommandExt,
+    path::{Path, PathBuf},
+    process::{Child, Command, Stdio},
+    sync::mpsc,
+    time::Duration,
+};
+
+use anyhow::{bail, Context};
+
+use crate::{
+    artifacts::{build, Built},
+    util::{cmd, is_root, run},
+};
+
+const READY: &str = "gpumem: ready";
+
+fn cgroup2_root() -> anyhow::Result<PathBuf> {
+    let info = std::fs::read_to_string("/proc/self/mountinfo")?;
+    info.lines()
+        .find_map(|l| {
+            let (pre, post) = l.split_once(" - ")?;
+            (post.split_whitespace().next()? == "cgroup2")
+                .then(|| PathBuf::from(pre.split_whitespace().nth(4).unwrap()))
+        })
+        .context("this host has no cgroup2 mount; the demo needs one for its two teams")
+}
+
+/// The demo's cgroups, removed on drop (even when the demo fails).
+struct Cgroups(PathBuf);
+
+impl Cgroups {
+    fn create(root: &Path) -> anyhow::Result<Self> {
+        let base = root.join("gpumem-demo");
+        let me = Self(base.clone());
+        me.remove(); // leftovers from an interrupted run
+        for team in ["team-a", "team-b"] {
+            std::fs::create_dir_all(base.join(team))
+                .with_context(|| format!("creating {}", base.join(team).display()))?;
+        }
+        Ok(me)
+    }
+
+    fn remove(&self) {
+        for team in ["team-a", "team-b"] {
+            let _ = std::fs::remove_dir(self.0.join(team));
+        }
+        let _ = std::fs::remove_dir(&self.0);
+    }
+}
+
+impl Drop for Cgroups {
+    fn drop(&mut self) {
+        self.remove();
+    }
+}
+
+struct Job {
+    name: &'static str,
+    child: Child,
+    lines: mpsc::Receiver<String>,
+}
+
+impl Job {
+    fn start(
+        built: &Built,
+        name: &'static str,
+        cgroup: PathBuf,
+        args: &[&str],
+        env: &[(&str, &str)],
+    ) -> anyhow::Result<Self> {
+        let procs = cgroup.join("cgroup.procs");
+        let mut c = Command::new(&built.workload);
+        c.arg("--libcuda")
+            .arg(&built.libcuda)
+            .args(args)
+            .arg("--pause")
+            .envs(env.iter().copied());
+        c.stdin(Stdio::piped()).stdout(Stdio::piped());
+        // SAFETY: only a write to cgroup.procs between fork and exec.
+        unsafe { c.pre_exec(move || std::fs::write(&procs, b"0")) };
+        let mut child = c
+            .spawn()
+            .with_context(|| format!("starting workload {name}"))?;
+        let (tx, lines) = mpsc::channel();
+        let out = child.stdout.take().unwrap();
+        std::thread::spawn(move || {
+            for l in BufReader::new(out).lines().map_while(Result::ok) {
+                let _ = tx.send(l);
+            }
+        });
+        Ok(Self { name, child, lines })
+    }
+
+    /// Waits for the workload's next checkpoint line.
+    fn checkpoint(&mut self) -> anyhow::Result<String> {
+        self.lines
+            .recv_timeout(Duration::from_secs(60))
+            .with_context(|| format!("workload {} printed no checkpoint", self.name))
+    }
+
+    /// Resumes it through every remaining checkpoint until it exits.
+    fn finish(mut self) -> anyhow::Result<()> {
+        let mut stdin = self.child.stdin.take();
+        loop {
+            if let Some(s) = stdin.as_mut() {
+                let _ = s.write_all(b"\n");
+            }
+            if self.lines.recv_timeout(Duration::from_secs(60)).is_err() {
+                break; // stdout closed: it exited
+            }
+        }
+        drop(stdin);
+        let status = self.child.wait()?;
+        if !status.success() {
+            bail!("workload {} failed: {status}", self.name);
+        }
+        Ok(())
+    }
+}
+
+pub fn demo() -> anyhow::Result<()> {
+    if !is_root() {
+        bail!("cargo xtask demo loads eBPF programs and makes cgroups: run it as root");
+    }
+    let built = build()?;
+    let root = cgroup2_root()?;
+    let cgroups = Cgroups::create(&root)?;
+    let socket = std::env::temp_dir().join(format!("gpumem-demo-{}.sock", std::process::id()));
+
+    println!("\n== gpumem run --format text (the event stream)\n");
+    let mut agent = cmd(&built.agent)
+        .arg("run")
+        .arg("--libcuda")
+        .arg(&built.libcuda)
+        .args(["--format", "text", "--socket"])
+        .arg(&socket)
+        .stderr(Stdio::piped())
+        .spawn()
+        .context("starting the agent")?;
+    let err = agent.stderr.take().unwrap();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for l in BufReader::new(err).lines().map_while(Result::ok) {
+            eprintln!("{l}");
+            let _ = tx.send(l);
+        }
+    });
+    let ready = loop {
+        match rx.recv_timeout(Duration::from_secs(60)) {
+            Ok(l) if l == READY => break true,
+            Ok(_) => {}
+            Err(_) => break false,
+        }
+    };
+    if !ready {
+        let _ = agent.kill();
+        bail!("the agent did not start; see its messages above");
+    }
+
+    let result = (|| -> anyhow::Result<()> {
+        let a = cgroups.0.join("team-a");
+        let b = cgroups.0.join("team-b");
+        let mut jobs = vec![
+            Job::start(
+                &built,
+                "trainer",
+                a.clone(),
+                &[
+                    "--scenario",
+                    "threads",
+                    "--threads",
+                    "2",
+                    "--iterations",
+                    "12",
+                ],
+                &[],
+            )?,
+            Job::start(&built, "notebook", a, &["--scenario", "basic"], &[])?,
+            // A 64 MiB card: the inference job fills it and is refused.
+            Job::start(
+                &built,
+                "inference",
+                b,
+                &["--scenario", "oom", "--size", "16777216"],
+                &[("SIMCUDA_CAPACITY", "67108864")],
+            )?,
+        ];
+        for j in jobs.iter_mut() {
+            j.checkpoint()?;
+        }
+        println!("\n== gpumem status (every workload paused holding memory)\n");
+        run(cmd(&built.agent).arg("status").arg("--socket").arg(&socket))?;
+        println!("\n== the workloads finish; exits release what they leaked\n");
+        for j in jobs {
+            j.finish()?;
+        }
+        Ok(())
+    })();
+
+    // Stop the agent: it prints its final usage records and detaches.
+    // SAFETY: signalling our own child.
+    unsafe { libc_kill(agent.id() as i32) };
+    let status = agent.wait()?;
+    drop(cgroups);
+    result?;
+    if !status.success() {
+        bail!("the agent exited with {status}");
+    }
+    println!("\n== demo done: cgroups removed, probes detached");
+    Ok(())
+}
+
+extern "C" {
+    fn kill(pid: i32, sig: i32) -> i32;
+}
+
+/// SIGINT, as Ctrl-C would send.
+unsafe fn libc_kill(pid: i32) {
+    unsafe { kill(pid, 2) };
+}

@@ -1,0 +1,91 @@
+//! Small helpers: paths, running commands with clear errors.
+use std::{
+    ffi::OsString,
+    path::{Path, PathBuf},
+    process::Command,
+};
+
+use anyhow::{bail, Context};
+
+/// The workspace root.
+pub fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("xtask lives in the workspace")
+        .to_path_buf()
+}
+
+pub fn target_dir() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root().join("target"))
+}
+
+pub fn home() -> PathBuf {
+    std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/root"))
+}
+
+/// Where set-up keeps what it builds outside the repository.
+pub fn cache_dir() -> PathBuf {
+    home().join(".cache/gpumem")
+}
+
+pub fn cargo_bin() -> PathBuf {
+    std::env::var_os("CARGO_HOME")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| home().join(".cargo"))
+        .join("bin")
+}
+
+/// PATH with cargo's bin directory first (where bpf-linker is installed),
+/// for every child command.
+pub fn path_env() -> OsString {
+    let mut dirs = vec![cargo_bin()];
+    if let Some(p) = std::env::var_os("PATH") {
+        dirs.extend(std::env::split_paths(&p));
+    }
+    std::env::join_paths(dirs).expect("PATH entries are joinable")
+}
+
+/// A command with the project's PATH.
+pub fn cmd(program: impl AsRef<std::ffi::OsStr>) -> Command {
+    let mut c = Command::new(program);
+    c.env("PATH", path_env());
+    c
+}
+
+/// Runs `c`, failing with the command line when it does not succeed.
+pub fn run(c: &mut Command) -> anyhow::Result<()> {
+    let status = c.status().with_context(|| format!("starting {c:?}"))?;
+    if !status.success() {
+        bail!("{c:?} failed: {status}");
+    }
+    Ok(())
+}
+
+/// Runs `c` and returns its stdout, failing with its stderr.
+pub fn output(c: &mut Command) -> anyhow::Result<String> {
+    let out = c.output().with_context(|| format!("starting {c:?}"))?;
+    if !out.status.success() {
+        bail!(
+            "{c:?} failed: {}\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+pub fn is_root() -> bool {
+    // /proc/self/status's Uid line: real, effective, saved, fs.
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("Uid:"))
+                .map(|l| l.split_whitespace().nth(2) == Some("0"))
+        })
+        .unwrap_or(false)
+}
