@@ -292,14 +292,19 @@ impl Workload {
     pub fn spawn(args: &[&str], cgroup: Option<&Cgroup>, env: &[(&str, &str)]) -> Self {
         let p = paths();
         let mut cmd = Command::new(&p.workload);
-        cmd.arg("--libcuda").arg(&p.libcuda).args(args).envs(env.iter().copied());
+        cmd.arg("--libcuda")
+            .arg(&p.libcuda)
+            .args(args)
+            .envs(env.iter().copied());
         Self::from_command(cmd, cgroup)
     }
 
     /// Starts any program that prints checkpoints the way gpumem-workload
     /// does, inside `cgroup` if given.
     pub fn from_command(mut cmd: Command, cgroup: Option<&Cgroup>) -> Self {
-        cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::inherit());
+        cmd.stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit());
         if let Some(cg) = cgroup {
             let procs = cg.dir.join("cgroup.procs");
             // SAFETY: only async-signal-safe work between fork and exec:
@@ -308,10 +313,17 @@ impl Workload {
                 cmd.pre_exec(move || std::fs::write(&procs, b"0"));
             }
         }
-        let mut child = cmd.spawn().unwrap_or_else(|e| panic!("spawning {cmd:?}: {e}"));
+        let mut child = cmd
+            .spawn()
+            .unwrap_or_else(|e| panic!("spawning {cmd:?}: {e}"));
         let stdin = child.stdin.take();
         let (stdout, rx) = collect_lines(child.stdout.take().unwrap());
-        Self { child, stdin, rx, stdout }
+        Self {
+            child,
+            stdin,
+            rx,
+            stdout,
+        }
     }
 
     pub fn pid(&self) -> u32 {

@@ -32,9 +32,18 @@ fn nvidia_cuda_bindings_allocations_are_traced_exactly() {
         let s = agent.status();
         assert_process_holds(&s, pid, c.held);
         assert_cgroup_holds(&s, &cg, c.held);
-        for l in lines.iter().filter(|l| l["pid"] == pid && l["event"] == "alloc") {
-            assert_eq!(l["api"], "cuMemAlloc_v2", "cuGetProcAddress(cuMemAlloc, 3020+) resolves to _v2");
-            assert_eq!(l["device"], 1, "the script made device 1's primary context current");
+        for l in lines
+            .iter()
+            .filter(|l| l["pid"] == pid && l["event"] == "alloc")
+        {
+            assert_eq!(
+                l["api"], "cuMemAlloc_v2",
+                "cuGetProcAddress(cuMemAlloc, 3020+) resolves to _v2"
+            );
+            assert_eq!(
+                l["device"], 1,
+                "the script made device 1's primary context current"
+            );
         }
         w.resume();
     }
