@@ -51,6 +51,35 @@ pub mod id {
     pub const CTX_SET_CURRENT: u32 = 8;
     pub const CTX_PUSH_CURRENT_V2: u32 = 9;
     pub const CTX_POP_CURRENT_V2: u32 = 10;
+    pub const MEM_ALLOC_PITCH_V2: u32 = 11;
+    pub const MEM_ALLOC_MANAGED: u32 = 12;
+    pub const MEM_ALLOC_ASYNC: u32 = 13;
+    pub const MEM_ALLOC_ASYNC_PTSZ: u32 = 14;
+    pub const MEM_ALLOC_FROM_POOL_ASYNC: u32 = 15;
+    pub const MEM_ALLOC_FROM_POOL_ASYNC_PTSZ: u32 = 16;
+    pub const MEM_FREE_ASYNC: u32 = 17;
+    pub const MEM_FREE_ASYNC_PTSZ: u32 = 18;
+    pub const MEM_POOL_TRIM_TO: u32 = 19;
+    pub const MEM_POOL_DESTROY: u32 = 20;
+    pub const MEM_CREATE: u32 = 21;
+    pub const MEM_RELEASE: u32 = 22;
+    pub const MEM_MAP: u32 = 23;
+    pub const MEM_UNMAP: u32 = 24;
+    pub const MEM_ALLOC_HOST_V2: u32 = 26;
+    pub const MEM_HOST_ALLOC: u32 = 27;
+    pub const MEM_HOST_REGISTER_V2: u32 = 28;
+    pub const MEM_FREE_HOST: u32 = 29;
+    pub const MEM_HOST_UNREGISTER: u32 = 30;
+    pub const ARRAY_CREATE_V2: u32 = 31;
+    pub const ARRAY_3D_CREATE_V2: u32 = 32;
+    pub const MIPMAPPED_ARRAY_CREATE: u32 = 33;
+    pub const ARRAY_DESTROY: u32 = 34;
+    pub const MIPMAPPED_ARRAY_DESTROY: u32 = 35;
+    pub const CTX_DESTROY_V2: u32 = 36;
+    pub const DEVICE_PRIMARY_CTX_RELEASE: u32 = 37;
+    pub const DEVICE_PRIMARY_CTX_RELEASE_V2: u32 = 38;
+    pub const IPC_OPEN_MEM_HANDLE_V2: u32 = 39;
+    pub const MEM_IMPORT_FROM_SHAREABLE_HANDLE: u32 = 40;
 
     /// Every id with its driver symbol. The probe table refers to these.
     pub const NAMES: &[(u32, &str)] = &[
@@ -64,7 +93,47 @@ pub mod id {
         (CTX_SET_CURRENT, "cuCtxSetCurrent"),
         (CTX_PUSH_CURRENT_V2, "cuCtxPushCurrent_v2"),
         (CTX_POP_CURRENT_V2, "cuCtxPopCurrent_v2"),
+        (MEM_ALLOC_PITCH_V2, "cuMemAllocPitch_v2"),
+        (MEM_ALLOC_MANAGED, "cuMemAllocManaged"),
+        (MEM_ALLOC_ASYNC, "cuMemAllocAsync"),
+        (MEM_ALLOC_ASYNC_PTSZ, "cuMemAllocAsync_ptsz"),
+        (MEM_ALLOC_FROM_POOL_ASYNC, "cuMemAllocFromPoolAsync"),
+        (MEM_ALLOC_FROM_POOL_ASYNC_PTSZ, "cuMemAllocFromPoolAsync_ptsz"),
+        (MEM_FREE_ASYNC, "cuMemFreeAsync"),
+        (MEM_FREE_ASYNC_PTSZ, "cuMemFreeAsync_ptsz"),
+        (MEM_POOL_TRIM_TO, "cuMemPoolTrimTo"),
+        (MEM_POOL_DESTROY, "cuMemPoolDestroy"),
+        (MEM_CREATE, "cuMemCreate"),
+        (MEM_RELEASE, "cuMemRelease"),
+        (MEM_MAP, "cuMemMap"),
+        (MEM_UNMAP, "cuMemUnmap"),
+        (MEM_ALLOC_HOST_V2, "cuMemAllocHost_v2"),
+        (MEM_HOST_ALLOC, "cuMemHostAlloc"),
+        (MEM_HOST_REGISTER_V2, "cuMemHostRegister_v2"),
+        (MEM_FREE_HOST, "cuMemFreeHost"),
+        (MEM_HOST_UNREGISTER, "cuMemHostUnregister"),
+        (ARRAY_CREATE_V2, "cuArrayCreate_v2"),
+        (ARRAY_3D_CREATE_V2, "cuArray3DCreate_v2"),
+        (MIPMAPPED_ARRAY_CREATE, "cuMipmappedArrayCreate"),
+        (ARRAY_DESTROY, "cuArrayDestroy"),
+        (MIPMAPPED_ARRAY_DESTROY, "cuMipmappedArrayDestroy"),
+        (CTX_DESTROY_V2, "cuCtxDestroy_v2"),
+        (DEVICE_PRIMARY_CTX_RELEASE, "cuDevicePrimaryCtxRelease"),
+        (DEVICE_PRIMARY_CTX_RELEASE_V2, "cuDevicePrimaryCtxRelease_v2"),
+        (IPC_OPEN_MEM_HANDLE_V2, "cuIpcOpenMemHandle_v2"),
+        (MEM_IMPORT_FROM_SHAREABLE_HANDLE, "cuMemImportFromShareableHandle"),
     ];
+
+    /// The name of the `call` record an API id produces: what the call
+    /// did, for calls that are reported but not charged.
+    pub fn call_name(api: u32) -> &'static str {
+        match api {
+            DEVICE_PRIMARY_CTX_RETAIN..=CTX_CREATE_V4 | CTX_DESTROY_V2..=DEVICE_PRIMARY_CTX_RELEASE_V2 => "context",
+            MEM_POOL_TRIM_TO | MEM_POOL_DESTROY => "pool",
+            IPC_OPEN_MEM_HANDLE_V2 | MEM_IMPORT_FROM_SHAREABLE_HANDLE => "import",
+            _ => "call",
+        }
+    }
 
     /// The driver symbol for an id, or `"unknown"`.
     pub fn name(api: u32) -> &'static str {
@@ -92,4 +161,73 @@ pub const fn cookie_api(cookie: u64) -> u32 {
 /// The memory kind in a cookie.
 pub const fn cookie_kind(cookie: u64) -> u32 {
     ((cookie >> 32) & 0xff) as u32
+}
+
+/// CUDA array formats (`CUarray_format`) and the bytes of one channel.
+pub mod array {
+    /// Bytes per channel of `format`, or 0 when gpumem does not know the
+    /// format (the array is then reported with size 0).
+    pub const fn format_bytes(format: u32) -> u64 {
+        match format {
+            0x01 | 0x08 => 1,        // UNSIGNED_INT8, SIGNED_INT8
+            0x02 | 0x09 | 0x10 => 2, // UNSIGNED_INT16, SIGNED_INT16, HALF
+            0x03 | 0x0a | 0x20 => 4, // UNSIGNED_INT32, SIGNED_INT32, FLOAT
+            _ => 0,
+        }
+    }
+
+    /// The descriptor's size in bytes: width x height x depth x channel
+    /// bytes x channels, zero dimensions counting as 1 (as the driver
+    /// treats them), summed over `levels` mipmap levels (each halving every
+    /// dimension, at least 1).
+    pub const fn bytes(width: u64, height: u64, depth: u64, format: u32, channels: u32, levels: u32) -> u64 {
+        let per = format_bytes(format) * channels as u64;
+        let (mut w, mut h, mut d) = (max1(width), max1(height), max1(depth));
+        let mut total = 0u64;
+        let mut level = 0;
+        while level < levels && level < 32 {
+            total = total.wrapping_add(mul(mul(mul(w, h), d), per));
+            w = max1(w >> 1);
+            h = max1(h >> 1);
+            d = max1(d >> 1);
+            level += 1;
+        }
+        total
+    }
+
+    /// `a * b`, wrapping. Any overflow check (`saturating_mul`, or a
+    /// division test, which LLVM recognises as one) compiles to a 128-bit
+    /// multiply the BPF backend does not have; a size that overflows 64 bits
+    /// cannot be allocated by the driver, whose failure is then reported.
+    pub const fn mul(a: u64, b: u64) -> u64 {
+        a.wrapping_mul(b)
+    }
+
+    const fn max1(v: u64) -> u64 {
+        if v == 0 {
+            1
+        } else {
+            v
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::array::{bytes, mul};
+
+    #[test]
+    fn array_sizes_from_descriptors() {
+        // 1024 x 768 float4: 12 MiB.
+        assert_eq!(bytes(1024, 768, 0, 0x20, 4, 1), 1024 * 768 * 16);
+        // 1D array of 100 bytes: height and depth 0 count as 1.
+        assert_eq!(bytes(100, 0, 0, 0x01, 1, 1), 100);
+        // 3D half2 volume.
+        assert_eq!(bytes(64, 32, 8, 0x10, 2, 1), 64 * 32 * 8 * 4);
+        // Mipmaps: 8x8 + 4x4 + 2x2 + 1x1 of uint8.
+        assert_eq!(bytes(8, 8, 0, 0x01, 1, 4), 64 + 16 + 4 + 1);
+        // Unknown formats are reported with size 0, never guessed.
+        assert_eq!(bytes(8, 8, 0, 0xb0, 1, 1), 0);
+        assert_eq!(mul(3, 5), 15);
+    }
 }

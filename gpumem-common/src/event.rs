@@ -13,6 +13,10 @@ pub mod event_type {
     /// A process that held memory exited; `size` is what it still held and
     /// has now been uncharged.
     pub const EXIT: u32 = 4;
+    /// A call reported but never charged (contexts, pools, imports); the
+    /// agent names it from the API (`context`, `pool`, `import`). `addr`
+    /// holds the handle, `size` the call's size argument if any.
+    pub const CALL: u32 = 5;
 
     pub const fn name(event: u32) -> &'static str {
         match event {
@@ -20,6 +24,7 @@ pub mod event_type {
             FREE => "free",
             ALLOC_FAILED => "alloc_failed",
             EXIT => "exit",
+            CALL => "call",
             _ => "unknown",
         }
     }

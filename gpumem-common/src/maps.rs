@@ -12,6 +12,7 @@ pub mod map_name {
     pub const CGROUP_USAGE: &str = "CGROUP_USAGE";
     pub const STATS: &str = "STATS";
     pub const THREAD_CTX: &str = "THREAD_CTX";
+    pub const VMM_MAPPINGS: &str = "VMM_MAPPINGS";
     pub const CTX_DEVICE: &str = "CTX_DEVICE";
 }
 
@@ -26,6 +27,8 @@ pub const LIVE_ENTRIES: u32 = 1 << 20;
 pub const PROC_ENTRIES: u32 = 16384;
 /// cgroups holding memory at once.
 pub const CGROUP_ENTRIES: u32 = 16384;
+/// VMM mappings tracked at once (address -> handle).
+pub const VMM_MAPPING_ENTRIES: u32 = 1 << 16;
 /// Threads whose current context is tracked.
 pub const THREAD_CTX_ENTRIES: u32 = 65536;
 /// Contexts whose device is known, all processes.
@@ -60,6 +63,8 @@ pub mod ns {
     pub const HOST_PTR: u32 = 1;
     pub const ARRAY: u32 = 2;
     pub const VMM_HANDLE: u32 = 3;
+    /// `VMM_MAPPINGS` keys: mapped virtual addresses.
+    pub const VMM_MAPPING: u32 = 4;
 
     /// The namespace an allocation of `kind` lives in.
     pub const fn for_kind(kind: u32) -> u32 {
@@ -76,15 +81,25 @@ pub mod ns {
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Pending {
-    /// User pointer the driver writes the result through (0 if none).
+    /// User pointer the driver writes the result through (0: the address
+    /// is `addr`, known at entry).
     pub out_ptr: u64,
-    /// Bytes requested (allocations) or the address being freed (frees).
+    /// Bytes requested (allocations), rows (pitched), or the address or
+    /// handle being freed (frees).
     pub arg: u64,
+    /// `cuMemAllocPitch`: where the driver writes the pitch; the charge is
+    /// pitch x rows.
+    pub pitch_ptr: u64,
+    /// The address when the caller supplies it (`cuMemHostRegister`).
+    pub addr: u64,
     pub cgroup_id: u64,
     pub device: u32,
+    /// Memory kind to charge (from the cookie, or the call's own argument).
+    pub kind: u32,
     /// 1 when `live` holds the allocation a free took out of the live map
     /// at its entry (put back if the free fails).
     pub found: u32,
+    pub _pad: u32,
     pub live: LiveAlloc,
 }
 
@@ -104,11 +119,17 @@ pub struct PendingKey {
 pub struct LiveAlloc {
     pub size: u64,
     pub cgroup_id: u64,
+    /// VMM handles: how many mappings use it (`cuMemMap` minus `cuMemUnmap`).
+    pub maps: u64,
     pub kind: u32,
     pub device: u32,
     /// Index into the owner's [`ProcUsage`] cgroup slots, or [`NO_SLOT`].
     pub cgroup_slot: u32,
     pub api: u32,
+    /// VMM handles: 1 once `cuMemRelease` succeeded while still mapped; the
+    /// charge goes at the last unmap, as the driver frees it then.
+    pub released: u32,
+    pub _pad: u32,
 }
 
 #[repr(C)]
@@ -155,9 +176,9 @@ mod pod {
 }
 
 const _: () = {
-    assert!(core::mem::size_of::<Pending>() == 64);
+    assert!(core::mem::size_of::<Pending>() == 104);
     assert!(core::mem::size_of::<PendingKey>() == 16);
-    assert!(core::mem::size_of::<LiveAlloc>() == 32);
+    assert!(core::mem::size_of::<LiveAlloc>() == 48);
     assert!(core::mem::size_of::<LiveKey>() == 16);
     assert!(core::mem::size_of::<CtxKey>() == 16);
     assert!(core::mem::size_of::<ProcUsage>() == 8 + 16 * PROC_CGROUP_SLOTS);

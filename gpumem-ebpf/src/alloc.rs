@@ -1,7 +1,16 @@
-//! Allocations whose first two arguments are `(T **out, size_t bytesize)`:
-//! `cuMemAlloc_v2` and every entry point of the same shape (the probe
-//! table lists them). The entry remembers the request; the return charges
-//! it if the driver succeeded and records the live allocation.
+//! Allocations. Every allocating family has its own entry program, which
+//! works out what the call asks for (size, kind, where the result goes);
+//! they share one return program, which charges the call if the driver
+//! succeeded and records the live allocation.
+//!
+//! Entry shapes served here:
+//! - `alloc_entry`: `(T **out, size_t bytes, ...)`: `cuMemAlloc_v2`,
+//!   `cuMemAllocManaged`, `cuMemAllocAsync[_ptsz]`,
+//!   `cuMemAllocFromPoolAsync[_ptsz]`, `cuMemAllocHost_v2`, `cuMemHostAlloc`;
+//! - `pitch_entry`: `cuMemAllocPitch_v2`, charged pitch x rows as returned;
+//! - `host_register_entry`: `cuMemHostRegister_v2(void *p, size_t bytes, ..)`.
+//!
+//! `vmm.rs` and `array.rs` add entries for `cuMemCreate` and the arrays.
 use aya_ebpf::{
     helpers::{bpf_get_current_cgroup_id, bpf_get_current_pid_tgid, bpf_probe_read_user},
     macros::{uprobe, uretprobe},
@@ -18,24 +27,53 @@ use crate::{
     maps::LIVE,
 };
 
-#[uprobe]
-pub fn alloc_entry(ctx: ProbeContext) -> u32 {
-    let api = cookie_api(cookie(&ctx));
-    let pending = Pending {
-        out_ptr: ctx.arg::<u64>(0).unwrap_or(0),
-        arg: ctx.arg::<u64>(1).unwrap_or(0),
+/// The entry-time state every allocation shares: caller's cgroup and
+/// device, and the kind from the cookie.
+#[inline(always)]
+pub fn pending_alloc<C: aya_ebpf::EbpfContext>(ctx: &C) -> Pending {
+    Pending {
         cgroup_id: unsafe { bpf_get_current_cgroup_id() },
         device: current_device(),
+        kind: cookie_kind(cookie(ctx)),
         ..Pending::default()
-    };
-    put_pending(api, &pending);
+    }
+}
+
+#[uprobe]
+pub fn alloc_entry(ctx: ProbeContext) -> u32 {
+    let mut p = pending_alloc(&ctx);
+    p.out_ptr = ctx.arg::<u64>(0).unwrap_or(0);
+    p.arg = ctx.arg::<u64>(1).unwrap_or(0);
+    put_pending(cookie_api(cookie(&ctx)), &p);
+    0
+}
+
+/// `cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t width,
+/// size_t height, unsigned elementSize)`.
+#[uprobe]
+pub fn pitch_entry(ctx: ProbeContext) -> u32 {
+    let mut p = pending_alloc(&ctx);
+    p.out_ptr = ctx.arg::<u64>(0).unwrap_or(0);
+    p.pitch_ptr = ctx.arg::<u64>(1).unwrap_or(0);
+    p.arg = ctx.arg::<u64>(3).unwrap_or(0);
+    put_pending(cookie_api(cookie(&ctx)), &p);
+    0
+}
+
+/// `cuMemHostRegister_v2(void *p, size_t bytes, unsigned flags)`: the
+/// caller's own memory, pinned; the address is the argument.
+#[uprobe]
+pub fn host_register_entry(ctx: ProbeContext) -> u32 {
+    let mut p = pending_alloc(&ctx);
+    p.addr = ctx.arg::<u64>(0).unwrap_or(0);
+    p.arg = ctx.arg::<u64>(1).unwrap_or(0);
+    put_pending(cookie_api(cookie(&ctx)), &p);
     0
 }
 
 #[uretprobe]
 pub fn alloc_return(ctx: RetProbeContext) -> u32 {
-    let c = cookie(&ctx);
-    let (api, kind) = (cookie_api(c), cookie_kind(c));
+    let api = cookie_api(cookie(&ctx));
     let Some(p) = take_pending(api) else { return 0 };
     let result = ctx.ret::<u64>() as u32;
     let pid_tgid = bpf_get_current_pid_tgid();
@@ -46,7 +84,7 @@ pub fn alloc_return(ctx: RetProbeContext) -> u32 {
         size: p.arg,
         result,
         api,
-        kind,
+        kind: p.kind,
         device: p.device,
         ..EventRecord::default()
     };
@@ -58,12 +96,26 @@ pub fn alloc_return(ctx: RetProbeContext) -> u32 {
         emit(rec);
         return 0;
     }
-    // SAFETY: reads user memory of the current process through the helper.
-    let Ok(addr) = (unsafe { bpf_probe_read_user(p.out_ptr as *const u64) }) else {
-        count(stat::OUT_PTR_UNREADABLE);
-        return 0;
+    let addr = if p.out_ptr == 0 {
+        p.addr
+    } else {
+        // SAFETY: reads user memory of the current process through the helper.
+        match unsafe { bpf_probe_read_user(p.out_ptr as *const u64) } {
+            Ok(a) => a,
+            Err(_) => {
+                count(stat::OUT_PTR_UNREADABLE);
+                return 0;
+            }
+        }
     };
-    record_alloc(&mut rec, tgid, ns::for_kind(kind), addr);
+    if p.pitch_ptr != 0 {
+        let Ok(pitch) = (unsafe { bpf_probe_read_user(p.pitch_ptr as *const u64) }) else {
+            count(stat::OUT_PTR_UNREADABLE);
+            return 0;
+        };
+        rec.size = gpumem_common::array::mul(pitch, p.arg);
+    }
+    record_alloc(&mut rec, tgid, ns::for_kind(p.kind), addr);
     0
 }
 
@@ -71,11 +123,7 @@ pub fn alloc_return(ctx: RetProbeContext) -> u32 {
 /// (which carries size, cgroup, kind, device and api already).
 #[inline(always)]
 pub fn record_alloc(rec: &mut EventRecord, tgid: u32, namespace: u32, addr: u64) {
-    let key = LiveKey {
-        tgid,
-        ns: namespace,
-        addr,
-    };
+    let key = LiveKey { tgid, ns: namespace, addr };
     // An entry at this key is an allocation whose free we never saw (its
     // record was lost or it predates a restart): drop its charge first so
     // it is not counted twice.
@@ -92,6 +140,7 @@ pub fn record_alloc(rec: &mut EventRecord, tgid: u32, namespace: u32, addr: u64)
         device: rec.device,
         cgroup_slot: t.slot,
         api: rec.api,
+        ..LiveAlloc::default()
     };
     if LIVE.insert(key, live, 0).is_err() {
         count(stat::MAP_FULL);

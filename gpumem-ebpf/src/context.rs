@@ -94,6 +94,7 @@ pub fn ctx_out_return(ctx: RetProbeContext) -> u32 {
         ctx: handle,
     };
     let _ = CTX_DEVICE.insert(key, p.arg as u32, 0);
+    crate::report::report(api, gpumem_common::kind::CONTEXT, handle, 0, p.arg as u32);
     if api != id::DEVICE_PRIMARY_CTX_RETAIN {
         // cuCtxCreate makes the new context current on the calling thread.
         let _ = THREAD_CTX.insert(pid_tgid, handle, 0);

@@ -9,7 +9,8 @@ use aya_ebpf::{
     programs::{ProbeContext, RetProbeContext},
 };
 use gpumem_common::{
-    cookie_api, cookie_kind, event_type, ns, stat, EventRecord, LiveKey, Pending, CUDA_SUCCESS,
+    cookie_api, cookie_kind, event_type, ns, stat, EventRecord, LiveAlloc, LiveKey, Pending,
+    CUDA_SUCCESS,
     DEVICE_UNKNOWN, FLAG_UNTRACKED,
 };
 
@@ -64,27 +65,43 @@ pub fn free_return(ctx: RetProbeContext) -> u32 {
         ..EventRecord::default()
     };
     if p.found == 1 {
-        let t = uncharge(key.tgid, p.live.cgroup_id, p.live.cgroup_slot, p.live.size);
-        rec.cgroup_id = p.live.cgroup_id;
-        rec.size = p.live.size;
-        rec.kind = p.live.kind;
-        rec.device = p.live.device;
-        rec.proc_total = t.proc_total;
-        rec.cgroup_total = t.cgroup_total;
+        record_free(&mut rec, key.tgid, &p.live);
     } else {
-        let t = current(key.tgid, p.cgroup_id);
-        rec.cgroup_id = p.cgroup_id;
-        rec.device = DEVICE_UNKNOWN;
-        rec.flags = FLAG_UNTRACKED;
-        rec.proc_total = t.proc_total;
-        rec.cgroup_total = t.cgroup_total;
+        record_untracked_free(&mut rec, key.tgid, p.cgroup_id);
     }
-    emit(rec);
     0
 }
 
+/// Sends `rec` as a free of something gpumem never saw allocated: nothing
+/// is uncharged.
 #[inline(always)]
-fn live_key(namespace: u32, addr: u64) -> LiveKey {
+pub fn record_untracked_free(rec: &mut EventRecord, tgid: u32, cgroup_id: u64) {
+    let t = current(tgid, cgroup_id);
+    rec.event = event_type::FREE;
+    rec.cgroup_id = cgroup_id;
+    rec.device = DEVICE_UNKNOWN;
+    rec.flags = FLAG_UNTRACKED;
+    rec.proc_total = t.proc_total;
+    rec.cgroup_total = t.cgroup_total;
+    emit(*rec);
+}
+
+/// Uncharges a live allocation that is gone and sends `rec` as its free.
+#[inline(always)]
+pub fn record_free(rec: &mut EventRecord, tgid: u32, live: &LiveAlloc) {
+    let t = uncharge(tgid, live.cgroup_id, live.cgroup_slot, live.size);
+    rec.event = event_type::FREE;
+    rec.cgroup_id = live.cgroup_id;
+    rec.size = live.size;
+    rec.kind = live.kind;
+    rec.device = live.device;
+    rec.proc_total = t.proc_total;
+    rec.cgroup_total = t.cgroup_total;
+    emit(*rec);
+}
+
+#[inline(always)]
+pub fn live_key(namespace: u32, addr: u64) -> LiveKey {
     LiveKey {
         tgid: (bpf_get_current_pid_tgid() >> 32) as u32,
         ns: namespace,

@@ -11,11 +11,14 @@
 
 mod account;
 mod alloc;
+mod array;
 mod atomic;
 mod context;
 mod exit;
 mod free;
 mod maps;
+mod report;
+mod vmm;
 
 #[cfg(not(test))]
 #[panic_handler]

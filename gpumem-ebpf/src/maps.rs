@@ -7,7 +7,7 @@ use aya_ebpf::{
 };
 use gpumem_common::{
     stat, CtxKey, LiveAlloc, LiveKey, Pending, PendingKey, ProcUsage, CGROUP_ENTRIES, CTX_ENTRIES,
-    EVENTS_BYTES, LIVE_ENTRIES, PENDING_ENTRIES, PROC_ENTRIES, THREAD_CTX_ENTRIES,
+    EVENTS_BYTES, LIVE_ENTRIES, PENDING_ENTRIES, PROC_ENTRIES, THREAD_CTX_ENTRIES, VMM_MAPPING_ENTRIES,
 };
 
 /// Records to user space.
@@ -45,3 +45,8 @@ pub static THREAD_CTX: LruHashMap<u64, u64> = LruHashMap::with_max_entries(THREA
 /// The device of each known context.
 #[map]
 pub static CTX_DEVICE: LruHashMap<CtxKey, u32> = LruHashMap::with_max_entries(CTX_ENTRIES, 0);
+
+/// VMM mappings: (tgid, mapped address) -> the handle mapped there.
+#[map]
+pub static VMM_MAPPINGS: HashMap<LiveKey, u64> =
+    HashMap::with_max_entries(VMM_MAPPING_ENTRIES, BPF_F_NO_PREALLOC);

@@ -40,9 +40,10 @@ impl EventLine {
             flags.push("cgroup_slots_full");
         }
         let is_exit = r.event == event_type::EXIT;
+        let event = if r.event == event_type::CALL { id::call_name(r.api) } else { event_type::name(r.event) };
         Self {
             ts_ns: r.ts_ns,
-            event: event_type::name(r.event),
+            event,
             api: if is_exit { "" } else { id::name(r.api) },
             pid: r.tgid(),
             tid: r.tid(),

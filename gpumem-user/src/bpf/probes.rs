@@ -56,6 +56,28 @@ const fn ctx_row(symbol: &'static str, api: u32, dev_arg: u8) -> Probe {
 pub enum Family {
     /// `(T **out, size_t bytes, ...)`: charged at a successful return.
     Alloc,
+    /// `cuMemAllocPitch_v2`: charged pitch x rows, as returned.
+    Pitch,
+    /// `(void *p, size_t bytes, ...)`: the caller's memory, pinned.
+    HostRegister,
+    /// `cuMemCreate`: charged to the location's device (host locations as
+    /// host memory).
+    VmmCreate,
+    /// `cuMemRelease`: uncharged now, or at the last unmap if still mapped.
+    VmmRelease,
+    /// `cuMemMap`, `cuMemUnmap`: counts mappings; never charged.
+    VmmMap,
+    VmmUnmap,
+    /// Array creation, size from `CUDA_ARRAY_DESCRIPTOR`.
+    Array,
+    /// From `CUDA_ARRAY3D_DESCRIPTOR`.
+    Array3D,
+    /// From `CUDA_ARRAY3D_DESCRIPTOR` over the mipmap levels.
+    Mipmap,
+    /// Reported, never charged: `(handle, size, ...)`.
+    Call,
+    /// Reported, never charged: `(T *out, ...)`.
+    CallOut,
     /// `(T addr, ...)`: uncharged at a successful return.
     Free,
     /// `(CUcontext *out, ..., CUdevice dev)`: learns the context's device;
@@ -72,6 +94,17 @@ impl Family {
         match self {
             Family::Alloc => ("alloc_entry", "alloc_return"),
             Family::Free => ("free_entry", "free_return"),
+            Family::Pitch => ("pitch_entry", "alloc_return"),
+            Family::HostRegister => ("host_register_entry", "alloc_return"),
+            Family::VmmCreate => ("vmm_create_entry", "alloc_return"),
+            Family::VmmRelease => ("vmm_release_entry", "vmm_release_return"),
+            Family::VmmMap => ("vmm_map_entry", "vmm_map_return"),
+            Family::VmmUnmap => ("vmm_unmap_entry", "vmm_unmap_return"),
+            Family::Array => ("array_entry", "alloc_return"),
+            Family::Array3D => ("array3d_entry", "alloc_return"),
+            Family::Mipmap => ("mipmap_entry", "alloc_return"),
+            Family::Call => ("call_entry", "call_return"),
+            Family::CallOut => ("call_out_entry", "call_return"),
             Family::CtxOut { dev_arg: 1 } => ("ctx_out_dev1_entry", "ctx_out_return"),
             Family::CtxOut { dev_arg: 2 } => ("ctx_out_dev2_entry", "ctx_out_return"),
             Family::CtxOut { dev_arg: 3 } => ("ctx_out_dev3_entry", "ctx_out_return"),
