@@ -123,7 +123,11 @@ pub fn alloc_return(ctx: RetProbeContext) -> u32 {
 /// (which carries size, cgroup, kind, device and api already).
 #[inline(always)]
 pub fn record_alloc(rec: &mut EventRecord, tgid: u32, namespace: u32, addr: u64) {
-    let key = LiveKey { tgid, ns: namespace, addr };
+    let key = LiveKey {
+        tgid,
+        ns: namespace,
+        addr,
+    };
     // An entry at this key is an allocation whose free we never saw (its
     // record was lost or it predates a restart): drop its charge first so
     // it is not counted twice.

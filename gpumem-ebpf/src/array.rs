@@ -49,7 +49,9 @@ fn start(ctx: &ProbeContext, size: Option<u64>) -> u32 {
 pub fn array_entry(ctx: ProbeContext) -> u32 {
     let desc = ctx.arg::<u64>(1).unwrap_or(0) as *const Desc2D;
     // SAFETY: reads the caller's descriptor through the helper.
-    let size = unsafe { bpf_probe_read_user(desc) }.ok().map(|d| bytes(d.width, d.height, 1, d.format, d.channels, 1));
+    let size = unsafe { bpf_probe_read_user(desc) }
+        .ok()
+        .map(|d| bytes(d.width, d.height, 1, d.format, d.channels, 1));
     start(&ctx, size)
 }
 
@@ -69,8 +71,15 @@ pub fn array3d_entry(ctx: ProbeContext) -> u32 {
 pub fn mipmap_entry(ctx: ProbeContext) -> u32 {
     let desc = ctx.arg::<u64>(1).unwrap_or(0) as *const Desc3D;
     let levels = ctx.arg::<u64>(2).unwrap_or(1) as u32;
-    let size = unsafe { bpf_probe_read_user(desc) }
-        .ok()
-        .map(|d| bytes(d.width, d.height, d.depth, d.format, d.channels, levels.min(16)));
+    let size = unsafe { bpf_probe_read_user(desc) }.ok().map(|d| {
+        bytes(
+            d.width,
+            d.height,
+            d.depth,
+            d.format,
+            d.channels,
+            levels.min(16),
+        )
+    });
     start(&ctx, size)
 }

@@ -10,8 +10,7 @@ use aya_ebpf::{
 };
 use gpumem_common::{
     cookie_api, cookie_kind, event_type, ns, stat, EventRecord, LiveAlloc, LiveKey, Pending,
-    CUDA_SUCCESS,
-    DEVICE_UNKNOWN, FLAG_UNTRACKED,
+    CUDA_SUCCESS, DEVICE_UNKNOWN, FLAG_UNTRACKED,
 };
 
 use crate::{

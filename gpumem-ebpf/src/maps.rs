@@ -7,7 +7,8 @@ use aya_ebpf::{
 };
 use gpumem_common::{
     stat, CtxKey, LiveAlloc, LiveKey, Pending, PendingKey, ProcUsage, CGROUP_ENTRIES, CTX_ENTRIES,
-    EVENTS_BYTES, LIVE_ENTRIES, PENDING_ENTRIES, PROC_ENTRIES, THREAD_CTX_ENTRIES, VMM_MAPPING_ENTRIES,
+    EVENTS_BYTES, LIVE_ENTRIES, PENDING_ENTRIES, PROC_ENTRIES, THREAD_CTX_ENTRIES,
+    VMM_MAPPING_ENTRIES,
 };
 
 /// Records to user space.

@@ -62,7 +62,10 @@ pub fn vmm_create_entry(ctx: ProbeContext) -> u32 {
 pub fn vmm_release_entry(ctx: ProbeContext) -> u32 {
     let handle = ctx.arg::<u64>(0).unwrap_or(0);
     let key = live_key(ns::VMM_HANDLE, handle);
-    let mut p = Pending { arg: handle, ..Pending::default() };
+    let mut p = Pending {
+        arg: handle,
+        ..Pending::default()
+    };
     // SAFETY: copied out before removal.
     if let Some(live) = unsafe { LIVE.get(key) }.copied() {
         let _ = LIVE.remove(key);
@@ -76,7 +79,9 @@ pub fn vmm_release_entry(ctx: ProbeContext) -> u32 {
 #[uretprobe]
 pub fn vmm_release_return(ctx: RetProbeContext) -> u32 {
     let api = cookie_api(cookie(&ctx));
-    let Some(mut p) = take_pending(api) else { return 0 };
+    let Some(mut p) = take_pending(api) else {
+        return 0;
+    };
     let result = ctx.ret::<u64>() as u32;
     let key = live_key(ns::VMM_HANDLE, p.arg);
     if result != CUDA_SUCCESS || (p.found == 1 && p.live.maps != 0) {
@@ -120,17 +125,27 @@ pub fn vmm_map_entry(ctx: ProbeContext) -> u32 {
 
 #[uretprobe]
 pub fn vmm_map_return(ctx: RetProbeContext) -> u32 {
-    let Some(p) = take_pending(cookie_api(cookie(&ctx))) else { return 0 };
+    let Some(p) = take_pending(cookie_api(cookie(&ctx))) else {
+        return 0;
+    };
     if ctx.ret::<u64>() as u32 != CUDA_SUCCESS {
         return 0;
     }
     let tgid = (bpf_get_current_pid_tgid() >> 32) as u32;
     // Handles gpumem never saw created (imported, or older than the agent)
     // are not charged here, so their mappings need no counting.
-    if let Some(live) = LIVE.get_ptr_mut(LiveKey { tgid, ns: ns::VMM_HANDLE, addr: p.arg }) {
+    if let Some(live) = LIVE.get_ptr_mut(LiveKey {
+        tgid,
+        ns: ns::VMM_HANDLE,
+        addr: p.arg,
+    }) {
         // SAFETY: checked map value pointer.
         unsafe { fetch_add(core::ptr::addr_of_mut!((*live).maps), 1) };
-        let map_key = LiveKey { tgid, ns: ns::VMM_MAPPING, addr: p.addr };
+        let map_key = LiveKey {
+            tgid,
+            ns: ns::VMM_MAPPING,
+            addr: p.addr,
+        };
         if VMM_MAPPINGS.insert(map_key, p.arg, 0).is_err() {
             count(stat::MAP_FULL);
         }
@@ -141,7 +156,10 @@ pub fn vmm_map_return(ctx: RetProbeContext) -> u32 {
 /// `cuMemUnmap(CUdeviceptr ptr, size_t size)`.
 #[uprobe]
 pub fn vmm_unmap_entry(ctx: ProbeContext) -> u32 {
-    let p = Pending { addr: ctx.arg::<u64>(0).unwrap_or(0), ..Pending::default() };
+    let p = Pending {
+        addr: ctx.arg::<u64>(0).unwrap_or(0),
+        ..Pending::default()
+    };
     put_pending(cookie_api(cookie(&ctx)), &p);
     0
 }
@@ -156,20 +174,40 @@ pub fn vmm_unmap_return(ctx: RetProbeContext) -> u32 {
     }
     let pid_tgid = bpf_get_current_pid_tgid();
     let tgid = (pid_tgid >> 32) as u32;
-    let map_key = LiveKey { tgid, ns: ns::VMM_MAPPING, addr: p.addr };
+    let map_key = LiveKey {
+        tgid,
+        ns: ns::VMM_MAPPING,
+        addr: p.addr,
+    };
     // SAFETY: copied out before removal.
-    let Some(handle) = (unsafe { VMM_MAPPINGS.get(map_key) }).copied() else { return 0 };
+    let Some(handle) = (unsafe { VMM_MAPPINGS.get(map_key) }).copied() else {
+        return 0;
+    };
     let _ = VMM_MAPPINGS.remove(map_key);
-    let key = LiveKey { tgid, ns: ns::VMM_HANDLE, addr: handle };
-    let Some(live) = LIVE.get_ptr_mut(key) else { return 0 };
+    let key = LiveKey {
+        tgid,
+        ns: ns::VMM_HANDLE,
+        addr: handle,
+    };
+    let Some(live) = LIVE.get_ptr_mut(key) else {
+        return 0;
+    };
     // SAFETY: checked map value pointer.
     let before = unsafe { fetch_add(core::ptr::addr_of_mut!((*live).maps), u64::MAX) };
     let released = unsafe { core::ptr::read_volatile(core::ptr::addr_of!((*live).released)) };
     if before == 1 && released == 1 {
         // SAFETY: copied out before removal.
-        let Some(gone) = (unsafe { LIVE.get(key) }).copied() else { return 0 };
+        let Some(gone) = (unsafe { LIVE.get(key) }).copied() else {
+            return 0;
+        };
         let _ = LIVE.remove(key);
-        let mut rec = EventRecord { pid_tgid, addr: handle, result, api, ..EventRecord::default() };
+        let mut rec = EventRecord {
+            pid_tgid,
+            addr: handle,
+            result,
+            api,
+            ..EventRecord::default()
+        };
         record_free(&mut rec, tgid, &gone);
     }
     0

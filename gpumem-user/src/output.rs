@@ -40,7 +40,11 @@ impl EventLine {
             flags.push("cgroup_slots_full");
         }
         let is_exit = r.event == event_type::EXIT;
-        let event = if r.event == event_type::CALL { id::call_name(r.api) } else { event_type::name(r.event) };
+        let event = if r.event == event_type::CALL {
+            id::call_name(r.api)
+        } else {
+            event_type::name(r.event)
+        };
         Self {
             ts_ns: r.ts_ns,
             event,

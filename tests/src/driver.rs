@@ -9,7 +9,7 @@ pub type CUresult = c_int;
 pub type CUcontext = *mut c_void;
 
 pub struct Driver {
-    _lib: Library,
+    lib: Library,
     pub init: unsafe extern "C" fn(c_uint) -> CUresult,
     pub device_get: unsafe extern "C" fn(*mut c_int, c_int) -> CUresult,
     pub primary_ctx_retain: unsafe extern "C" fn(*mut CUcontext, c_int) -> CUresult,
@@ -41,9 +41,19 @@ impl Driver {
                 ctx_set_current: get(&lib, "cuCtxSetCurrent")?,
                 mem_alloc: get(&lib, "cuMemAlloc_v2")?,
                 mem_free: get(&lib, "cuMemFree_v2")?,
-                _lib: lib,
+                lib,
             })
         }
+    }
+
+    /// Any driver function, by symbol, as a function pointer of type `T`.
+    ///
+    /// # Safety
+    /// `T` must be the symbol's real C signature.
+    pub unsafe fn sym<T: Copy>(&self, name: &str) -> anyhow::Result<T> {
+        let s: Symbol<T> =
+            unsafe { self.lib.get(name.as_bytes()) }.with_context(|| format!("dlsym {name}"))?;
+        Ok(*s)
     }
 
     /// cuInit, then make device `ordinal`'s primary context current on the

@@ -2,5 +2,6 @@
 //! `truth`) and the harness the privileged end-to-end tests use
 //! (`harness`).
 pub mod driver;
+pub mod families;
 pub mod harness;
 pub mod truth;

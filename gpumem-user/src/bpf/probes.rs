@@ -19,6 +19,7 @@ pub enum Need {
 #[derive(Clone, Copy, Debug)]
 pub struct Probe {
     pub symbol: &'static str,
+    pub family: Family,
     /// Program attached at the function entry.
     pub entry: &'static str,
     /// Program attached at the return.
@@ -32,6 +33,7 @@ const fn row(symbol: &'static str, family: Family, api: u32, kind: u32, need: Ne
     let (entry, ret) = family.programs();
     Probe {
         symbol,
+        family,
         entry,
         ret,
         api,
@@ -82,7 +84,9 @@ pub enum Family {
     Free,
     /// `(CUcontext *out, ..., CUdevice dev)`: learns the context's device;
     /// one entry program per position of `dev` (1 to 4).
-    CtxOut { dev_arg: u8 },
+    CtxOut {
+        dev_arg: u8,
+    },
     /// `(CUcontext ctx)`: the thread's current context.
     CtxSet,
     /// `cuCtxPopCurrent`: the thread's device becomes unknown.
@@ -119,48 +123,55 @@ use Family::*;
 use Need::*;
 
 /// Every probe, in attach order.
+#[rustfmt::skip]
 pub const PROBES: &[Probe] = &[
-    row(
-        "cuMemAlloc_v2",
-        Alloc,
-        id::MEM_ALLOC_V2,
-        kind::DEVICE,
-        Required,
-    ),
-    row(
-        "cuMemFree_v2",
-        Free,
-        id::MEM_FREE_V2,
-        kind::DEVICE,
-        Required,
-    ),
-    // Contexts: which device a thread's allocations land on.
-    ctx_row("cuDevicePrimaryCtxRetain", id::DEVICE_PRIMARY_CTX_RETAIN, 1),
-    ctx_row("cuCtxCreate", id::CTX_CREATE, 2),
-    ctx_row("cuCtxCreate_v2", id::CTX_CREATE_V2, 2),
-    ctx_row("cuCtxCreate_v3", id::CTX_CREATE_V3, 4),
-    ctx_row("cuCtxCreate_v4", id::CTX_CREATE_V4, 3),
-    row(
-        "cuCtxSetCurrent",
-        CtxSet,
-        id::CTX_SET_CURRENT,
-        kind::CONTEXT,
-        Optional,
-    ),
-    row(
-        "cuCtxPushCurrent_v2",
-        CtxSet,
-        id::CTX_PUSH_CURRENT_V2,
-        kind::CONTEXT,
-        Optional,
-    ),
-    row(
-        "cuCtxPopCurrent_v2",
-        CtxPop,
-        id::CTX_POP_CURRENT_V2,
-        kind::CONTEXT,
-        Optional,
-    ),
+    // Device memory.
+    row("cuMemAlloc_v2",                  Alloc,        id::MEM_ALLOC_V2,                     kind::DEVICE,  Required),
+    row("cuMemFree_v2",                   Free,         id::MEM_FREE_V2,                      kind::DEVICE,  Required),
+    row("cuMemAllocPitch_v2",             Pitch,        id::MEM_ALLOC_PITCH_V2,               kind::DEVICE,  Optional),
+    row("cuMemAllocManaged",              Alloc,        id::MEM_ALLOC_MANAGED,                kind::MANAGED, Optional),
+    // Stream-ordered allocation and pools: what the caller holds.
+    row("cuMemAllocAsync",                Alloc,        id::MEM_ALLOC_ASYNC,                  kind::DEVICE,  Optional),
+    row("cuMemAllocAsync_ptsz",           Alloc,        id::MEM_ALLOC_ASYNC_PTSZ,             kind::DEVICE,  Optional),
+    row("cuMemAllocFromPoolAsync",        Alloc,        id::MEM_ALLOC_FROM_POOL_ASYNC,        kind::DEVICE,  Optional),
+    row("cuMemAllocFromPoolAsync_ptsz",   Alloc,        id::MEM_ALLOC_FROM_POOL_ASYNC_PTSZ,   kind::DEVICE,  Optional),
+    row("cuMemFreeAsync",                 Free,         id::MEM_FREE_ASYNC,                   kind::DEVICE,  Optional),
+    row("cuMemFreeAsync_ptsz",            Free,         id::MEM_FREE_ASYNC_PTSZ,              kind::DEVICE,  Optional),
+    row("cuMemPoolTrimTo",                Call,         id::MEM_POOL_TRIM_TO,                 kind::DEVICE,  Optional),
+    row("cuMemPoolDestroy",               Call,         id::MEM_POOL_DESTROY,                 kind::DEVICE,  Optional),
+    // Virtual memory management (PyTorch expandable segments, NCCL).
+    row("cuMemCreate",                    VmmCreate,    id::MEM_CREATE,                       kind::VMM,     Optional),
+    row("cuMemRelease",                   VmmRelease,   id::MEM_RELEASE,                      kind::VMM,     Optional),
+    row("cuMemMap",                       VmmMap,       id::MEM_MAP,                          kind::VMM,     Optional),
+    row("cuMemUnmap",                     VmmUnmap,     id::MEM_UNMAP,                        kind::VMM,     Optional),
+    // Pinned host memory.
+    row("cuMemAllocHost_v2",              Alloc,        id::MEM_ALLOC_HOST_V2,                kind::HOST,    Optional),
+    row("cuMemHostAlloc",                 Alloc,        id::MEM_HOST_ALLOC,                   kind::HOST,    Optional),
+    row("cuMemHostRegister_v2",           HostRegister, id::MEM_HOST_REGISTER_V2,             kind::HOST,    Optional),
+    row("cuMemFreeHost",                  Free,         id::MEM_FREE_HOST,                    kind::HOST,    Optional),
+    row("cuMemHostUnregister",            Free,         id::MEM_HOST_UNREGISTER,              kind::HOST,    Optional),
+    // Arrays, sized from their descriptors.
+    row("cuArrayCreate_v2",               Array,        id::ARRAY_CREATE_V2,                  kind::ARRAY,   Optional),
+    row("cuArray3DCreate_v2",             Array3D,      id::ARRAY_3D_CREATE_V2,               kind::ARRAY,   Optional),
+    row("cuMipmappedArrayCreate",         Mipmap,       id::MIPMAPPED_ARRAY_CREATE,           kind::ARRAY,   Optional),
+    row("cuArrayDestroy",                 Free,         id::ARRAY_DESTROY,                    kind::ARRAY,   Optional),
+    row("cuMipmappedArrayDestroy",        Free,         id::MIPMAPPED_ARRAY_DESTROY,          kind::ARRAY,   Optional),
+    // Imports: reported; the memory stays charged to the exporter only.
+    row("cuIpcOpenMemHandle_v2",          CallOut,      id::IPC_OPEN_MEM_HANDLE_V2,           kind::DEVICE,  Optional),
+    row("cuMemImportFromShareableHandle", CallOut,      id::MEM_IMPORT_FROM_SHAREABLE_HANDLE, kind::VMM,     Optional),
+    // Contexts: which device a thread's allocations land on, and their
+    // lifecycle as records.
+    ctx_row("cuDevicePrimaryCtxRetain",   id::DEVICE_PRIMARY_CTX_RETAIN, 1),
+    ctx_row("cuCtxCreate",                id::CTX_CREATE,                2),
+    ctx_row("cuCtxCreate_v2",             id::CTX_CREATE_V2,             2),
+    ctx_row("cuCtxCreate_v3",             id::CTX_CREATE_V3,             4),
+    ctx_row("cuCtxCreate_v4",             id::CTX_CREATE_V4,             3),
+    row("cuCtxSetCurrent",                CtxSet,       id::CTX_SET_CURRENT,                  kind::CONTEXT, Optional),
+    row("cuCtxPushCurrent_v2",            CtxSet,       id::CTX_PUSH_CURRENT_V2,              kind::CONTEXT, Optional),
+    row("cuCtxPopCurrent_v2",             CtxPop,       id::CTX_POP_CURRENT_V2,               kind::CONTEXT, Optional),
+    row("cuCtxDestroy_v2",                Call,         id::CTX_DESTROY_V2,                   kind::CONTEXT, Optional),
+    row("cuDevicePrimaryCtxRelease",      Call,         id::DEVICE_PRIMARY_CTX_RELEASE,       kind::CONTEXT, Optional),
+    row("cuDevicePrimaryCtxRelease_v2",   Call,         id::DEVICE_PRIMARY_CTX_RELEASE_V2,    kind::CONTEXT, Optional),
 ];
 
 /// The raw tracepoint that uncharges exiting processes.

@@ -13,14 +13,22 @@
 //! uprobes on two symbols must mean two functions, as in the real driver.
 #![allow(non_snake_case, clippy::missing_safety_doc)]
 
+mod array;
 mod context;
+mod host;
 mod memory;
 mod procaddr;
 mod state;
+mod stream;
+mod vmm;
 
+pub use array::*;
 pub use context::*;
+pub use host::*;
 pub use memory::*;
 pub use procaddr::*;
+pub use stream::*;
+pub use vmm::*;
 
 use std::ffi::c_int;
 

@@ -4,8 +4,10 @@ use crate::{
     CUDA_ERROR_OUT_OF_MEMORY, CUDA_SUCCESS,
 };
 
-/// Allocates `bytes` on the current context's device into `*dptr`.
-unsafe fn alloc_device(dptr: *mut CUdeviceptr, bytes: usize) -> CUresult {
+/// Allocates `bytes` on the current context's device into `*dptr`. `how`
+/// only keeps the exported bodies distinct (see the crate docs).
+pub(crate) unsafe fn alloc_device(dptr: *mut CUdeviceptr, bytes: usize, how: u32) -> CUresult {
+    let _ = std::hint::black_box(how);
     if dptr.is_null() || bytes == 0 {
         return CUDA_ERROR_INVALID_VALUE;
     }
@@ -26,7 +28,8 @@ unsafe fn alloc_device(dptr: *mut CUdeviceptr, bytes: usize) -> CUresult {
     }
 }
 
-fn free_device(dptr: CUdeviceptr) -> CUresult {
+pub(crate) fn free_device(dptr: CUdeviceptr, how: u32) -> CUresult {
+    let _ = std::hint::black_box(how);
     if dptr == 0 {
         return CUDA_SUCCESS; // freeing NULL is a no-op, as in the driver
     }
@@ -42,12 +45,85 @@ fn free_device(dptr: CUdeviceptr) -> CUresult {
 
 #[no_mangle]
 pub unsafe extern "C" fn cuMemAlloc_v2(dptr: *mut CUdeviceptr, bytesize: usize) -> CUresult {
-    unsafe { alloc_device(dptr, bytesize) }
+    unsafe { alloc_device(dptr, bytesize, 0) }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn cuMemAllocManaged(
+    dptr: *mut CUdeviceptr,
+    bytesize: usize,
+    _flags: u32,
+) -> CUresult {
+    unsafe { alloc_device(dptr, bytesize, 1) }
+}
+
+/// Rows padded to 512 bytes, like the driver's texture alignment.
+#[no_mangle]
+pub unsafe extern "C" fn cuMemAllocPitch_v2(
+    dptr: *mut CUdeviceptr,
+    pitch: *mut usize,
+    width: usize,
+    height: usize,
+    element_size: u32,
+) -> CUresult {
+    if pitch.is_null() || !matches!(element_size, 4 | 8 | 16) || width == 0 || height == 0 {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    let row = width.div_ceil(512) * 512;
+    let r = unsafe { alloc_device(dptr, row * height, 2) };
+    if r == CUDA_SUCCESS {
+        unsafe { *pitch = row };
+    }
+    r
+}
+
+/// `CUipcMemHandle`: 64 opaque bytes, passed by value.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct CUipcMemHandle {
+    pub reserved: [u8; 64],
+}
+
+/// `cuIpcGetMemHandle`: the handle's first 8 bytes carry the address.
+#[no_mangle]
+pub unsafe extern "C" fn cuIpcGetMemHandle(
+    handle: *mut CUipcMemHandle,
+    dptr: CUdeviceptr,
+) -> CUresult {
+    if handle.is_null() {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    let mut h = CUipcMemHandle { reserved: [0; 64] };
+    h.reserved[..8].copy_from_slice(&dptr.to_le_bytes());
+    unsafe { *handle = h };
+    CUDA_SUCCESS
+}
+
+/// `cuIpcOpenMemHandle_v2(CUdeviceptr *p, CUipcMemHandle handle, flags)`:
+/// the 64-byte handle is passed by value. The exporter's memory, charged to
+/// nobody new.
+#[no_mangle]
+pub unsafe extern "C" fn cuIpcOpenMemHandle_v2(
+    pdptr: *mut CUdeviceptr,
+    handle: CUipcMemHandle,
+    _flags: u32,
+) -> CUresult {
+    if pdptr.is_null() {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    let addr = u64::from_le_bytes(handle.reserved[..8].try_into().unwrap());
+    unsafe { *pdptr = addr };
+    CUDA_SUCCESS
+}
+
+#[no_mangle]
+pub extern "C" fn cuIpcCloseMemHandle(_dptr: CUdeviceptr) -> CUresult {
+    CUDA_SUCCESS
 }
 
 #[no_mangle]
 pub extern "C" fn cuMemFree_v2(dptr: CUdeviceptr) -> CUresult {
-    free_device(dptr)
+    free_device(dptr, 0)
 }
 
 #[no_mangle]

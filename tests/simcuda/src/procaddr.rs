@@ -38,6 +38,11 @@ fn table() -> &'static [Entry] {
             versions,
             per_thread: None,
         };
+        let ptsz = |name, version, f: usize, per_thread: usize| Entry {
+            name,
+            versions: vec![(version, f)],
+            per_thread: Some(per_thread),
+        };
         vec![
             e("cuInit", vec![(2000, f!(cuInit))]),
             e("cuDriverGetVersion", vec![(2020, f!(cuDriverGetVersion))]),
@@ -75,6 +80,68 @@ fn table() -> &'static [Entry] {
             e("cuMemAlloc", vec![(3020, f!(cuMemAlloc_v2))]),
             e("cuMemFree", vec![(3020, f!(cuMemFree_v2))]),
             e("cuMemGetInfo", vec![(3020, f!(cuMemGetInfo_v2))]),
+            e("cuMemAllocPitch", vec![(3020, f!(cuMemAllocPitch_v2))]),
+            e("cuMemAllocManaged", vec![(6000, f!(cuMemAllocManaged))]),
+            ptsz(
+                "cuMemAllocAsync",
+                11020,
+                f!(cuMemAllocAsync),
+                f!(cuMemAllocAsync_ptsz),
+            ),
+            ptsz(
+                "cuMemAllocFromPoolAsync",
+                11020,
+                f!(cuMemAllocFromPoolAsync),
+                f!(cuMemAllocFromPoolAsync_ptsz),
+            ),
+            ptsz(
+                "cuMemFreeAsync",
+                11020,
+                f!(cuMemFreeAsync),
+                f!(cuMemFreeAsync_ptsz),
+            ),
+            e("cuMemPoolCreate", vec![(11020, f!(cuMemPoolCreate))]),
+            e("cuMemPoolTrimTo", vec![(11020, f!(cuMemPoolTrimTo))]),
+            e("cuMemPoolDestroy", vec![(11020, f!(cuMemPoolDestroy))]),
+            e("cuMemCreate", vec![(10020, f!(cuMemCreate))]),
+            e("cuMemRelease", vec![(10020, f!(cuMemRelease))]),
+            e(
+                "cuMemAddressReserve",
+                vec![(10020, f!(cuMemAddressReserve))],
+            ),
+            e("cuMemAddressFree", vec![(10020, f!(cuMemAddressFree))]),
+            e("cuMemMap", vec![(10020, f!(cuMemMap))]),
+            e("cuMemUnmap", vec![(10020, f!(cuMemUnmap))]),
+            e(
+                "cuMemExportToShareableHandle",
+                vec![(10020, f!(cuMemExportToShareableHandle))],
+            ),
+            e(
+                "cuMemImportFromShareableHandle",
+                vec![(10020, f!(cuMemImportFromShareableHandle))],
+            ),
+            e("cuMemAllocHost", vec![(3020, f!(cuMemAllocHost_v2))]),
+            e("cuMemHostAlloc", vec![(2020, f!(cuMemHostAlloc))]),
+            e("cuMemHostRegister", vec![(6050, f!(cuMemHostRegister_v2))]),
+            e("cuMemFreeHost", vec![(2000, f!(cuMemFreeHost))]),
+            e("cuMemHostUnregister", vec![(4000, f!(cuMemHostUnregister))]),
+            e("cuArrayCreate", vec![(3020, f!(cuArrayCreate_v2))]),
+            e("cuArray3DCreate", vec![(3020, f!(cuArray3DCreate_v2))]),
+            e(
+                "cuMipmappedArrayCreate",
+                vec![(5000, f!(cuMipmappedArrayCreate))],
+            ),
+            e("cuArrayDestroy", vec![(2000, f!(cuArrayDestroy))]),
+            e(
+                "cuMipmappedArrayDestroy",
+                vec![(5000, f!(cuMipmappedArrayDestroy))],
+            ),
+            e("cuIpcGetMemHandle", vec![(4010, f!(cuIpcGetMemHandle))]),
+            e(
+                "cuIpcOpenMemHandle",
+                vec![(11000, f!(cuIpcOpenMemHandle_v2))],
+            ),
+            e("cuIpcCloseMemHandle", vec![(4010, f!(cuIpcCloseMemHandle))]),
         ]
     })
 }
@@ -159,5 +226,17 @@ mod tests {
             Ok(f!(cuDevicePrimaryCtxRelease_v2))
         );
         assert_eq!(resolve("cuNoSuchThing", 12000, 0), Err(SYMBOL_NOT_FOUND));
+        assert_eq!(
+            resolve("cuMemAllocAsync", 12000, 0),
+            Ok(f!(cuMemAllocAsync))
+        );
+        assert_eq!(
+            resolve("cuMemAllocAsync", 12000, PER_THREAD_DEFAULT_STREAM),
+            Ok(f!(cuMemAllocAsync_ptsz))
+        );
+        assert_eq!(
+            resolve("cuMemAlloc", 12000, PER_THREAD_DEFAULT_STREAM),
+            Ok(f!(cuMemAlloc_v2))
+        );
     }
 }

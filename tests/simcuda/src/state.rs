@@ -12,6 +12,8 @@ const DEFAULT_DEVICES: i32 = 2;
 const VA_BASE: u64 = 0x7000_0000_0000;
 const VA_WINDOW: u64 = 1 << 40;
 const ALIGN: u64 = 512;
+/// Pinned host allocations get addresses from here.
+const HOST_BASE: u64 = 0x6000_0000_0000;
 
 pub struct Device {
     pub used: u64,
@@ -23,6 +25,11 @@ pub struct Card {
     pub devices: Vec<Device>,
     /// Live allocations: address -> (device, bytes).
     pub live: HashMap<u64, (i32, u64)>,
+    /// Pinned host memory: address -> bytes (allocated or registered).
+    pub host: HashMap<u64, u64>,
+    next_host: u64,
+    /// Opaque handles (VMM, arrays, pools, imports) count up from here.
+    next_handle: u64,
 }
 
 static CARD: OnceLock<Mutex<Card>> = OnceLock::new();
@@ -46,6 +53,9 @@ pub fn init() {
             capacity,
             devices,
             live: HashMap::new(),
+            host: HashMap::new(),
+            next_host: HOST_BASE,
+            next_handle: 0x5000_0000,
         })
     });
 }
@@ -93,5 +103,39 @@ impl Card {
         let (dev, bytes) = self.live.remove(&addr)?;
         self.devices[dev as usize].used -= bytes;
         Some((dev, bytes))
+    }
+
+    /// Takes `bytes` of `dev`'s capacity with no address (VMM physical
+    /// memory, arrays); false when the card is full.
+    pub fn reserve(&mut self, dev: i32, bytes: u64) -> bool {
+        let cap = self.capacity;
+        match self.devices.get_mut(dev as usize) {
+            Some(d) if bytes <= cap - d.used => {
+                d.used += bytes;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Gives back what [`Self::reserve`] took.
+    pub fn unreserve(&mut self, dev: i32, bytes: u64) {
+        if let Some(d) = self.devices.get_mut(dev as usize) {
+            d.used -= bytes;
+        }
+    }
+
+    /// A fresh pinned host address for `bytes`.
+    pub fn host_alloc(&mut self, bytes: u64) -> u64 {
+        let addr = self.next_host;
+        self.next_host += bytes.div_ceil(4096).max(1) * 4096;
+        self.host.insert(addr, bytes);
+        addr
+    }
+
+    /// A fresh opaque handle.
+    pub fn handle(&mut self) -> u64 {
+        self.next_handle += 0x10;
+        self.next_handle
     }
 }

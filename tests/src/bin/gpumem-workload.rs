@@ -27,6 +27,9 @@ enum Scenario {
     /// Allocate, fork; the child allocates its own memory and frees one of
     /// the parent's addresses (which it never allocated), then exits.
     Fork,
+    /// Every allocation family gpumem covers, on devices 0 and 1, with the
+    /// truth split by kind and device.
+    Families,
 }
 
 #[derive(Debug, Parser)]
@@ -70,6 +73,9 @@ fn main() -> anyhow::Result<()> {
         Scenario::Oom => w.oom(),
         Scenario::Threads => w.threads(),
         Scenario::Fork => w.fork(),
+        Scenario::Families => {
+            gpumem_tests::families::run(&w.driver, &w.truth, w.ctx, &|name| w.checkpoint(name))
+        }
     }
 }
 

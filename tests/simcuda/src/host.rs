@@ -1,0 +1,73 @@
+//! Pinned host memory: cuMemAllocHost / cuMemHostAlloc / cuMemHostRegister
+//! and their frees. Addresses are simulated (nothing is really pinned).
+use std::ffi::{c_uint, c_void};
+
+use crate::{state, CUresult, CUDA_ERROR_INVALID_VALUE, CUDA_SUCCESS};
+
+unsafe fn alloc_host(pp: *mut *mut c_void, bytes: usize, _flags: c_uint) -> CUresult {
+    if pp.is_null() || bytes == 0 {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    let mut card = match state::card() {
+        Ok(c) => c,
+        Err(e) => return e,
+    };
+    unsafe { *pp = card.host_alloc(bytes as u64) as *mut c_void };
+    CUDA_SUCCESS
+}
+
+fn free_host(p: *mut c_void, registered: bool) -> CUresult {
+    let mut card = match state::card() {
+        Ok(c) => c,
+        Err(e) => return e,
+    };
+    let _ = registered;
+    match card.host.remove(&(p as u64)) {
+        Some(_) => CUDA_SUCCESS,
+        None => CUDA_ERROR_INVALID_VALUE,
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn cuMemAllocHost_v2(pp: *mut *mut c_void, bytesize: usize) -> CUresult {
+    unsafe { alloc_host(pp, bytesize, 0) }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn cuMemHostAlloc(
+    pp: *mut *mut c_void,
+    bytesize: usize,
+    flags: c_uint,
+) -> CUresult {
+    unsafe { alloc_host(pp, bytesize, flags | 0x8000_0000) }
+}
+
+#[no_mangle]
+pub extern "C" fn cuMemHostRegister_v2(
+    p: *mut c_void,
+    bytesize: usize,
+    _flags: c_uint,
+) -> CUresult {
+    if p.is_null() || bytesize == 0 {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    let mut card = match state::card() {
+        Ok(c) => c,
+        Err(e) => return e,
+    };
+    if card.host.contains_key(&(p as u64)) {
+        return CUDA_ERROR_INVALID_VALUE; // CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED in the driver
+    }
+    card.host.insert(p as u64, bytesize as u64);
+    CUDA_SUCCESS
+}
+
+#[no_mangle]
+pub extern "C" fn cuMemFreeHost(p: *mut c_void) -> CUresult {
+    free_host(p, false)
+}
+
+#[no_mangle]
+pub extern "C" fn cuMemHostUnregister(p: *mut c_void) -> CUresult {
+    free_host(p, true)
+}

@@ -1,0 +1,89 @@
+//! Stream-ordered allocation and memory pools. Streams are not simulated:
+//! the work happens at the call, which is what the caller holds.
+use std::ffi::c_void;
+
+use crate::{
+    memory::{alloc_device, free_device},
+    state, CUdeviceptr, CUresult, CUDA_ERROR_INVALID_VALUE, CUDA_SUCCESS,
+};
+
+pub type CUstream = *mut c_void;
+
+#[no_mangle]
+pub unsafe extern "C" fn cuMemAllocAsync(
+    dptr: *mut CUdeviceptr,
+    bytesize: usize,
+    _stream: CUstream,
+) -> CUresult {
+    unsafe { alloc_device(dptr, bytesize, 10) }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn cuMemAllocAsync_ptsz(
+    dptr: *mut CUdeviceptr,
+    bytesize: usize,
+    _stream: CUstream,
+) -> CUresult {
+    unsafe { alloc_device(dptr, bytesize, 11) }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn cuMemAllocFromPoolAsync(
+    dptr: *mut CUdeviceptr,
+    bytesize: usize,
+    _pool: u64,
+    _stream: CUstream,
+) -> CUresult {
+    unsafe { alloc_device(dptr, bytesize, 12) }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn cuMemAllocFromPoolAsync_ptsz(
+    dptr: *mut CUdeviceptr,
+    bytesize: usize,
+    _pool: u64,
+    _stream: CUstream,
+) -> CUresult {
+    unsafe { alloc_device(dptr, bytesize, 13) }
+}
+
+#[no_mangle]
+pub extern "C" fn cuMemFreeAsync(dptr: CUdeviceptr, _stream: CUstream) -> CUresult {
+    free_device(dptr, 10)
+}
+
+#[no_mangle]
+pub extern "C" fn cuMemFreeAsync_ptsz(dptr: CUdeviceptr, _stream: CUstream) -> CUresult {
+    free_device(dptr, 11)
+}
+
+/// `cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *props)`.
+#[no_mangle]
+pub unsafe extern "C" fn cuMemPoolCreate(pool: *mut u64, props: *const c_void) -> CUresult {
+    if pool.is_null() || props.is_null() {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    match state::card() {
+        Ok(mut c) => {
+            unsafe { *pool = c.handle() };
+            CUDA_SUCCESS
+        }
+        Err(e) => e,
+    }
+}
+
+#[no_mangle]
+pub extern "C" fn cuMemPoolTrimTo(pool: u64, _min_bytes_to_keep: usize) -> CUresult {
+    if pool == 0 {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    CUDA_SUCCESS
+}
+
+#[no_mangle]
+pub extern "C" fn cuMemPoolDestroy(pool: u64) -> CUresult {
+    if pool == 0 {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    CUDA_SUCCESS
+}

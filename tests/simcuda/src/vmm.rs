@@ -1,0 +1,201 @@
+//! The virtual memory management API: physical handles, address
+//! reservations, mappings. A released handle stays allocated until its
+//! last mapping goes, as in the driver.
+use std::{
+    collections::HashMap,
+    ffi::c_ulonglong,
+    sync::{Mutex, MutexGuard, OnceLock},
+};
+
+use crate::{
+    state, CUdeviceptr, CUresult, CUDA_ERROR_INVALID_VALUE, CUDA_ERROR_OUT_OF_MEMORY, CUDA_SUCCESS,
+};
+
+/// `CUmemAllocationProp` up to its location.
+#[repr(C)]
+pub struct AllocationPropHead {
+    pub alloc_type: u32,
+    pub handle_types: u32,
+    pub location_type: u32,
+    pub location_id: i32,
+}
+
+const LOCATION_DEVICE: u32 = 1;
+const VA_RESERVE_BASE: u64 = 0x7f00_0000_0000;
+
+struct Handle {
+    /// Device the memory is on (None: host).
+    device: Option<i32>,
+    bytes: u64,
+    maps: u32,
+    released: bool,
+}
+
+#[derive(Default)]
+struct Vmm {
+    handles: HashMap<u64, Handle>,
+    mappings: HashMap<u64, u64>,
+    next_va: u64,
+}
+
+fn vmm() -> MutexGuard<'static, Vmm> {
+    static V: OnceLock<Mutex<Vmm>> = OnceLock::new();
+    V.get_or_init(|| {
+        Mutex::new(Vmm {
+            next_va: VA_RESERVE_BASE,
+            ..Vmm::default()
+        })
+    })
+    .lock()
+    .unwrap_or_else(|p| p.into_inner())
+}
+
+/// Frees a handle's memory once it is released and unmapped.
+fn settle(v: &mut Vmm, handle: u64) {
+    let done = v
+        .handles
+        .get(&handle)
+        .is_some_and(|h| h.released && h.maps == 0);
+    if done {
+        let h = v.handles.remove(&handle).unwrap();
+        if let (Some(dev), Ok(mut card)) = (h.device, state::card()) {
+            card.unreserve(dev, h.bytes);
+        }
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn cuMemCreate(
+    handle: *mut u64,
+    size: usize,
+    prop: *const AllocationPropHead,
+    _flags: c_ulonglong,
+) -> CUresult {
+    if handle.is_null() || prop.is_null() || size == 0 {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    let prop = unsafe { &*prop };
+    let mut card = match state::card() {
+        Ok(c) => c,
+        Err(e) => return e,
+    };
+    let device = (prop.location_type == LOCATION_DEVICE).then_some(prop.location_id);
+    if let Some(dev) = device {
+        if !card.reserve(dev, size as u64) {
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        }
+    }
+    let h = card.handle();
+    drop(card);
+    vmm().handles.insert(
+        h,
+        Handle {
+            device,
+            bytes: size as u64,
+            maps: 0,
+            released: false,
+        },
+    );
+    unsafe { *handle = h };
+    CUDA_SUCCESS
+}
+
+#[no_mangle]
+pub extern "C" fn cuMemRelease(handle: u64) -> CUresult {
+    let mut v = vmm();
+    match v.handles.get_mut(&handle) {
+        Some(h) if !h.released => h.released = true,
+        _ => return CUDA_ERROR_INVALID_VALUE,
+    }
+    settle(&mut v, handle);
+    CUDA_SUCCESS
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn cuMemAddressReserve(
+    ptr: *mut CUdeviceptr,
+    size: usize,
+    _alignment: usize,
+    _addr: CUdeviceptr,
+    _flags: c_ulonglong,
+) -> CUresult {
+    if ptr.is_null() || size == 0 {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    let mut v = vmm();
+    let va = v.next_va;
+    v.next_va += (size as u64).div_ceil(1 << 21) * (1 << 21);
+    unsafe { *ptr = va };
+    CUDA_SUCCESS
+}
+
+#[no_mangle]
+pub extern "C" fn cuMemAddressFree(_ptr: CUdeviceptr, _size: usize) -> CUresult {
+    CUDA_SUCCESS
+}
+
+#[no_mangle]
+pub extern "C" fn cuMemMap(
+    ptr: CUdeviceptr,
+    _size: usize,
+    _offset: usize,
+    handle: u64,
+    _flags: c_ulonglong,
+) -> CUresult {
+    let mut v = vmm();
+    if v.mappings.contains_key(&ptr) {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    match v.handles.get_mut(&handle) {
+        Some(h) if !h.released => h.maps += 1,
+        _ => return CUDA_ERROR_INVALID_VALUE,
+    }
+    v.mappings.insert(ptr, handle);
+    CUDA_SUCCESS
+}
+
+#[no_mangle]
+pub extern "C" fn cuMemUnmap(ptr: CUdeviceptr, _size: usize) -> CUresult {
+    let mut v = vmm();
+    let Some(handle) = v.mappings.remove(&ptr) else {
+        return CUDA_ERROR_INVALID_VALUE;
+    };
+    if let Some(h) = v.handles.get_mut(&handle) {
+        h.maps -= 1;
+    }
+    settle(&mut v, handle);
+    CUDA_SUCCESS
+}
+
+/// Exports are opaque numbers naming the handle.
+#[no_mangle]
+pub unsafe extern "C" fn cuMemExportToShareableHandle(
+    shareable: *mut u64,
+    handle: u64,
+    _handle_type: u32,
+    _flags: c_ulonglong,
+) -> CUresult {
+    if shareable.is_null() || !vmm().handles.contains_key(&handle) {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    unsafe { *shareable = handle };
+    CUDA_SUCCESS
+}
+
+/// Importing gives a new handle to the same memory, charged to nobody new.
+#[no_mangle]
+pub unsafe extern "C" fn cuMemImportFromShareableHandle(
+    handle: *mut u64,
+    os_handle: *mut std::ffi::c_void,
+    _handle_type: u32,
+) -> CUresult {
+    if handle.is_null() || os_handle.is_null() {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    let h = match state::card() {
+        Ok(mut c) => c.handle(),
+        Err(e) => return e,
+    };
+    unsafe { *handle = h };
+    CUDA_SUCCESS
+}
