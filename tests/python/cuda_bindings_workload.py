@@ -37,12 +37,19 @@ def main():
     check(cu.cuCtxSetCurrent(ctx))
     held = []
     for size in (1 << 20, 12345, 8 << 20, 64):
-        held.append((check(cu.cuMemAlloc(size)), size))
+        held.append((check(cu.cuMemAlloc(size)), size, False))
+        truth["held"] += size
+        truth["allocs"] += 1
+    # Stream-ordered, on the default stream: with
+    # CUDA_PYTHON_CUDA_PER_THREAD_DEFAULT_STREAM=1 cuda-bindings resolves
+    # the _ptsz exports through cuGetProcAddress.
+    for size in (3 << 20, 777):
+        held.append((check(cu.cuMemAllocAsync(size, 0)), size, True))
         truth["held"] += size
         truth["allocs"] += 1
     checkpoint("allocated")
-    for ptr, size in held[:2]:
-        check(cu.cuMemFree(ptr))
+    for ptr, size, stream_ordered in held[:2] + held[-1:]:
+        check(cu.cuMemFreeAsync(ptr, 0) if stream_ordered else cu.cuMemFree(ptr))
         truth["held"] -= size
         truth["frees"] += 1
     checkpoint("freed")

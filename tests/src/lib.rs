@@ -4,4 +4,5 @@
 pub mod driver;
 pub mod families;
 pub mod harness;
+pub mod mixed;
 pub mod truth;

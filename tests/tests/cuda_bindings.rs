@@ -5,23 +5,43 @@ use std::process::Command;
 use gpumem_tests::harness::*;
 
 #[test]
-fn nvidia_cuda_bindings_allocations_are_traced_exactly() {
-    if !privileged("nvidia_cuda_bindings_allocations_are_traced_exactly") {
+fn nvidia_cuda_bindings_is_traced_exactly_with_legacy_default_streams() {
+    traced_exactly(
+        "nvidia_cuda_bindings_is_traced_exactly_with_legacy_default_streams",
+        false,
+    );
+}
+
+#[test]
+fn nvidia_cuda_bindings_is_traced_exactly_with_per_thread_default_streams() {
+    traced_exactly(
+        "nvidia_cuda_bindings_is_traced_exactly_with_per_thread_default_streams",
+        true,
+    );
+}
+
+fn traced_exactly(test: &str, per_thread: bool) {
+    if !privileged(test) {
         return;
     }
     let Some(python) = std::env::var_os("GPUMEM_PYTHON") else {
         println!(
-            "SKIPPED nvidia_cuda_bindings_allocations_are_traced_exactly: GPUMEM_PYTHON is not set; \
-             `cargo xtask test` sets it to the venv with cuda-bindings that `cargo xtask setup` makes"
+            "SKIPPED {test}: GPUMEM_PYTHON is not set; `cargo xtask test` sets it to the venv \
+             with cuda-bindings that `cargo xtask setup` makes"
         );
         return;
     };
+    let suffix = if per_thread { "_ptsz" } else { "" };
     let p = paths();
     let agent = Agent::start(&[]);
     let cg = Cgroup::create("cuda-bindings");
     let mut cmd = Command::new(python);
     cmd.arg(p.root.join("tests/python/cuda_bindings_workload.py"))
         .arg("1")
+        .env(
+            "CUDA_PYTHON_CUDA_PER_THREAD_DEFAULT_STREAM",
+            if per_thread { "1" } else { "0" },
+        )
         .env("LD_LIBRARY_PATH", p.libcuda.parent().unwrap());
     let mut w = Workload::from_command(cmd, Some(&cg));
     let pid = w.pid();
@@ -32,14 +52,27 @@ fn nvidia_cuda_bindings_allocations_are_traced_exactly() {
         let s = agent.status();
         assert_process_holds(&s, pid, c.held);
         assert_cgroup_holds(&s, &cg, c.held);
+        let apis: std::collections::BTreeSet<&str> = lines
+            .iter()
+            .filter(|l| l["pid"] == pid && matches!(l["event"].as_str(), Some("alloc" | "free")))
+            .map(|l| l["api"].as_str().unwrap())
+            .collect();
+        let mut expect = vec![
+            "cuMemAlloc_v2".to_string(),
+            format!("cuMemAllocAsync{suffix}"),
+        ];
+        if name == "freed" {
+            expect.extend([
+                "cuMemFree_v2".to_string(),
+                format!("cuMemFreeAsync{suffix}"),
+            ]);
+        }
+        let expect: std::collections::BTreeSet<&str> = expect.iter().map(String::as_str).collect();
+        assert_eq!(apis, expect, "the entry points cuGetProcAddress resolved");
         for l in lines
             .iter()
             .filter(|l| l["pid"] == pid && l["event"] == "alloc")
         {
-            assert_eq!(
-                l["api"], "cuMemAlloc_v2",
-                "cuGetProcAddress(cuMemAlloc, 3020+) resolves to _v2"
-            );
             assert_eq!(
                 l["device"], 1,
                 "the script made device 1's primary context current"

@@ -12,6 +12,7 @@ use anyhow::{bail, Context};
 use clap::{Parser, ValueEnum};
 use gpumem_tests::{
     driver::Driver,
+    mixed::{self, Held, Method, METHODS},
     truth::{Checkpoint, Truth},
 };
 
@@ -52,6 +53,10 @@ struct Args {
     iterations: usize,
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// `threads`: allocate through every family at random (plain, async,
+    /// async per-thread, managed, VMM), not only cuMemAlloc_v2.
+    #[arg(long)]
+    mix: bool,
     /// Chunk size for `oom`.
     #[arg(long, default_value_t = 1 << 20)]
     size: usize,
@@ -148,16 +153,22 @@ impl Workload<'_> {
     }
 
     fn threads(&self) -> anyhow::Result<()> {
-        let pool: Arc<Mutex<Vec<(u64, usize)>>> = Arc::default();
+        let pool: Arc<Mutex<Vec<Held>>> = Arc::default();
         let handles: Vec<_> = (0..self.args.threads)
             .map(|t| {
                 let (driver, truth, pool) = (self.driver.clone(), self.truth.clone(), pool.clone());
-                let (ctx, iterations) = (self.ctx, self.args.iterations);
+                let (ctx, iterations, device, mix) = (
+                    self.ctx,
+                    self.args.iterations,
+                    self.args.device,
+                    self.args.mix,
+                );
                 let mut rng =
                     Rng(self.args.seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ (t as u64 + 1));
                 std::thread::spawn(move || -> anyhow::Result<()> {
                     driver.set_current(ctx)?;
                     for _ in 0..iterations {
+                        // Frees often take another thread's allocation.
                         let take = {
                             let mut pool = pool.lock().unwrap();
                             if rng.below(10) < 4 && !pool.is_empty() {
@@ -168,17 +179,16 @@ impl Workload<'_> {
                             }
                         };
                         match take {
-                            Some((p, s)) => {
-                                driver.free(p)?;
-                                truth.freed(s as u64);
-                            }
+                            Some(h) => mixed::free(&driver, &truth, h, rng.below(2) == 0)?,
                             None => {
-                                let s = 1 + rng.below(4 << 20) as usize;
-                                let p = driver
-                                    .alloc(s)
-                                    .map_err(|e| anyhow::anyhow!("alloc returned {e}"))?;
-                                truth.allocated(s as u64);
-                                pool.lock().unwrap().push((p, s));
+                                let method = if mix {
+                                    METHODS[rng.below(METHODS.len() as u64) as usize]
+                                } else {
+                                    Method::Plain
+                                };
+                                let size = 1 + rng.below(4 << 20);
+                                let h = mixed::alloc(&driver, &truth, method, size, device)?;
+                                pool.lock().unwrap().push(h);
                             }
                         }
                     }
@@ -193,8 +203,8 @@ impl Workload<'_> {
         self.checkpoint("mixed")?;
         let mut pool = pool.lock().unwrap();
         let half = pool.len() / 2;
-        for (p, s) in pool.drain(..half) {
-            self.free(p, s)?;
+        for h in pool.drain(..half) {
+            mixed::free(&self.driver, &self.truth, h, true)?;
         }
         self.checkpoint("drained")
     }
