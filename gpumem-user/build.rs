@@ -19,29 +19,16 @@ fn main() -> anyhow::Result<()> {
     let out_dir = PathBuf::from(env::var("OUT_DIR")?);
     let out = out_dir.join("gpumem");
     let manifest = PathBuf::from(env::var("CARGO_MANIFEST_DIR")?);
-    let workspace = manifest
-        .parent()
-        .context("gpumem-user has a parent directory")?
-        .to_path_buf();
-    for watched in [
-        "gpumem-ebpf/src",
-        "gpumem-ebpf/Cargo.toml",
-        "gpumem-common/src",
-    ] {
-        println!(
-            "cargo:rerun-if-changed={}",
-            workspace.join(watched).display()
-        );
+    let workspace = manifest.parent().context("gpumem-user has a parent directory")?.to_path_buf();
+    for watched in ["gpumem-ebpf/src", "gpumem-ebpf/Cargo.toml", "gpumem-common/src"] {
+        println!("cargo:rerun-if-changed={}", workspace.join(watched).display());
     }
     println!("cargo:rerun-if-env-changed=AYA_BUILD_SKIP");
     println!("cargo:rerun-if-env-changed=PATH");
 
     let skip = env::var("AYA_BUILD_SKIP").is_ok_and(|v| v == "1" || v.eq_ignore_ascii_case("true"));
-    let linker = env::var_os("PATH").and_then(|p| {
-        env::split_paths(&p)
-            .map(|d| d.join("bpf-linker"))
-            .find(|l| l.is_file())
-    });
+    let linker = env::var_os("PATH")
+        .and_then(|p| env::split_paths(&p).map(|d| d.join("bpf-linker")).find(|l| l.is_file()));
     let Some(linker) = linker.filter(|_| !skip) else {
         println!(
             "cargo:warning=building gpumem without its eBPF object ({}); run `cargo xtask build` for a working agent",
@@ -53,40 +40,24 @@ fn main() -> anyhow::Result<()> {
     println!("cargo:rerun-if-changed={}", linker.display());
 
     let target_dir = out_dir.join("ebpf-target");
-    let rustflags = [
-        "--cfg=bpf_target_arch=\"x86_64\"",
-        "-Cdebuginfo=2",
-        "-Clink-arg=--btf",
-        "-Ctarget-cpu=v3",
-    ];
+    let rustflags =
+        ["--cfg=bpf_target_arch=\"x86_64\"", "-Cdebuginfo=2", "-Clink-arg=--btf", "-Ctarget-cpu=v3"];
     let mut cmd = Command::new("rustup");
-    cmd.args([
-        "run",
-        "nightly",
-        "cargo",
-        "build",
-        "--package",
-        "gpumem-ebpf",
-        "--bins",
-        "--release",
-    ])
-    .args(["--target", TARGET, "-Z", "build-std=core", "--target-dir"])
-    .arg(&target_dir)
-    .current_dir(&workspace)
-    .env("CARGO_ENCODED_RUSTFLAGS", rustflags.join("\x1f"))
-    // The outer build's compiler settings must not leak into the nightly one.
-    .env_remove("RUSTC")
-    .env_remove("RUSTC_WORKSPACE_WRAPPER")
-    .env_remove("RUSTC_WRAPPER")
-    .env_remove("CARGO_TARGET_DIR");
-    let status = cmd
-        .status()
-        .with_context(|| format!("running {cmd:?} (is rustup installed?)"))?;
+    cmd.args(["run", "nightly", "cargo", "build", "--package", "gpumem-ebpf", "--bins", "--release"])
+        .args(["--target", TARGET, "-Z", "build-std=core", "--target-dir"])
+        .arg(&target_dir)
+        .current_dir(&workspace)
+        .env("CARGO_ENCODED_RUSTFLAGS", rustflags.join("\x1f"))
+        // The outer build's compiler settings must not leak into the nightly one.
+        .env_remove("RUSTC")
+        .env_remove("RUSTC_WORKSPACE_WRAPPER")
+        .env_remove("RUSTC_WRAPPER")
+        .env_remove("CARGO_TARGET_DIR");
+    let status = cmd.status().with_context(|| format!("running {cmd:?} (is rustup installed?)"))?;
     if !status.success() {
         bail!("building the eBPF object failed ({status}); run `cargo xtask setup` and see the errors above");
     }
     let built = target_dir.join(TARGET).join("release").join("gpumem");
-    fs::copy(&built, &out)
-        .with_context(|| format!("copying {} to {}", built.display(), out.display()))?;
+    fs::copy(&built, &out).with_context(|| format!("copying {} to {}", built.display(), out.display()))?;
     Ok(())
 }

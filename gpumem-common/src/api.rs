@@ -98,10 +98,7 @@ pub mod id {
         (MEM_ALLOC_ASYNC, "cuMemAllocAsync"),
         (MEM_ALLOC_ASYNC_PTSZ, "cuMemAllocAsync_ptsz"),
         (MEM_ALLOC_FROM_POOL_ASYNC, "cuMemAllocFromPoolAsync"),
-        (
-            MEM_ALLOC_FROM_POOL_ASYNC_PTSZ,
-            "cuMemAllocFromPoolAsync_ptsz",
-        ),
+        (MEM_ALLOC_FROM_POOL_ASYNC_PTSZ, "cuMemAllocFromPoolAsync_ptsz"),
         (MEM_FREE_ASYNC, "cuMemFreeAsync"),
         (MEM_FREE_ASYNC_PTSZ, "cuMemFreeAsync_ptsz"),
         (MEM_POOL_TRIM_TO, "cuMemPoolTrimTo"),
@@ -122,23 +119,18 @@ pub mod id {
         (MIPMAPPED_ARRAY_DESTROY, "cuMipmappedArrayDestroy"),
         (CTX_DESTROY_V2, "cuCtxDestroy_v2"),
         (DEVICE_PRIMARY_CTX_RELEASE, "cuDevicePrimaryCtxRelease"),
-        (
-            DEVICE_PRIMARY_CTX_RELEASE_V2,
-            "cuDevicePrimaryCtxRelease_v2",
-        ),
+        (DEVICE_PRIMARY_CTX_RELEASE_V2, "cuDevicePrimaryCtxRelease_v2"),
         (IPC_OPEN_MEM_HANDLE_V2, "cuIpcOpenMemHandle_v2"),
-        (
-            MEM_IMPORT_FROM_SHAREABLE_HANDLE,
-            "cuMemImportFromShareableHandle",
-        ),
+        (MEM_IMPORT_FROM_SHAREABLE_HANDLE, "cuMemImportFromShareableHandle"),
     ];
 
     /// The name of the `call` record an API id produces: what the call
     /// did, for calls that are reported but not charged.
     pub fn call_name(api: u32) -> &'static str {
         match api {
-            DEVICE_PRIMARY_CTX_RETAIN..=CTX_CREATE_V4
-            | CTX_DESTROY_V2..=DEVICE_PRIMARY_CTX_RELEASE_V2 => "context",
+            DEVICE_PRIMARY_CTX_RETAIN..=CTX_CREATE_V4 | CTX_DESTROY_V2..=DEVICE_PRIMARY_CTX_RELEASE_V2 => {
+                "context"
+            }
             MEM_POOL_TRIM_TO | MEM_POOL_DESTROY => "pool",
             IPC_OPEN_MEM_HANDLE_V2 | MEM_IMPORT_FROM_SHAREABLE_HANDLE => "import",
             _ => "call",
@@ -190,14 +182,7 @@ pub mod array {
     /// bytes x channels, zero dimensions counting as 1 (as the driver
     /// treats them), summed over `levels` mipmap levels (each halving every
     /// dimension, at least 1).
-    pub const fn bytes(
-        width: u64,
-        height: u64,
-        depth: u64,
-        format: u32,
-        channels: u32,
-        levels: u32,
-    ) -> u64 {
+    pub const fn bytes(width: u64, height: u64, depth: u64, format: u32, channels: u32, levels: u32) -> u64 {
         let per = format_bytes(format) * channels as u64;
         let (mut w, mut h, mut d) = (max1(width), max1(height), max1(depth));
         let mut total = 0u64;

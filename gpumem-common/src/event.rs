@@ -17,6 +17,9 @@ pub mod event_type {
     /// agent names it from the API (`context`, `pool`, `import`). `addr`
     /// holds the handle, `size` the call's size argument if any.
     pub const CALL: u32 = 5;
+    /// A process that held (or held) memory exec'd: like `EXIT`, all it
+    /// held is uncharged; the process lives on with a new image.
+    pub const EXEC: u32 = 6;
 
     pub const fn name(event: u32) -> &'static str {
         match event {
@@ -25,6 +28,7 @@ pub mod event_type {
             ALLOC_FAILED => "alloc_failed",
             EXIT => "exit",
             CALL => "call",
+            EXEC => "exec",
             _ => "unknown",
         }
     }

@@ -130,6 +130,10 @@ pub struct LiveAlloc {
     /// charge goes at the last unmap, as the driver frees it then.
     pub released: u32,
     pub _pad: u32,
+    /// The owner's [`ProcUsage::generation`] when allocated. An entry of an
+    /// older generation belongs to an image that exited or exec'd, whose
+    /// charges are already gone: it is dropped, never uncharged.
+    pub generation: u64,
 }
 
 #[repr(C)]
@@ -156,6 +160,9 @@ pub struct CtxKey {
 pub struct ProcUsage {
     /// Bytes held in total.
     pub bytes: u64,
+    /// When this record was made (ns): tells this process image's live
+    /// entries from those of an earlier image with the same tgid.
+    pub generation: u64,
     /// The cgroups this process charged (0 = free slot) ...
     pub cgroup_ids: [u64; PROC_CGROUP_SLOTS],
     /// ... and how much it holds in each.
@@ -176,10 +183,10 @@ mod pod {
 }
 
 const _: () = {
-    assert!(core::mem::size_of::<Pending>() == 104);
+    assert!(core::mem::size_of::<Pending>() == 112);
     assert!(core::mem::size_of::<PendingKey>() == 16);
-    assert!(core::mem::size_of::<LiveAlloc>() == 48);
+    assert!(core::mem::size_of::<LiveAlloc>() == 56);
     assert!(core::mem::size_of::<LiveKey>() == 16);
     assert!(core::mem::size_of::<CtxKey>() == 16);
-    assert!(core::mem::size_of::<ProcUsage>() == 8 + 16 * PROC_CGROUP_SLOTS);
+    assert!(core::mem::size_of::<ProcUsage>() == 16 + 16 * PROC_CGROUP_SLOTS);
 };

@@ -74,31 +74,45 @@ fn cgroup_slot(proc: *mut ProcUsage, cgroup_id: u64) -> u32 {
     NO_SLOT
 }
 
-/// Totals after a charge or uncharge, and the cgroup slot used.
+/// Totals after a charge or uncharge, the cgroup slot used, and the
+/// process's generation.
 pub struct Totals {
     pub proc_total: u64,
     pub cgroup_total: u64,
     pub slot: u32,
+    pub generation: u64,
+}
+
+/// The generation of process `tgid`'s current image (0: it holds nothing
+/// gpumem knows of).
+#[inline(always)]
+pub fn generation(tgid: u32) -> u64 {
+    PROC_USAGE
+        .get_ptr(tgid)
+        .map(|p| unsafe { core::ptr::read_volatile(core::ptr::addr_of!((*p).generation)) })
+        .unwrap_or(0)
+}
+
+/// Whether a live entry belongs to the process's current image (see
+/// `LiveAlloc::generation`).
+#[inline(always)]
+pub fn is_current(tgid: u32, live: &gpumem_common::LiveAlloc) -> bool {
+    live.generation != 0 && live.generation == generation(tgid)
 }
 
 /// Charges `size` bytes to process `tgid` and cgroup `cgroup_id`.
 #[inline(always)]
 pub fn charge(tgid: u32, cgroup_id: u64, size: u64) -> Totals {
-    let mut t = Totals {
-        proc_total: 0,
-        cgroup_total: 0,
-        slot: NO_SLOT,
-    };
-    if let Some(proc) = get_or_insert(&PROC_USAGE, &tgid, &ProcUsage::default()) {
+    let mut t = Totals { proc_total: 0, cgroup_total: 0, slot: NO_SLOT, generation: 0 };
+    let fresh = ProcUsage { generation: unsafe { bpf_ktime_get_ns() } | 1, ..ProcUsage::default() };
+    if let Some(proc) = get_or_insert(&PROC_USAGE, &tgid, &fresh) {
+        t.generation = unsafe { core::ptr::read_volatile(core::ptr::addr_of!((*proc).generation)) };
         // SAFETY: checked map value pointer.
         t.proc_total = add(unsafe { core::ptr::addr_of_mut!((*proc).bytes) }, size);
         t.slot = cgroup_slot(proc, cgroup_id);
         let slot = t.slot as usize;
         if slot < PROC_CGROUP_SLOTS {
-            add(
-                unsafe { core::ptr::addr_of_mut!((*proc).cgroup_bytes[slot]) },
-                size,
-            );
+            add(unsafe { core::ptr::addr_of_mut!((*proc).cgroup_bytes[slot]) }, size);
         } else {
             count(stat::CGROUP_SLOTS_FULL);
         }
@@ -112,19 +126,12 @@ pub fn charge(tgid: u32, cgroup_id: u64, size: u64) -> Totals {
 /// Uncharges `size` bytes charged earlier by [`charge`] with `slot`.
 #[inline(always)]
 pub fn uncharge(tgid: u32, cgroup_id: u64, slot: u32, size: u64) -> Totals {
-    let mut t = Totals {
-        proc_total: 0,
-        cgroup_total: 0,
-        slot,
-    };
+    let mut t = Totals { proc_total: 0, cgroup_total: 0, slot, generation: 0 };
     if let Some(proc) = PROC_USAGE.get_ptr_mut(tgid) {
         t.proc_total = sub(unsafe { core::ptr::addr_of_mut!((*proc).bytes) }, size);
         let slot = slot as usize;
         if slot < PROC_CGROUP_SLOTS {
-            sub(
-                unsafe { core::ptr::addr_of_mut!((*proc).cgroup_bytes[slot]) },
-                size,
-            );
+            sub(unsafe { core::ptr::addr_of_mut!((*proc).cgroup_bytes[slot]) }, size);
         }
     }
     if let Some(cg) = CGROUP_USAGE.get_ptr_mut(cgroup_id) {
@@ -140,15 +147,9 @@ pub fn current(tgid: u32, cgroup_id: u64) -> Totals {
         .get_ptr(tgid)
         .map(|p| unsafe { core::ptr::read_volatile(core::ptr::addr_of!((*p).bytes)) })
         .unwrap_or(0);
-    let cgroup_total = CGROUP_USAGE
-        .get_ptr(cgroup_id)
-        .map(|p| unsafe { core::ptr::read_volatile(p) })
-        .unwrap_or(0);
-    Totals {
-        proc_total,
-        cgroup_total,
-        slot: NO_SLOT,
-    }
+    let cgroup_total =
+        CGROUP_USAGE.get_ptr(cgroup_id).map(|p| unsafe { core::ptr::read_volatile(p) }).unwrap_or(0);
+    Totals { proc_total, cgroup_total, slot: NO_SLOT, generation: 0 }
 }
 
 /// Fills in the timestamp and comm, then sends `rec`; counts a drop when
@@ -201,9 +202,5 @@ pub fn put_pending(api: u32, p: &gpumem_common::Pending) {
 
 #[inline(always)]
 fn pending_key(api: u32) -> gpumem_common::PendingKey {
-    gpumem_common::PendingKey {
-        pid_tgid: aya_ebpf::helpers::bpf_get_current_pid_tgid(),
-        api,
-        _pad: 0,
-    }
+    gpumem_common::PendingKey { pid_tgid: aya_ebpf::helpers::bpf_get_current_pid_tgid(), api, _pad: 0 }
 }

@@ -17,12 +17,11 @@ use aya_ebpf::{
     programs::{ProbeContext, RetProbeContext},
 };
 use gpumem_common::{
-    cookie_api, cookie_kind, event_type, ns, stat, EventRecord, LiveAlloc, LiveKey, Pending,
-    CUDA_SUCCESS,
+    cookie_api, cookie_kind, event_type, ns, stat, EventRecord, LiveAlloc, LiveKey, Pending, CUDA_SUCCESS,
 };
 
 use crate::{
-    account::{charge, cookie, count, current, emit, put_pending, take_pending, uncharge},
+    account::{charge, cookie, count, current, emit, is_current, put_pending, take_pending, uncharge},
     context::current_device,
     maps::LIVE,
 };
@@ -123,18 +122,16 @@ pub fn alloc_return(ctx: RetProbeContext) -> u32 {
 /// (which carries size, cgroup, kind, device and api already).
 #[inline(always)]
 pub fn record_alloc(rec: &mut EventRecord, tgid: u32, namespace: u32, addr: u64) {
-    let key = LiveKey {
-        tgid,
-        ns: namespace,
-        addr,
-    };
-    // An entry at this key is an allocation whose free we never saw (its
-    // record was lost or it predates a restart): drop its charge first so
-    // it is not counted twice.
+    let key = LiveKey { tgid, ns: namespace, addr };
+    // An entry at this key is an allocation whose free gpumem never saw:
+    // of this image (drop its charge so it is not counted twice), or of an
+    // earlier image of this tgid that exited or exec'd (already uncharged).
     // SAFETY: copied out before removal.
     if let Some(stale) = unsafe { LIVE.get(key) }.copied() {
         let _ = LIVE.remove(key);
-        uncharge(tgid, stale.cgroup_id, stale.cgroup_slot, stale.size);
+        if is_current(tgid, &stale) {
+            uncharge(tgid, stale.cgroup_id, stale.cgroup_slot, stale.size);
+        }
     }
     let t = charge(tgid, rec.cgroup_id, rec.size);
     let live = LiveAlloc {
@@ -144,6 +141,7 @@ pub fn record_alloc(rec: &mut EventRecord, tgid: u32, namespace: u32, addr: u64)
         device: rec.device,
         cgroup_slot: t.slot,
         api: rec.api,
+        generation: t.generation,
         ..LiveAlloc::default()
     };
     if LIVE.insert(key, live, 0).is_err() {

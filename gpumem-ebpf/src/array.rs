@@ -71,15 +71,8 @@ pub fn array3d_entry(ctx: ProbeContext) -> u32 {
 pub fn mipmap_entry(ctx: ProbeContext) -> u32 {
     let desc = ctx.arg::<u64>(1).unwrap_or(0) as *const Desc3D;
     let levels = ctx.arg::<u64>(2).unwrap_or(1) as u32;
-    let size = unsafe { bpf_probe_read_user(desc) }.ok().map(|d| {
-        bytes(
-            d.width,
-            d.height,
-            d.depth,
-            d.format,
-            d.channels,
-            levels.min(16),
-        )
-    });
+    let size = unsafe { bpf_probe_read_user(desc) }
+        .ok()
+        .map(|d| bytes(d.width, d.height, d.depth, d.format, d.channels, levels.min(16)));
     start(&ctx, size)
 }

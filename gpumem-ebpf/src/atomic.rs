@@ -21,9 +21,7 @@ const CAS_TRIES: u32 = 8;
 /// `p` must point to a valid, 8-byte aligned u64 (a map value).
 #[inline(always)]
 pub unsafe fn compare_exchange(p: *mut u64, old: u64, new: u64) -> u64 {
-    unsafe {
-        atomic_cxchg::<u64, { AtomicOrdering::Relaxed }, { AtomicOrdering::Relaxed }>(p, old, new).0
-    }
+    unsafe { atomic_cxchg::<u64, { AtomicOrdering::Relaxed }, { AtomicOrdering::Relaxed }>(p, old, new).0 }
 }
 
 /// Adds `v` to `*p` and returns the previous value.

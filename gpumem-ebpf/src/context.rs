@@ -29,25 +29,16 @@ pub fn current_device() -> u32 {
     let Some(ctx) = (unsafe { THREAD_CTX.get(pid_tgid) }).copied() else {
         return DEVICE_UNKNOWN;
     };
-    let key = CtxKey {
-        tgid: (pid_tgid >> 32) as u32,
-        _pad: 0,
-        ctx,
-    };
-    unsafe { CTX_DEVICE.get(key) }
-        .copied()
-        .unwrap_or(DEVICE_UNKNOWN)
+    let key = CtxKey { tgid: (pid_tgid >> 32) as u32, _pad: 0, ctx };
+    unsafe { CTX_DEVICE.get(key) }.copied().unwrap_or(DEVICE_UNKNOWN)
 }
 
 /// Remembers the out-pointer (argument 0) and the device of a
 /// context-making call.
 #[inline(always)]
 fn ctx_out(ctx: &ProbeContext, device: u64) -> u32 {
-    let pending = Pending {
-        out_ptr: ctx.arg::<u64>(0).unwrap_or(0),
-        arg: device as u32 as u64,
-        ..Pending::default()
-    };
+    let pending =
+        Pending { out_ptr: ctx.arg::<u64>(0).unwrap_or(0), arg: device as u32 as u64, ..Pending::default() };
     put_pending(cookie_api(cookie(ctx)), &pending);
     0
 }
@@ -88,11 +79,7 @@ pub fn ctx_out_return(ctx: RetProbeContext) -> u32 {
         return 0;
     };
     let pid_tgid = bpf_get_current_pid_tgid();
-    let key = CtxKey {
-        tgid: (pid_tgid >> 32) as u32,
-        _pad: 0,
-        ctx: handle,
-    };
+    let key = CtxKey { tgid: (pid_tgid >> 32) as u32, _pad: 0, ctx: handle };
     let _ = CTX_DEVICE.insert(key, p.arg as u32, 0);
     crate::report::report(api, gpumem_common::kind::CONTEXT, handle, 0, p.arg as u32);
     if api != id::DEVICE_PRIMARY_CTX_RETAIN {
@@ -105,10 +92,7 @@ pub fn ctx_out_return(ctx: RetProbeContext) -> u32 {
 /// `(CUcontext ctx)`: becomes current at a successful return.
 #[uprobe]
 pub fn ctx_set_entry(ctx: ProbeContext) -> u32 {
-    let pending = Pending {
-        arg: ctx.arg::<u64>(0).unwrap_or(0),
-        ..Pending::default()
-    };
+    let pending = Pending { arg: ctx.arg::<u64>(0).unwrap_or(0), ..Pending::default() };
     put_pending(cookie_api(cookie(&ctx)), &pending);
     0
 }

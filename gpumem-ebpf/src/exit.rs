@@ -1,6 +1,12 @@
-//! Process exit: when a thread-group leader that holds (or held) memory
-//! exits, everything it still holds is uncharged from its cgroups and an
-//! exit record tells the agent to forget the process.
+//! Process exit and exec: the process's driver state is gone, so
+//! everything it still holds is uncharged from each cgroup it charged, and
+//! a record tells the agent to forget it.
+//!
+//! Exit: when the thread-group leader exits. (A leader that leaves with
+//! `pthread_exit` while other threads run on is taken for the process
+//! exiting; gpumem cannot tell without the kernel's thread count.)
+//! Exec: the new image starts with no CUDA state (the driver's file
+//! descriptors are close-on-exec and the address space is replaced).
 use aya_ebpf::{
     helpers::{bpf_get_current_cgroup_id, bpf_get_current_pid_tgid},
     macros::raw_tracepoint,
@@ -13,18 +19,31 @@ use crate::{
     maps::{CGROUP_USAGE, PROC_USAGE},
 };
 
-/// A raw tracepoint: attached by name through the BPF syscall, so it needs
-/// no tracefs mount (many hosts and containers have none).
+/// Raw tracepoints attach by name through the BPF syscall, so they need no
+/// tracefs mount (many hosts and containers have none).
 #[raw_tracepoint(tracepoint = "sched_process_exit")]
 pub fn process_exit(_ctx: RawTracePointContext) -> i32 {
     let pid_tgid = bpf_get_current_pid_tgid();
-    let tgid = (pid_tgid >> 32) as u32;
-    if tgid != pid_tgid as u32 {
-        return 0; // not the leader: the process lives on
+    if (pid_tgid >> 32) as u32 == pid_tgid as u32 {
+        release(pid_tgid, event_type::EXIT);
     }
+    0
+}
+
+/// Runs in the exec'ing task after the new image is in place; by then the
+/// whole thread group is this one task.
+#[raw_tracepoint(tracepoint = "sched_process_exec")]
+pub fn process_exec(_ctx: RawTracePointContext) -> i32 {
+    release(bpf_get_current_pid_tgid(), event_type::EXEC);
+    0
+}
+
+#[inline(always)]
+fn release(pid_tgid: u64, event: u32) {
+    let tgid = (pid_tgid >> 32) as u32;
     // SAFETY: copied out before removal.
     let Some(usage) = (unsafe { PROC_USAGE.get(tgid) }).copied() else {
-        return 0; // never touched CUDA: the common case, and cheap
+        return; // never touched CUDA: the common case, and cheap
     };
     let mut i = 0;
     while i < PROC_CGROUP_SLOTS {
@@ -42,10 +61,9 @@ pub fn process_exit(_ctx: RawTracePointContext) -> i32 {
         pid_tgid,
         cgroup_id,
         cgroup_total: current(tgid, cgroup_id).cgroup_total,
-        event: event_type::EXIT,
+        event,
         size: usage.bytes,
         device: DEVICE_UNKNOWN,
         ..EventRecord::default()
     });
-    0
 }

@@ -9,12 +9,12 @@ use aya_ebpf::{
     programs::{ProbeContext, RetProbeContext},
 };
 use gpumem_common::{
-    cookie_api, cookie_kind, event_type, ns, stat, EventRecord, LiveAlloc, LiveKey, Pending,
-    CUDA_SUCCESS, DEVICE_UNKNOWN, FLAG_UNTRACKED,
+    cookie_api, cookie_kind, event_type, ns, stat, EventRecord, LiveAlloc, LiveKey, Pending, CUDA_SUCCESS,
+    DEVICE_UNKNOWN, FLAG_UNTRACKED,
 };
 
 use crate::{
-    account::{cookie, count, current, emit, put_pending, take_pending, uncharge},
+    account::{cookie, count, current, emit, is_current, put_pending, take_pending, uncharge},
     maps::LIVE,
 };
 
@@ -63,7 +63,7 @@ pub fn free_return(ctx: RetProbeContext) -> u32 {
         kind,
         ..EventRecord::default()
     };
-    if p.found == 1 {
+    if p.found == 1 && is_current(key.tgid, &p.live) {
         record_free(&mut rec, key.tgid, &p.live);
     } else {
         record_untracked_free(&mut rec, key.tgid, p.cgroup_id);
@@ -101,9 +101,5 @@ pub fn record_free(rec: &mut EventRecord, tgid: u32, live: &LiveAlloc) {
 
 #[inline(always)]
 pub fn live_key(namespace: u32, addr: u64) -> LiveKey {
-    LiveKey {
-        tgid: (bpf_get_current_pid_tgid() >> 32) as u32,
-        ns: namespace,
-        addr,
-    }
+    LiveKey { tgid: (bpf_get_current_pid_tgid() >> 32) as u32, ns: namespace, addr }
 }

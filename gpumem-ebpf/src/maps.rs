@@ -7,8 +7,7 @@ use aya_ebpf::{
 };
 use gpumem_common::{
     stat, CtxKey, LiveAlloc, LiveKey, Pending, PendingKey, ProcUsage, CGROUP_ENTRIES, CTX_ENTRIES,
-    EVENTS_BYTES, LIVE_ENTRIES, PENDING_ENTRIES, PROC_ENTRIES, THREAD_CTX_ENTRIES,
-    VMM_MAPPING_ENTRIES,
+    EVENTS_BYTES, LIVE_ENTRIES, PENDING_ENTRIES, PROC_ENTRIES, THREAD_CTX_ENTRIES, VMM_MAPPING_ENTRIES,
 };
 
 /// Records to user space.
@@ -18,13 +17,11 @@ pub static EVENTS: RingBuf = RingBuf::with_byte_size(EVENTS_BYTES, 0);
 /// Calls between entry and return. LRU, so threads killed inside a call do
 /// not leak entries.
 #[map]
-pub static PENDING: LruHashMap<PendingKey, Pending> =
-    LruHashMap::with_max_entries(PENDING_ENTRIES, 0);
+pub static PENDING: LruHashMap<PendingKey, Pending> = LruHashMap::with_max_entries(PENDING_ENTRIES, 0);
 
 /// Live allocations: (tgid, namespace, address) -> size, kind, device, cgroup.
 #[map]
-pub static LIVE: HashMap<LiveKey, LiveAlloc> =
-    HashMap::with_max_entries(LIVE_ENTRIES, BPF_F_NO_PREALLOC);
+pub static LIVE: HashMap<LiveKey, LiveAlloc> = HashMap::with_max_entries(LIVE_ENTRIES, BPF_F_NO_PREALLOC);
 
 /// Bytes held per process (tgid), with its per-cgroup split.
 #[map]

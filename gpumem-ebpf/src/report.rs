@@ -31,10 +31,7 @@ pub fn call_entry(ctx: ProbeContext) -> u32 {
 /// argument: `cuIpcOpenMemHandle_v2`, `cuMemImportFromShareableHandle`.
 #[uprobe]
 pub fn call_out_entry(ctx: ProbeContext) -> u32 {
-    let p = Pending {
-        out_ptr: ctx.arg::<u64>(0).unwrap_or(0),
-        ..Pending::default()
-    };
+    let p = Pending { out_ptr: ctx.arg::<u64>(0).unwrap_or(0), ..Pending::default() };
     put_pending(cookie_api(cookie(&ctx)), &p);
     0
 }

@@ -17,7 +17,7 @@ use aya_ebpf::{
 use gpumem_common::{cookie_api, kind, ns, stat, EventRecord, LiveKey, Pending, CUDA_SUCCESS};
 
 use crate::{
-    account::{cookie, count, put_pending, take_pending},
+    account::{cookie, count, is_current, put_pending, take_pending},
     alloc::pending_alloc,
     atomic::fetch_add,
     free::{live_key, record_free, record_untracked_free},
@@ -62,10 +62,7 @@ pub fn vmm_create_entry(ctx: ProbeContext) -> u32 {
 pub fn vmm_release_entry(ctx: ProbeContext) -> u32 {
     let handle = ctx.arg::<u64>(0).unwrap_or(0);
     let key = live_key(ns::VMM_HANDLE, handle);
-    let mut p = Pending {
-        arg: handle,
-        ..Pending::default()
-    };
+    let mut p = Pending { arg: handle, ..Pending::default() };
     // SAFETY: copied out before removal.
     if let Some(live) = unsafe { LIVE.get(key) }.copied() {
         let _ = LIVE.remove(key);
@@ -103,7 +100,7 @@ pub fn vmm_release_return(ctx: RetProbeContext) -> u32 {
         kind: kind::VMM,
         ..EventRecord::default()
     };
-    if p.found == 1 {
+    if p.found == 1 && is_current(key.tgid, &p.live) {
         record_free(&mut rec, key.tgid, &p.live);
     } else {
         record_untracked_free(&mut rec, key.tgid, p.cgroup_id);
@@ -134,18 +131,10 @@ pub fn vmm_map_return(ctx: RetProbeContext) -> u32 {
     let tgid = (bpf_get_current_pid_tgid() >> 32) as u32;
     // Handles gpumem never saw created (imported, or older than the agent)
     // are not charged here, so their mappings need no counting.
-    if let Some(live) = LIVE.get_ptr_mut(LiveKey {
-        tgid,
-        ns: ns::VMM_HANDLE,
-        addr: p.arg,
-    }) {
+    if let Some(live) = LIVE.get_ptr_mut(LiveKey { tgid, ns: ns::VMM_HANDLE, addr: p.arg }) {
         // SAFETY: checked map value pointer.
         unsafe { fetch_add(core::ptr::addr_of_mut!((*live).maps), 1) };
-        let map_key = LiveKey {
-            tgid,
-            ns: ns::VMM_MAPPING,
-            addr: p.addr,
-        };
+        let map_key = LiveKey { tgid, ns: ns::VMM_MAPPING, addr: p.addr };
         if VMM_MAPPINGS.insert(map_key, p.arg, 0).is_err() {
             count(stat::MAP_FULL);
         }
@@ -156,10 +145,7 @@ pub fn vmm_map_return(ctx: RetProbeContext) -> u32 {
 /// `cuMemUnmap(CUdeviceptr ptr, size_t size)`.
 #[uprobe]
 pub fn vmm_unmap_entry(ctx: ProbeContext) -> u32 {
-    let p = Pending {
-        addr: ctx.arg::<u64>(0).unwrap_or(0),
-        ..Pending::default()
-    };
+    let p = Pending { addr: ctx.arg::<u64>(0).unwrap_or(0), ..Pending::default() };
     put_pending(cookie_api(cookie(&ctx)), &p);
     0
 }
@@ -174,21 +160,13 @@ pub fn vmm_unmap_return(ctx: RetProbeContext) -> u32 {
     }
     let pid_tgid = bpf_get_current_pid_tgid();
     let tgid = (pid_tgid >> 32) as u32;
-    let map_key = LiveKey {
-        tgid,
-        ns: ns::VMM_MAPPING,
-        addr: p.addr,
-    };
+    let map_key = LiveKey { tgid, ns: ns::VMM_MAPPING, addr: p.addr };
     // SAFETY: copied out before removal.
     let Some(handle) = (unsafe { VMM_MAPPINGS.get(map_key) }).copied() else {
         return 0;
     };
     let _ = VMM_MAPPINGS.remove(map_key);
-    let key = LiveKey {
-        tgid,
-        ns: ns::VMM_HANDLE,
-        addr: handle,
-    };
+    let key = LiveKey { tgid, ns: ns::VMM_HANDLE, addr: handle };
     let Some(live) = LIVE.get_ptr_mut(key) else {
         return 0;
     };
@@ -201,14 +179,10 @@ pub fn vmm_unmap_return(ctx: RetProbeContext) -> u32 {
             return 0;
         };
         let _ = LIVE.remove(key);
-        let mut rec = EventRecord {
-            pid_tgid,
-            addr: handle,
-            result,
-            api,
-            ..EventRecord::default()
-        };
-        record_free(&mut rec, tgid, &gone);
+        if is_current(tgid, &gone) {
+            let mut rec = EventRecord { pid_tgid, addr: handle, result, api, ..EventRecord::default() };
+            record_free(&mut rec, tgid, &gone);
+        }
     }
     0
 }

@@ -85,10 +85,7 @@ impl Agent {
         let ts_ns = monotonic_ns();
         let report = self.status();
         for (scope, entries) in [("process", &report.processes), ("cgroup", &report.cgroups)] {
-            for e in entries
-                .iter()
-                .filter(|e| e.bytes != 0 || e.kernel_bytes != 0)
-            {
+            for e in entries.iter().filter(|e| e.bytes != 0 || e.kernel_bytes != 0) {
                 let line = UsageLine {
                     ts_ns,
                     event: "usage",

@@ -72,9 +72,7 @@ pub struct StatusArgs {
 
 /// A positive, finite number of seconds.
 pub fn parse_secs(s: &str) -> Result<f64, String> {
-    let v: f64 = s
-        .parse()
-        .map_err(|_| format!("`{s}` is not a number of seconds"))?;
+    let v: f64 = s.parse().map_err(|_| format!("`{s}` is not a number of seconds"))?;
     if !v.is_finite() || v <= 0.0 {
         return Err(format!("`{s}`: seconds must be a positive number"));
     }
@@ -94,26 +92,14 @@ mod tests {
 
     #[test]
     fn run_parses_repeatable_libcuda_and_rejects_bad_durations() {
-        let cli = Cli::try_parse_from([
-            "gpumem",
-            "run",
-            "--libcuda",
-            "/a",
-            "--libcuda",
-            "/b",
-            "--duration",
-            "1.5",
-        ])
-        .unwrap();
-        let Command::Run(run) = cli.command else {
-            panic!("not run")
-        };
+        let cli =
+            Cli::try_parse_from(["gpumem", "run", "--libcuda", "/a", "--libcuda", "/b", "--duration", "1.5"])
+                .unwrap();
+        let Command::Run(run) = cli.command else { panic!("not run") };
         assert_eq!(run.libcuda, vec![PathBuf::from("/a"), PathBuf::from("/b")]);
         assert_eq!(run.duration, Some(1.5));
         for bad in ["0", "-1", "soon", "inf"] {
-            let err = Cli::try_parse_from(["gpumem", "run", "--duration", bad])
-                .unwrap_err()
-                .to_string();
+            let err = Cli::try_parse_from(["gpumem", "run", "--duration", bad]).unwrap_err().to_string();
             assert!(err.contains(bad), "{err}");
         }
     }

@@ -52,9 +52,7 @@ pub enum ControlError {
     InUse(PathBuf),
     #[error("control socket {path}")]
     Io { path: PathBuf, source: io::Error },
-    #[error(
-        "cannot reach the gpumem agent at {path} (is `gpumem run` running, and are you root?)"
-    )]
+    #[error("cannot reach the gpumem agent at {path} (is `gpumem run` running, and are you root?)")]
     Connect { path: PathBuf, source: io::Error },
     #[error("the agent at {path} sent an answer gpumem cannot read: {detail}")]
     BadAnswer { path: PathBuf, detail: String },
@@ -66,10 +64,7 @@ pub async fn serve(
     path: &Path,
     tx: mpsc::Sender<Request>,
 ) -> Result<tokio::task::JoinHandle<()>, ControlError> {
-    let io_err = |source| ControlError::Io {
-        path: path.to_path_buf(),
-        source,
-    };
+    let io_err = |source| ControlError::Io { path: path.to_path_buf(), source };
     if UnixStream::connect(path).await.is_ok() {
         return Err(ControlError::InUse(path.to_path_buf()));
     }
@@ -113,24 +108,13 @@ async fn answer(stream: UnixStream, tx: mpsc::Sender<Request>) -> io::Result<()>
 
 /// Sends `command` to the agent at `path` and returns its answer.
 pub async fn request(path: &Path, command: &str) -> Result<String, ControlError> {
-    let connect = |source| ControlError::Connect {
-        path: path.to_path_buf(),
-        source,
-    };
+    let connect = |source| ControlError::Connect { path: path.to_path_buf(), source };
     let mut stream = UnixStream::connect(path).await.map_err(connect)?;
-    stream
-        .write_all(format!("{command}\n").as_bytes())
-        .await
-        .map_err(connect)?;
+    stream.write_all(format!("{command}\n").as_bytes()).await.map_err(connect)?;
     let mut out = String::new();
     tokio::time::timeout(CLIENT_TIMEOUT, stream.read_to_string(&mut out))
         .await
-        .map_err(|_| {
-            connect(io::Error::new(
-                io::ErrorKind::TimedOut,
-                "no answer within 5 s",
-            ))
-        })?
+        .map_err(|_| connect(io::Error::new(io::ErrorKind::TimedOut, "no answer within 5 s")))?
         .map_err(connect)?;
     Ok(out)
 }
@@ -138,8 +122,6 @@ pub async fn request(path: &Path, command: &str) -> Result<String, ControlError>
 /// `status` as a typed report.
 pub async fn status(path: &Path) -> Result<StatusReport, ControlError> {
     let text = request(path, "status").await?;
-    serde_json::from_str(&text).map_err(|e| ControlError::BadAnswer {
-        path: path.to_path_buf(),
-        detail: format!("{e}: {text}"),
-    })
+    serde_json::from_str(&text)
+        .map_err(|e| ControlError::BadAnswer { path: path.to_path_buf(), detail: format!("{e}: {text}") })
 }

@@ -73,12 +73,7 @@ impl Ledger {
                 let p = self.procs.entry(tgid).or_default();
                 p.comm = comm(&r.comm);
                 p.cgroup_id = r.cgroup_id;
-                let live = Live {
-                    size: r.size,
-                    cgroup_id: r.cgroup_id,
-                    kind: r.kind,
-                    device: r.device,
-                };
+                let live = Live { size: r.size, cgroup_id: r.cgroup_id, kind: r.kind, device: r.device };
                 // Same rule as the kernel: an entry at this address is an
                 // allocation whose free was never seen; its charge goes.
                 if let Some(stale) = p.live.insert((ns::for_kind(r.kind), r.addr), live) {
@@ -86,25 +81,17 @@ impl Ledger {
                     uncharge_cgroup(&mut self.cgroups, &stale);
                 }
                 p.usage.charge(r.kind, r.device, r.size);
-                self.cgroups
-                    .entry(r.cgroup_id)
-                    .or_default()
-                    .charge(r.kind, r.device, r.size);
+                self.cgroups.entry(r.cgroup_id).or_default().charge(r.kind, r.device, r.size);
             }
             event_type::FREE if r.flags & FLAG_UNTRACKED == 0 => {
-                let freed = Live {
-                    size: r.size,
-                    cgroup_id: r.cgroup_id,
-                    kind: r.kind,
-                    device: r.device,
-                };
+                let freed = Live { size: r.size, cgroup_id: r.cgroup_id, kind: r.kind, device: r.device };
                 if let Some(p) = self.procs.get_mut(&tgid) {
                     p.live.remove(&(ns::for_kind(r.kind), r.addr));
                     p.usage.uncharge(freed.kind, freed.device, freed.size);
                 }
                 uncharge_cgroup(&mut self.cgroups, &freed);
             }
-            event_type::EXIT => {
+            event_type::EXIT | event_type::EXEC => {
                 if let Some(p) = self.procs.remove(&tgid) {
                     for live in p.live.values() {
                         uncharge_cgroup(&mut self.cgroups, live);
@@ -205,6 +192,17 @@ mod tests {
         assert!(l.cgroup(7).is_none());
         assert_eq!(l.cgroup(8).unwrap().bytes, 5);
         assert_eq!(l.process(11).unwrap().usage.bytes, 5);
+    }
+
+    #[test]
+    fn exec_forgets_the_old_image() {
+        let mut l = Ledger::default();
+        l.apply(&rec(event_type::ALLOC, 10, 7, 0x1000, 10));
+        l.apply(&rec(event_type::EXEC, 10, 7, 0, 10));
+        assert!(l.process(10).is_none());
+        assert!(l.cgroup(7).is_none());
+        l.apply(&rec(event_type::ALLOC, 10, 7, 0x1000, 5));
+        assert_eq!(l.process(10).unwrap().usage.bytes, 5);
     }
 
     #[test]

@@ -6,10 +6,7 @@ use gpumem::{
 
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
-    let rt = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
+    let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("gpumem: cannot start the async runtime: {e}");

@@ -39,12 +39,9 @@ impl EventLine {
         if r.flags & FLAG_CGROUP_SLOTS_FULL != 0 {
             flags.push("cgroup_slots_full");
         }
-        let is_exit = r.event == event_type::EXIT;
-        let event = if r.event == event_type::CALL {
-            id::call_name(r.api)
-        } else {
-            event_type::name(r.event)
-        };
+        let is_exit = r.event == event_type::EXIT || r.event == event_type::EXEC;
+        let event =
+            if r.event == event_type::CALL { id::call_name(r.api) } else { event_type::name(r.event) };
         Self {
             ts_ns: r.ts_ns,
             event,
@@ -104,11 +101,7 @@ impl UsageLine {
         usage
             .split
             .iter()
-            .map(|(&(k, d), &bytes)| SplitLine {
-                kind: kind::name(k).to_string(),
-                device: device(d),
-                bytes,
-            })
+            .map(|(&(k, d), &bytes)| SplitLine { kind: kind::name(k).to_string(), device: device(d), bytes })
             .collect()
     }
 }
@@ -142,10 +135,7 @@ pub enum Line {
 /// CLOCK_MONOTONIC in nanoseconds: the clock of `bpf_ktime_get_ns()`, so
 /// agent lines and kernel records share one time line.
 pub fn monotonic_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
     // SAFETY: valid pointer to a timespec.
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
     (ts.tv_sec as u64) * 1_000_000_000 + ts.tv_nsec as u64

@@ -27,17 +27,11 @@ pub fn sufficient(caps: u64) -> bool {
 }
 
 pub fn check() -> Result<(), MissingPrivileges> {
-    let caps = std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| effective_caps(&s));
+    let caps = std::fs::read_to_string("/proc/self/status").ok().and_then(|s| effective_caps(&s));
     match caps {
         Some(c) if sufficient(c) => Ok(()),
-        Some(c) => Err(MissingPrivileges {
-            have: format!("effective capabilities {c:#x}"),
-        }),
-        None => Err(MissingPrivileges {
-            have: "no readable capability set".into(),
-        }),
+        Some(c) => Err(MissingPrivileges { have: format!("effective capabilities {c:#x}") }),
+        None => Err(MissingPrivileges { have: "no readable capability set".into() }),
     }
 }
 

@@ -64,10 +64,7 @@ impl Driver {
             let mut dev = 0;
             check((self.device_get)(&mut dev, ordinal), "cuDeviceGet")?;
             let mut ctx = std::ptr::null_mut();
-            check(
-                (self.primary_ctx_retain)(&mut ctx, dev),
-                "cuDevicePrimaryCtxRetain",
-            )?;
+            check((self.primary_ctx_retain)(&mut ctx, dev), "cuDevicePrimaryCtxRetain")?;
             check((self.ctx_set_current)(ctx), "cuCtxSetCurrent")?;
             Ok(ctx)
         }
@@ -76,10 +73,7 @@ impl Driver {
     /// Makes `ctx` (a handle from [`Self::open_device`], as a number so it
     /// can cross threads) current on the calling thread.
     pub fn set_current(&self, ctx: usize) -> anyhow::Result<()> {
-        check(
-            unsafe { (self.ctx_set_current)(ctx as CUcontext) },
-            "cuCtxSetCurrent",
-        )
+        check(unsafe { (self.ctx_set_current)(ctx as CUcontext) }, "cuCtxSetCurrent")
     }
 
     /// cuMemAlloc_v2: the address, or the CUresult.

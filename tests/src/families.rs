@@ -84,10 +84,7 @@ unsafe fn run_unsafe(
 
     // Device memory on device 0.
     unsafe {
-        ok(
-            d.sym::<Alloc>("cuMemAlloc_v2")?(&mut p, 1 << 20),
-            "cuMemAlloc_v2",
-        )?;
+        ok(d.sym::<Alloc>("cuMemAlloc_v2")?(&mut p, 1 << 20), "cuMemAlloc_v2")?;
         let plain = p;
         t.allocated_as("device", 0, 1 << 20);
         let mut pitch = 0usize;
@@ -96,30 +93,18 @@ unsafe fn run_unsafe(
         ok(f(&mut p, &mut pitch, 1000, 10, 4), "cuMemAllocPitch_v2")?;
         let pitched = p;
         t.allocated_as("device", 0, pitch as u64 * 10);
-        ok(
-            d.sym::<AllocFlags>("cuMemAllocManaged")?(&mut p, 2 << 20, 1),
-            "cuMemAllocManaged",
-        )?;
+        ok(d.sym::<AllocFlags>("cuMemAllocManaged")?(&mut p, 2 << 20, 1), "cuMemAllocManaged")?;
         t.allocated_as("managed", 0, 2 << 20);
-        ok(
-            d.sym::<AllocStream>("cuMemAllocAsync")?(&mut p, 3 << 20, null),
-            "cuMemAllocAsync",
-        )?;
+        ok(d.sym::<AllocStream>("cuMemAllocAsync")?(&mut p, 3 << 20, null), "cuMemAllocAsync")?;
         t.allocated_as("device", 0, 3 << 20);
-        ok(
-            d.sym::<AllocStream>("cuMemAllocAsync_ptsz")?(&mut p, 1 << 20, null),
-            "cuMemAllocAsync_ptsz",
-        )?;
+        ok(d.sym::<AllocStream>("cuMemAllocAsync_ptsz")?(&mut p, 1 << 20, null), "cuMemAllocAsync_ptsz")?;
         let async_ptsz = p;
         t.allocated_as("device", 0, 1 << 20);
         let mut pool = 0u64;
         let props = [0u8; 88];
         let f: unsafe extern "C" fn(*mut u64, *const u8) -> R = d.sym("cuMemPoolCreate")?;
         ok(f(&mut pool, props.as_ptr()), "cuMemPoolCreate")?;
-        ok(
-            d.sym::<AllocPool>("cuMemAllocFromPoolAsync")?(&mut p, 512 << 10, pool, null),
-            "FromPool",
-        )?;
+        ok(d.sym::<AllocPool>("cuMemAllocFromPoolAsync")?(&mut p, 512 << 10, pool, null), "FromPool")?;
         t.allocated_as("device", 0, 512 << 10);
         ok(
             d.sym::<AllocPool>("cuMemAllocFromPoolAsync_ptsz")?(&mut p, 256 << 10, pool, null),
@@ -128,56 +113,29 @@ unsafe fn run_unsafe(
         t.allocated_as("device", 0, 256 << 10);
 
         // Pinned host memory.
-        ok(
-            d.sym::<Alloc>("cuMemAllocHost_v2")?(&mut p, 1 << 20),
-            "cuMemAllocHost_v2",
-        )?;
+        ok(d.sym::<Alloc>("cuMemAllocHost_v2")?(&mut p, 1 << 20), "cuMemAllocHost_v2")?;
         let host = p;
         t.allocated_as("host", 0, 1 << 20);
-        ok(
-            d.sym::<AllocFlags>("cuMemHostAlloc")?(&mut p, 64 << 10, 0),
-            "cuMemHostAlloc",
-        )?;
+        ok(d.sym::<AllocFlags>("cuMemHostAlloc")?(&mut p, 64 << 10, 0), "cuMemHostAlloc")?;
         t.allocated_as("host", 0, 64 << 10);
         let buffer = vec![0u8; 128 << 10];
-        let f: unsafe extern "C" fn(*const u8, usize, c_uint) -> R =
-            d.sym("cuMemHostRegister_v2")?;
+        let f: unsafe extern "C" fn(*const u8, usize, c_uint) -> R = d.sym("cuMemHostRegister_v2")?;
         ok(f(buffer.as_ptr(), buffer.len(), 0), "cuMemHostRegister_v2")?;
         t.allocated_as("host", 0, buffer.len() as u64);
 
         // Arrays, sized from their descriptors.
         let f: unsafe extern "C" fn(*mut u64, *const ArrayDesc) -> R = d.sym("cuArrayCreate_v2")?;
-        let desc = ArrayDesc {
-            width: 256,
-            height: 256,
-            format: FLOAT,
-            channels: 4,
-        };
+        let desc = ArrayDesc { width: 256, height: 256, format: FLOAT, channels: 4 };
         ok(f(&mut p, &desc), "cuArrayCreate_v2")?;
         let array2d = p;
         t.allocated_as("array", 0, 256 * 256 * 16);
-        let f: unsafe extern "C" fn(*mut u64, *const Array3DDesc) -> R =
-            d.sym("cuArray3DCreate_v2")?;
-        let desc = Array3DDesc {
-            width: 64,
-            height: 64,
-            depth: 16,
-            format: UINT8,
-            channels: 2,
-            flags: 0,
-        };
+        let f: unsafe extern "C" fn(*mut u64, *const Array3DDesc) -> R = d.sym("cuArray3DCreate_v2")?;
+        let desc = Array3DDesc { width: 64, height: 64, depth: 16, format: UINT8, channels: 2, flags: 0 };
         ok(f(&mut p, &desc), "cuArray3DCreate_v2")?;
         t.allocated_as("array", 0, 64 * 64 * 16 * 2);
         let f: unsafe extern "C" fn(*mut u64, *const Array3DDesc, c_uint) -> R =
             d.sym("cuMipmappedArrayCreate")?;
-        let desc = Array3DDesc {
-            width: 8,
-            height: 8,
-            depth: 0,
-            format: UINT8,
-            channels: 1,
-            flags: 0,
-        };
+        let desc = Array3DDesc { width: 8, height: 8, depth: 0, format: UINT8, channels: 1, flags: 0 };
         ok(f(&mut p, &desc, 4), "cuMipmappedArrayCreate")?;
         let mipmap = p;
         t.allocated_as("array", 0, 64 + 16 + 4 + 1);
@@ -220,10 +178,7 @@ unsafe fn run_unsafe(
         let f: unsafe extern "C" fn(*mut *mut c_void, *mut c_void, c_uint, c_int) -> R =
             d.sym("cuCtxCreate_v4")?;
         ok(f(&mut ctx1, null, 0, 1), "cuCtxCreate_v4")?;
-        ok(
-            d.sym::<Alloc>("cuMemAlloc_v2")?(&mut p, 1 << 20),
-            "cuMemAlloc_v2 on device 1",
-        )?;
+        ok(d.sym::<Alloc>("cuMemAlloc_v2")?(&mut p, 1 << 20), "cuMemAlloc_v2 on device 1")?;
         let on_dev1 = p;
         t.allocated_as("device", 1, 1 << 20);
         d.set_current(ctx0)?;
@@ -232,20 +187,15 @@ unsafe fn run_unsafe(
         let mut ipc = IpcHandle([0; 64]);
         let f: unsafe extern "C" fn(*mut IpcHandle, u64) -> R = d.sym("cuIpcGetMemHandle")?;
         ok(f(&mut ipc, plain), "cuIpcGetMemHandle")?;
-        let f: unsafe extern "C" fn(*mut u64, IpcHandle, c_uint) -> R =
-            d.sym("cuIpcOpenMemHandle_v2")?;
+        let f: unsafe extern "C" fn(*mut u64, IpcHandle, c_uint) -> R = d.sym("cuIpcOpenMemHandle_v2")?;
         ok(f(&mut p, ipc, 1), "cuIpcOpenMemHandle_v2")?;
         let mut shareable = 0u64;
-        let f: unsafe extern "C" fn(*mut u64, u64, u32, u64) -> R =
-            d.sym("cuMemExportToShareableHandle")?;
+        let f: unsafe extern "C" fn(*mut u64, u64, u32, u64) -> R = d.sym("cuMemExportToShareableHandle")?;
         ok(f(&mut shareable, h1, 1, 0), "cuMemExportToShareableHandle")?;
         let f: unsafe extern "C" fn(*mut u64, *mut c_void, u32) -> R =
             d.sym("cuMemImportFromShareableHandle")?;
         let mut imported = 0u64;
-        ok(
-            f(&mut imported, shareable as *mut c_void, 1),
-            "cuMemImportFromShareableHandle",
-        )?;
+        ok(f(&mut imported, shareable as *mut c_void, 1), "cuMemImportFromShareableHandle")?;
 
         checkpoint("all")?;
 
@@ -254,32 +204,17 @@ unsafe fn run_unsafe(
         t.freed_as("device", 0, 1 << 20);
         ok(free(on_dev1), "cuMemFree_v2 (device 1)")?;
         t.freed_as("device", 1, 1 << 20);
-        ok(
-            d.sym::<FreeStream>("cuMemFreeAsync")?(pitched, null),
-            "cuMemFreeAsync",
-        )?;
+        ok(d.sym::<FreeStream>("cuMemFreeAsync")?(pitched, null), "cuMemFreeAsync")?;
         t.freed_as("device", 0, pitch as u64 * 10);
-        ok(
-            d.sym::<FreeStream>("cuMemFreeAsync_ptsz")?(async_ptsz, null),
-            "cuMemFreeAsync_ptsz",
-        )?;
+        ok(d.sym::<FreeStream>("cuMemFreeAsync_ptsz")?(async_ptsz, null), "cuMemFreeAsync_ptsz")?;
         t.freed_as("device", 0, 1 << 20);
         ok(d.sym::<Handle1>("cuMemFreeHost")?(host), "cuMemFreeHost")?;
         t.freed_as("host", 0, 1 << 20);
-        ok(
-            d.sym::<Handle1>("cuMemHostUnregister")?(buffer.as_ptr() as u64),
-            "cuMemHostUnregister",
-        )?;
+        ok(d.sym::<Handle1>("cuMemHostUnregister")?(buffer.as_ptr() as u64), "cuMemHostUnregister")?;
         t.freed_as("host", 0, buffer.len() as u64);
-        ok(
-            d.sym::<Handle1>("cuArrayDestroy")?(array2d),
-            "cuArrayDestroy",
-        )?;
+        ok(d.sym::<Handle1>("cuArrayDestroy")?(array2d), "cuArrayDestroy")?;
         t.freed_as("array", 0, 256 * 256 * 16);
-        ok(
-            d.sym::<Handle1>("cuMipmappedArrayDestroy")?(mipmap),
-            "cuMipmappedArrayDestroy",
-        )?;
+        ok(d.sym::<Handle1>("cuMipmappedArrayDestroy")?(mipmap), "cuMipmappedArrayDestroy")?;
         t.freed_as("array", 0, 64 + 16 + 4 + 1);
         let unmap: unsafe extern "C" fn(u64, usize) -> R = d.sym("cuMemUnmap")?;
         ok(unmap(va, 2 << 20), "cuMemUnmap")?;
@@ -290,11 +225,7 @@ unsafe fn run_unsafe(
         ok(f(ctx1), "cuCtxDestroy_v2")?;
 
         checkpoint("freed")?;
-        ok(
-            d.sym::<Handle1>("cuMemPoolDestroy")?(pool),
-            "cuMemPoolDestroy",
-        )
-        .context("at the end")?;
+        ok(d.sym::<Handle1>("cuMemPoolDestroy")?(pool), "cuMemPoolDestroy").context("at the end")?;
         drop(buffer);
     }
     // The rest (managed, async, pool, host alloc, 3D array) is left to exit.

@@ -28,13 +28,9 @@ pub struct Paths {
 }
 
 pub fn paths() -> Paths {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap()
-        .to_path_buf();
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root.join("target"));
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf();
+    let target =
+        std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| root.join("target"));
     let p = Paths {
         agent: target.join("debug/gpumem"),
         libcuda: target.join("simcuda/libcuda.so.1"),
@@ -139,13 +135,7 @@ impl Agent {
                 }
             }
         }
-        Self {
-            child: Some(child),
-            output,
-            socket,
-            stderr,
-            _scratch: scratch,
-        }
+        Self { child: Some(child), output, socket, stderr, _scratch: scratch }
     }
 
     pub fn stderr(&self) -> String {
@@ -178,11 +168,7 @@ impl Agent {
             if Instant::now() > until {
                 panic!(
                     "timed out waiting for {what}; the agent wrote:\n{}\nstderr:\n{}",
-                    lines
-                        .iter()
-                        .map(Value::to_string)
-                        .collect::<Vec<_>>()
-                        .join("\n"),
+                    lines.iter().map(Value::to_string).collect::<Vec<_>>().join("\n"),
                     self.stderr()
                 );
             }
@@ -206,11 +192,7 @@ impl Agent {
             .arg(&self.socket)
             .output()
             .expect("running gpumem status");
-        assert!(
-            out.status.success(),
-            "gpumem status failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        assert!(out.status.success(), "gpumem status failed: {}", String::from_utf8_lossy(&out.stderr));
         serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
             panic!(
                 "gpumem status printed something else than a report ({e}): {}",
@@ -240,10 +222,7 @@ impl Drop for Agent {
 
 /// Records of `event` for process `pid`.
 pub fn count(lines: &[Value], pid: u32, event: &str) -> u64 {
-    lines
-        .iter()
-        .filter(|l| l["event"] == event && l["pid"] == pid)
-        .count() as u64
+    lines.iter().filter(|l| l["event"] == event && l["pid"] == pid).count() as u64
 }
 
 /// A child cgroup v2 made for one test, removed on drop.
@@ -260,14 +239,9 @@ impl Cgroup {
         let root = cgroup::cgroup2_mount(&mountinfo).expect("no cgroup2 mount on this host");
         let rel = format!("gpumem-test-{}-{name}", std::process::id());
         let dir = root.join(&rel);
-        std::fs::create_dir_all(&dir)
-            .unwrap_or_else(|e| panic!("creating cgroup {}: {e}", dir.display()));
+        std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("creating cgroup {}: {e}", dir.display()));
         let id = cgroup::cgroup_id(&dir).unwrap();
-        Self {
-            dir,
-            path: format!("/{rel}"),
-            id,
-        }
+        Self { dir, path: format!("/{rel}"), id }
     }
 }
 
@@ -292,19 +266,14 @@ impl Workload {
     pub fn spawn(args: &[&str], cgroup: Option<&Cgroup>, env: &[(&str, &str)]) -> Self {
         let p = paths();
         let mut cmd = Command::new(&p.workload);
-        cmd.arg("--libcuda")
-            .arg(&p.libcuda)
-            .args(args)
-            .envs(env.iter().copied());
+        cmd.arg("--libcuda").arg(&p.libcuda).args(args).envs(env.iter().copied());
         Self::from_command(cmd, cgroup)
     }
 
     /// Starts any program that prints checkpoints the way gpumem-workload
     /// does, inside `cgroup` if given.
     pub fn from_command(mut cmd: Command, cgroup: Option<&Cgroup>) -> Self {
-        cmd.stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit());
+        cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::inherit());
         if let Some(cg) = cgroup {
             let procs = cg.dir.join("cgroup.procs");
             // SAFETY: only async-signal-safe work between fork and exec:
@@ -313,17 +282,10 @@ impl Workload {
                 cmd.pre_exec(move || std::fs::write(&procs, b"0"));
             }
         }
-        let mut child = cmd
-            .spawn()
-            .unwrap_or_else(|e| panic!("spawning {cmd:?}: {e}"));
+        let mut child = cmd.spawn().unwrap_or_else(|e| panic!("spawning {cmd:?}: {e}"));
         let stdin = child.stdin.take();
         let (stdout, rx) = collect_lines(child.stdout.take().unwrap());
-        Self {
-            child,
-            stdin,
-            rx,
-            stdout,
-        }
+        Self { child, stdin, rx, stdout }
     }
 
     pub fn pid(&self) -> u32 {
@@ -333,8 +295,9 @@ impl Workload {
     /// The next checkpoint the workload prints.
     pub fn checkpoint(&mut self) -> Checkpoint {
         match self.rx.recv_timeout(DEADLINE) {
-            Ok(line) => serde_json::from_str(&line)
-                .unwrap_or_else(|e| panic!("workload printed `{line}`: {e}")),
+            Ok(line) => {
+                serde_json::from_str(&line).unwrap_or_else(|e| panic!("workload printed `{line}`: {e}"))
+            }
             Err(_) => panic!(
                 "no checkpoint from workload {} (status {:?}); it printed:\n{}",
                 self.child.id(),
@@ -355,11 +318,7 @@ impl Workload {
     pub fn finish(mut self) {
         drop(self.stdin.take());
         let status = self.child.wait().expect("waiting for the workload");
-        assert!(
-            status.success(),
-            "workload {} failed: {status}",
-            self.child.id()
-        );
+        assert!(status.success(), "workload {} failed: {status}", self.child.id());
     }
 }
 

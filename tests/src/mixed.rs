@@ -18,13 +18,8 @@ pub enum Method {
     Vmm,
 }
 
-pub const METHODS: [Method; 5] = [
-    Method::Plain,
-    Method::Async,
-    Method::AsyncPtsz,
-    Method::Managed,
-    Method::Vmm,
-];
+pub const METHODS: [Method; 5] =
+    [Method::Plain, Method::Async, Method::AsyncPtsz, Method::Managed, Method::Vmm];
 
 /// A live allocation: its address (or VMM handle and mapping).
 #[derive(Clone, Copy, Debug)]
@@ -66,13 +61,7 @@ struct Prop {
 
 /// Allocates `size` bytes the `method` way on `device` (the thread's
 /// current context's device).
-pub fn alloc(
-    d: &Driver,
-    t: &Truth,
-    method: Method,
-    size: u64,
-    device: i32,
-) -> anyhow::Result<Held> {
+pub fn alloc(d: &Driver, t: &Truth, method: Method, size: u64, device: i32) -> anyhow::Result<Held> {
     let null = std::ptr::null_mut::<c_void>();
     let mut p = 0u64;
     let mut va = 0u64;
@@ -80,18 +69,12 @@ pub fn alloc(
     unsafe {
         match method {
             Method::Plain => ok(
-                d.sym::<unsafe extern "C" fn(*mut u64, usize) -> R>("cuMemAlloc_v2")?(
-                    &mut p,
-                    size as usize,
-                ),
+                d.sym::<unsafe extern "C" fn(*mut u64, usize) -> R>("cuMemAlloc_v2")?(&mut p, size as usize),
                 "alloc",
             )?,
             Method::Async | Method::AsyncPtsz => {
-                let name = if matches!(method, Method::Async) {
-                    "cuMemAllocAsync"
-                } else {
-                    "cuMemAllocAsync_ptsz"
-                };
+                let name =
+                    if matches!(method, Method::Async) { "cuMemAllocAsync" } else { "cuMemAllocAsync_ptsz" };
                 ok(
                     d.sym::<unsafe extern "C" fn(*mut u64, usize, *mut c_void) -> R>(name)?(
                         &mut p,
@@ -123,24 +106,14 @@ pub fn alloc(
                 ok(create(&mut p, size as usize, &prop, 0), "cuMemCreate")?;
                 let reserve: unsafe extern "C" fn(*mut u64, usize, usize, u64, u64) -> R =
                     d.sym("cuMemAddressReserve")?;
-                ok(
-                    reserve(&mut va, size as usize, 0, 0, 0),
-                    "cuMemAddressReserve",
-                )?;
-                let map: unsafe extern "C" fn(u64, usize, usize, u64, u64) -> R =
-                    d.sym("cuMemMap")?;
+                ok(reserve(&mut va, size as usize, 0, 0, 0), "cuMemAddressReserve")?;
+                let map: unsafe extern "C" fn(u64, usize, usize, u64, u64) -> R = d.sym("cuMemMap")?;
                 ok(map(va, size as usize, 0, p, 0), "cuMemMap")?;
             }
         }
     }
     t.allocated_as(method.kind(), device, size);
-    Ok(Held {
-        method,
-        addr: p,
-        va,
-        size,
-        device,
-    })
+    Ok(Held { method, addr: p, va, size, device })
 }
 
 /// Frees `h` the way it was made. VMM handles are released before or after
@@ -150,20 +123,13 @@ pub fn free(d: &Driver, t: &Truth, h: Held, release_first: bool) -> anyhow::Resu
     // SAFETY: as in `alloc`.
     unsafe {
         match h.method {
-            Method::Plain | Method::Managed => ok(
-                d.sym::<unsafe extern "C" fn(u64) -> R>("cuMemFree_v2")?(h.addr),
-                "free",
-            )?,
+            Method::Plain | Method::Managed => {
+                ok(d.sym::<unsafe extern "C" fn(u64) -> R>("cuMemFree_v2")?(h.addr), "free")?
+            }
             Method::Async | Method::AsyncPtsz => {
-                let name = if matches!(h.method, Method::Async) {
-                    "cuMemFreeAsync"
-                } else {
-                    "cuMemFreeAsync_ptsz"
-                };
-                ok(
-                    d.sym::<unsafe extern "C" fn(u64, *mut c_void) -> R>(name)?(h.addr, null),
-                    name,
-                )?
+                let name =
+                    if matches!(h.method, Method::Async) { "cuMemFreeAsync" } else { "cuMemFreeAsync_ptsz" };
+                ok(d.sym::<unsafe extern "C" fn(u64, *mut c_void) -> R>(name)?(h.addr, null), name)?
             }
             Method::Vmm => {
                 let release: unsafe extern "C" fn(u64) -> R = d.sym("cuMemRelease")?;

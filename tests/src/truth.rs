@@ -51,12 +51,7 @@ impl Truth {
     /// A successful allocation of `kind` on `device`.
     pub fn allocated_as(&self, kind: &str, device: i32, bytes: u64) {
         self.allocated(bytes);
-        *self
-            .split
-            .lock()
-            .unwrap()
-            .entry(format!("{kind}:{device}"))
-            .or_default() += bytes;
+        *self.split.lock().unwrap().entry(format!("{kind}:{device}")).or_default() += bytes;
     }
 
     /// A successful free (or release) of what [`Self::allocated_as`] counted.

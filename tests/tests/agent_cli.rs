@@ -6,10 +6,7 @@ use gpumem_tests::harness::*;
 
 fn run_agent(args: &[&str]) -> (bool, String) {
     let out = Command::new(paths().agent).args(args).output().unwrap();
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    (out.status.success(), String::from_utf8_lossy(&out.stderr).into_owned())
 }
 
 #[test]
@@ -17,18 +14,9 @@ fn missing_libcuda_path_is_named_in_the_error() {
     if !privileged("missing_libcuda_path_is_named_in_the_error") {
         return;
     }
-    let (ok, err) = run_agent(&[
-        "run",
-        "--libcuda",
-        "/nonexistent/libcuda.so.1",
-        "--duration",
-        "1",
-    ]);
+    let (ok, err) = run_agent(&["run", "--libcuda", "/nonexistent/libcuda.so.1", "--duration", "1"]);
     assert!(!ok);
-    assert!(
-        err.contains("--libcuda /nonexistent/libcuda.so.1") && err.contains("No such file"),
-        "{err}"
-    );
+    assert!(err.contains("--libcuda /nonexistent/libcuda.so.1") && err.contains("No such file"), "{err}");
 }
 
 #[test]
@@ -42,20 +30,10 @@ fn a_library_that_is_not_a_driver_is_refused_by_name() {
         .expect("a libc to point gpumem at");
     let scratch = Scratch::new("notdriver");
     let sock = scratch.0.join("s.sock");
-    let (ok, err) = run_agent(&[
-        "run",
-        "--libcuda",
-        libc,
-        "--socket",
-        sock.to_str().unwrap(),
-        "--duration",
-        "1",
-    ]);
+    let (ok, err) =
+        run_agent(&["run", "--libcuda", libc, "--socket", sock.to_str().unwrap(), "--duration", "1"]);
     assert!(!ok);
-    assert!(
-        err.contains("lacks required driver symbol(s) cuMemAlloc_v2, cuMemFree_v2"),
-        "{err}"
-    );
+    assert!(err.contains("lacks required driver symbol(s) cuMemAlloc_v2, cuMemFree_v2"), "{err}");
 }
 
 #[test]
@@ -64,12 +42,7 @@ fn unprivileged_run_is_refused_naming_the_capabilities() {
         return;
     }
     let Ok(out) = Command::new("setpriv")
-        .args([
-            "--reuid=65534",
-            "--regid=65534",
-            "--clear-groups",
-            "--inh-caps=-all",
-        ])
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all"])
         .arg(paths().agent)
         .args(["run", "--duration", "1"])
         .output()

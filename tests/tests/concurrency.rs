@@ -15,24 +15,12 @@ fn random_mixed_families_across_threads_and_processes_add_up_exactly() {
     let agent = Agent::start(&[]);
     let (a, b) = (Cgroup::create("mix-a"), Cgroup::create("mix-b"));
     let spawn = |cg: &Cgroup, device: &str, seed: &str| {
-        let args = [
-            "--scenario",
-            "threads",
-            "--mix",
-            "--threads",
-            "4",
-            "--iterations",
-            "120",
-        ];
+        let args = ["--scenario", "threads", "--mix", "--threads", "4", "--iterations", "120"];
         let mut all: Vec<&str> = args.to_vec();
         all.extend(["--device", device, "--seed", seed, "--pause"]);
         Workload::spawn(&all, Some(cg), &[])
     };
-    let mut ws = vec![
-        (spawn(&a, "0", "11"), 0),
-        (spawn(&a, "1", "12"), 0),
-        (spawn(&b, "1", "13"), 1),
-    ];
+    let mut ws = vec![(spawn(&a, "0", "11"), 0), (spawn(&a, "1", "12"), 0), (spawn(&b, "1", "13"), 1)];
     for round in ["mixed", "drained"] {
         let mut held = [0u64; 2];
         let mut truths = Vec::new();
@@ -52,16 +40,7 @@ fn random_mixed_families_across_threads_and_processes_add_up_exactly() {
                 .unwrap()
                 .split
                 .iter()
-                .map(|x| {
-                    (
-                        format!(
-                            "{}:{}",
-                            x.kind,
-                            x.device.map_or("-".into(), |d| d.to_string())
-                        ),
-                        x.bytes,
-                    )
-                })
+                .map(|x| (format!("{}:{}", x.kind, x.device.map_or("-".into(), |d| d.to_string())), x.bytes))
                 .collect();
             assert_eq!(split, c.split, "process {} split at {round}", c.pid);
         }
@@ -75,9 +54,7 @@ fn random_mixed_families_across_threads_and_processes_add_up_exactly() {
     for (w, _) in ws {
         w.finish();
     }
-    let lines = agent.wait_for("every exit record", |l| {
-        pids.iter().all(|&p| count(l, p, "exit") == 1)
-    });
+    let lines = agent.wait_for("every exit record", |l| pids.iter().all(|&p| count(l, p, "exit") == 1));
     let s = agent.status();
     for p in pids {
         assert_process_holds(&s, p, 0);
@@ -85,9 +62,7 @@ fn random_mixed_families_across_threads_and_processes_add_up_exactly() {
     assert_cgroup_holds(&s, &a, 0);
     assert_cgroup_holds(&s, &b, 0);
     assert!(
-        !lines
-            .iter()
-            .any(|l| l["event"] == "dropped" && l["total"].as_u64() != Some(0)),
+        !lines.iter().any(|l| l["event"] == "dropped" && l["total"].as_u64() != Some(0)),
         "records were lost"
     );
 }

@@ -6,18 +6,12 @@ use gpumem_tests::harness::*;
 
 #[test]
 fn nvidia_cuda_bindings_is_traced_exactly_with_legacy_default_streams() {
-    traced_exactly(
-        "nvidia_cuda_bindings_is_traced_exactly_with_legacy_default_streams",
-        false,
-    );
+    traced_exactly("nvidia_cuda_bindings_is_traced_exactly_with_legacy_default_streams", false);
 }
 
 #[test]
 fn nvidia_cuda_bindings_is_traced_exactly_with_per_thread_default_streams() {
-    traced_exactly(
-        "nvidia_cuda_bindings_is_traced_exactly_with_per_thread_default_streams",
-        true,
-    );
+    traced_exactly("nvidia_cuda_bindings_is_traced_exactly_with_per_thread_default_streams", true);
 }
 
 fn traced_exactly(test: &str, per_thread: bool) {
@@ -38,10 +32,7 @@ fn traced_exactly(test: &str, per_thread: bool) {
     let mut cmd = Command::new(python);
     cmd.arg(p.root.join("tests/python/cuda_bindings_workload.py"))
         .arg("1")
-        .env(
-            "CUDA_PYTHON_CUDA_PER_THREAD_DEFAULT_STREAM",
-            if per_thread { "1" } else { "0" },
-        )
+        .env("CUDA_PYTHON_CUDA_PER_THREAD_DEFAULT_STREAM", if per_thread { "1" } else { "0" })
         .env("LD_LIBRARY_PATH", p.libcuda.parent().unwrap());
     let mut w = Workload::from_command(cmd, Some(&cg));
     let pid = w.pid();
@@ -57,26 +48,14 @@ fn traced_exactly(test: &str, per_thread: bool) {
             .filter(|l| l["pid"] == pid && matches!(l["event"].as_str(), Some("alloc" | "free")))
             .map(|l| l["api"].as_str().unwrap())
             .collect();
-        let mut expect = vec![
-            "cuMemAlloc_v2".to_string(),
-            format!("cuMemAllocAsync{suffix}"),
-        ];
+        let mut expect = vec!["cuMemAlloc_v2".to_string(), format!("cuMemAllocAsync{suffix}")];
         if name == "freed" {
-            expect.extend([
-                "cuMemFree_v2".to_string(),
-                format!("cuMemFreeAsync{suffix}"),
-            ]);
+            expect.extend(["cuMemFree_v2".to_string(), format!("cuMemFreeAsync{suffix}")]);
         }
         let expect: std::collections::BTreeSet<&str> = expect.iter().map(String::as_str).collect();
         assert_eq!(apis, expect, "the entry points cuGetProcAddress resolved");
-        for l in lines
-            .iter()
-            .filter(|l| l["pid"] == pid && l["event"] == "alloc")
-        {
-            assert_eq!(
-                l["device"], 1,
-                "the script made device 1's primary context current"
-            );
+        for l in lines.iter().filter(|l| l["pid"] == pid && l["event"] == "alloc") {
+            assert_eq!(l["device"], 1, "the script made device 1's primary context current");
         }
         w.resume();
     }

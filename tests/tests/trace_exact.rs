@@ -19,10 +19,7 @@ fn basic_workload_is_accounted_exactly_and_released_at_exit() {
         let s = agent.status();
         assert_process_holds(&s, pid, c.held);
         assert_cgroup_holds(&s, &cg, c.held);
-        assert_eq!(
-            proc_entry(&s, pid).unwrap().cgroup.as_deref(),
-            Some(cg.path.as_str())
-        );
+        assert_eq!(proc_entry(&s, pid).unwrap().cgroup.as_deref(), Some(cg.path.as_str()));
         w.resume();
     }
     w.finish();
@@ -34,18 +31,9 @@ fn basic_workload_is_accounted_exactly_and_released_at_exit() {
 
     // Every record carries the documented fields, and the stream's own
     // totals add up: the exit released what was still held.
-    let exit = lines
-        .iter()
-        .find(|l| l["event"] == "exit" && l["pid"] == pid)
-        .unwrap();
-    let allocs: Vec<_> = lines
-        .iter()
-        .filter(|l| l["event"] == "alloc" && l["pid"] == pid)
-        .collect();
-    let frees: Vec<_> = lines
-        .iter()
-        .filter(|l| l["event"] == "free" && l["pid"] == pid)
-        .collect();
+    let exit = lines.iter().find(|l| l["event"] == "exit" && l["pid"] == pid).unwrap();
+    let allocs: Vec<_> = lines.iter().filter(|l| l["event"] == "alloc" && l["pid"] == pid).collect();
+    let frees: Vec<_> = lines.iter().filter(|l| l["event"] == "free" && l["pid"] == pid).collect();
     let sum = |v: &[&serde_json::Value]| v.iter().map(|l| l["size"].as_u64().unwrap()).sum::<u64>();
     assert_eq!(exit["size"].as_u64().unwrap(), sum(&allocs) - sum(&frees));
     for l in allocs.iter().chain(frees.iter()) {
@@ -80,9 +68,7 @@ fn basic_workload_is_accounted_exactly_and_released_at_exit() {
     let (status, lines) = agent.stop();
     assert!(status.success(), "agent exit: {status}");
     assert!(
-        !lines
-            .iter()
-            .any(|l| l["event"] == "dropped" && l["total"].as_u64() != Some(0)),
+        !lines.iter().any(|l| l["event"] == "dropped" && l["total"].as_u64() != Some(0)),
         "records were lost"
     );
 }
@@ -96,26 +82,15 @@ fn failed_allocation_is_reported_and_charges_nothing() {
     let cg = Cgroup::create("oom");
     // A 10 MiB card, 3 MiB chunks: three fit, the fourth is refused.
     let env = [("SIMCUDA_CAPACITY", "10485760")];
-    let mut w = Workload::spawn(
-        &["--scenario", "oom", "--size", "3145728", "--pause"],
-        Some(&cg),
-        &env,
-    );
+    let mut w = Workload::spawn(&["--scenario", "oom", "--size", "3145728", "--pause"], Some(&cg), &env);
     let pid = w.pid();
     let full = w.checkpoint();
     assert_eq!((full.allocs, full.failed, full.held), (3, 1, 9 << 20));
     let lines = agent.wait_for_checkpoint(&full);
-    let failed = lines
-        .iter()
-        .find(|l| l["event"] == "alloc_failed" && l["pid"] == pid)
-        .unwrap();
+    let failed = lines.iter().find(|l| l["event"] == "alloc_failed" && l["pid"] == pid).unwrap();
     assert_eq!(failed["result"], 2, "CUDA_ERROR_OUT_OF_MEMORY");
     assert_eq!(failed["size"], 3145728);
-    assert_eq!(
-        failed["proc_total"],
-        9 << 20,
-        "the refused call charged nothing"
-    );
+    assert_eq!(failed["proc_total"], 9 << 20, "the refused call charged nothing");
     let s = agent.status();
     assert_process_holds(&s, pid, 9 << 20);
     assert_cgroup_holds(&s, &cg, 9 << 20);
@@ -138,26 +113,12 @@ fn threads_and_processes_in_two_cgroups_add_up_exactly() {
     let (a, b) = (Cgroup::create("team-a"), Cgroup::create("team-b"));
     let spawn = |cg: &Cgroup, seed: &str| {
         Workload::spawn(
-            &[
-                "--scenario",
-                "threads",
-                "--threads",
-                "4",
-                "--iterations",
-                "150",
-                "--seed",
-                seed,
-                "--pause",
-            ],
+            &["--scenario", "threads", "--threads", "4", "--iterations", "150", "--seed", seed, "--pause"],
             Some(cg),
             &[],
         )
     };
-    let mut ws = vec![
-        (spawn(&a, "1"), 0),
-        (spawn(&a, "2"), 0),
-        (spawn(&b, "3"), 1),
-    ];
+    let mut ws = vec![(spawn(&a, "1"), 0), (spawn(&a, "2"), 0), (spawn(&b, "3"), 1)];
     for round in ["mixed", "drained"] {
         let mut held = [0u64; 2];
         let mut truths = Vec::new();
@@ -184,9 +145,7 @@ fn threads_and_processes_in_two_cgroups_add_up_exactly() {
     for (w, _) in ws {
         w.finish();
     }
-    agent.wait_for("every exit record", |l| {
-        pids.iter().all(|&p| count(l, p, "exit") == 1)
-    });
+    agent.wait_for("every exit record", |l| pids.iter().all(|&p| count(l, p, "exit") == 1));
     let s = agent.status();
     for p in pids {
         assert_process_holds(&s, p, 0);
@@ -213,10 +172,7 @@ fn forked_child_holds_nothing_of_its_parent() {
         count(l, child.pid, "alloc") == child.allocs && count(l, child.pid, "exit") == 1
     });
     // The child's free of the parent's address matched nothing it held.
-    let untracked = lines
-        .iter()
-        .find(|l| l["event"] == "free" && l["pid"] == child.pid)
-        .unwrap();
+    let untracked = lines.iter().find(|l| l["event"] == "free" && l["pid"] == child.pid).unwrap();
     assert_eq!(untracked["flags"], serde_json::json!(["untracked"]));
     assert_eq!(untracked["size"], 0);
     agent.wait_for_checkpoint(&parent);
@@ -234,40 +190,51 @@ fn device_comes_from_the_threads_current_context() {
         return;
     }
     let agent = Agent::start(&[]);
-    let mut w = Workload::spawn(
-        &[
-            "--scenario",
-            "threads",
-            "--device",
-            "1",
-            "--threads",
-            "3",
-            "--pause",
-        ],
-        None,
-        &[],
-    );
+    let mut w =
+        Workload::spawn(&["--scenario", "threads", "--device", "1", "--threads", "3", "--pause"], None, &[]);
     let pid = w.pid();
     let c = w.checkpoint();
     let lines = agent.wait_for_checkpoint(&c);
-    let mine: Vec<_> = lines
-        .iter()
-        .filter(|l| l["pid"] == pid && l["event"] == "alloc")
-        .collect();
+    let mine: Vec<_> = lines.iter().filter(|l| l["pid"] == pid && l["event"] == "alloc").collect();
     assert!(!mine.is_empty());
     for l in &mine {
-        assert_eq!(
-            l["device"], 1,
-            "every thread set device 1's primary context current: {l}"
-        );
+        assert_eq!(l["device"], 1, "every thread set device 1's primary context current: {l}");
     }
     let s = agent.status();
     let split = &proc_entry(&s, pid).unwrap().split;
     assert_eq!(split.len(), 1, "{split:?}");
-    assert_eq!(
-        (split[0].device, split[0].kind.as_str(), split[0].bytes),
-        (Some(1), "device", c.held)
-    );
+    assert_eq!((split[0].device, split[0].kind.as_str(), split[0].bytes), (Some(1), "device", c.held));
+    w.resume();
+    let _ = w.checkpoint();
+    w.resume();
+    w.finish();
+}
+
+#[test]
+fn exec_releases_what_the_old_image_held() {
+    if !privileged("exec_releases_what_the_old_image_held") {
+        return;
+    }
+    let agent = Agent::start(&[]);
+    let cg = Cgroup::create("exec");
+    let mut w = Workload::spawn(&["--scenario", "exec", "--pause"], Some(&cg), &[]);
+    let pid = w.pid();
+    let before = w.checkpoint();
+    assert_eq!((before.checkpoint.as_str(), before.held), ("before-exec", 3 << 20));
+    agent.wait_for_checkpoint(&before);
+    assert_process_holds(&agent.status(), pid, 3 << 20);
+    w.resume();
+    // The same pid, a new image, its own truth (counts start again).
+    let after = w.checkpoint();
+    assert_eq!((after.checkpoint.as_str(), after.pid), ("allocated", pid));
+    let lines = agent.wait_for("the exec record and the new image's allocations", |l| {
+        count(l, pid, "exec") == 1 && count(l, pid, "alloc") == before.allocs + after.allocs
+    });
+    let exec = lines.iter().find(|l| l["pid"] == pid && l["event"] == "exec").unwrap();
+    assert_eq!(exec["size"], 3 << 20, "exec released what the old image held");
+    let s = agent.status();
+    assert_process_holds(&s, pid, after.held);
+    assert_cgroup_holds(&s, &cg, after.held);
     w.resume();
     let _ = w.checkpoint();
     w.resume();

@@ -45,12 +45,7 @@ pub fn build() -> anyhow::Result<Built> {
         bail!("the agent was built without its eBPF object (bpf-linker not found); see the warnings above");
     }
     let libcuda = install_simcuda(&target)?;
-    Ok(Built {
-        setup,
-        agent,
-        libcuda,
-        workload: target.join("debug/gpumem-workload"),
-    })
+    Ok(Built { setup, agent, libcuda, workload: target.join("debug/gpumem-workload") })
 }
 
 /// Puts the simulated driver where tests and the demo expect it, under the
@@ -61,8 +56,7 @@ fn install_simcuda(target: &std::path::Path) -> anyhow::Result<PathBuf> {
     let dir = target.join("simcuda");
     fs::create_dir_all(&dir)?;
     let dest = dir.join("libcuda.so.1");
-    if fs::read(&dest).ok()
-        == Some(fs::read(&built).with_context(|| format!("reading {}", built.display()))?)
+    if fs::read(&dest).ok() == Some(fs::read(&built).with_context(|| format!("reading {}", built.display()))?)
     {
         return Ok(dest);
     }

@@ -75,17 +75,11 @@ impl Job {
     ) -> anyhow::Result<Self> {
         let procs = cgroup.join("cgroup.procs");
         let mut c = Command::new(&built.workload);
-        c.arg("--libcuda")
-            .arg(&built.libcuda)
-            .args(args)
-            .arg("--pause")
-            .envs(env.iter().copied());
+        c.arg("--libcuda").arg(&built.libcuda).args(args).arg("--pause").envs(env.iter().copied());
         c.stdin(Stdio::piped()).stdout(Stdio::piped());
         // SAFETY: only a write to cgroup.procs between fork and exec.
         unsafe { c.pre_exec(move || std::fs::write(&procs, b"0")) };
-        let mut child = c
-            .spawn()
-            .with_context(|| format!("starting workload {name}"))?;
+        let mut child = c.spawn().with_context(|| format!("starting workload {name}"))?;
         let (tx, lines) = mpsc::channel();
         let out = child.stdout.take().unwrap();
         std::thread::spawn(move || {
@@ -170,14 +164,7 @@ pub fn demo() -> anyhow::Result<()> {
                 &built,
                 "trainer",
                 a.clone(),
-                &[
-                    "--scenario",
-                    "threads",
-                    "--threads",
-                    "2",
-                    "--iterations",
-                    "12",
-                ],
+                &["--scenario", "threads", "--threads", "2", "--iterations", "12"],
                 &[],
             )?,
             Job::start(&built, "notebook", a, &["--scenario", "basic"], &[])?,

@@ -7,10 +7,8 @@ use crate::util::{cmd, root, run, target_dir};
 
 pub fn lint() -> anyhow::Result<()> {
     crate::setup::setup()?;
-    run(cmd("cargo")
-        .current_dir(root())
-        .args(["fmt", "--all", "--check"]))
-    .context("formatting differs: run `cargo fmt --all`")?;
+    run(cmd("cargo").current_dir(root()).args(["fmt", "--all", "--check"]))
+        .context("formatting differs: run `cargo fmt --all`")?;
     run(cmd("cargo").current_dir(root()).args([
         "clippy",
         "-q",
@@ -46,9 +44,6 @@ pub fn lint() -> anyhow::Result<()> {
         .arg("--target-dir")
         .arg(target_dir().join("ebpf-clippy"))
         .args(["--", "-D", "warnings"])
-        .env(
-            "CARGO_ENCODED_RUSTFLAGS",
-            "--cfg=bpf_target_arch=\"x86_64\"\x1f-Ctarget-cpu=v3",
-        ))
+        .env("CARGO_ENCODED_RUSTFLAGS", "--cfg=bpf_target_arch=\"x86_64\"\x1f-Ctarget-cpu=v3"))
     .context("clippy on the eBPF crate")
 }

@@ -53,10 +53,7 @@ fn nightly_sysroot() -> anyhow::Result<PathBuf> {
 }
 
 fn ensure_rust_src(sysroot: &std::path::Path) -> anyhow::Result<()> {
-    if sysroot
-        .join("lib/rustlib/src/rust/library/core/Cargo.toml")
-        .exists()
-    {
+    if sysroot.join("lib/rustlib/src/rust/library/core/Cargo.toml").exists() {
         return Ok(());
     }
     eprintln!("xtask: adding rust-src to the nightly toolchain");
@@ -71,20 +68,12 @@ pub fn nightly_llvm(sysroot: &std::path::Path) -> anyhow::Result<(String, u32)> 
         .with_context(|| format!("reading {}", lib.display()))?
         .flatten()
         .filter_map(|e| e.file_name().into_string().ok())
-        .filter(|n| {
-            n.starts_with("libLLVM.so.") || (n.starts_with("libLLVM-") && n.ends_with(".so"))
-        })
+        .filter(|n| n.starts_with("libLLVM.so.") || (n.starts_with("libLLVM-") && n.ends_with(".so")))
         .collect();
     names.sort();
-    let name = names
-        .into_iter()
-        .find(|n| n.starts_with("libLLVM.so."))
-        .with_context(|| {
-            format!(
-                "no libLLVM.so.* in {}: is the nightly toolchain complete?",
-                lib.display()
-            )
-        })?;
+    let name = names.into_iter().find(|n| n.starts_with("libLLVM.so.")).with_context(|| {
+        format!("no libLLVM.so.* in {}: is the nightly toolchain complete?", lib.display())
+    })?;
     let major = name
         .trim_start_matches("libLLVM.so.")
         .split(['.', '-'])
@@ -112,14 +101,7 @@ fn ensure_bpf_linker(sysroot: &std::path::Path) -> anyhow::Result<()> {
             .with_context(|| format!("linking {} into {}", real.display(), prefix_lib.display()))?;
     }
     run(cmd("cargo")
-        .args([
-            "install",
-            "--force",
-            "bpf-linker",
-            "--version",
-            BPF_LINKER_VERSION,
-            "--no-default-features",
-        ])
+        .args(["install", "--force", "bpf-linker", "--version", BPF_LINKER_VERSION, "--no-default-features"])
         .args(["--features", &format!("llvm-{major}")])
         .env("LLVM_PREFIX", &prefix))
     .context("building bpf-linker")?;
@@ -138,25 +120,13 @@ fn ensure_venv() -> anyhow::Result<PathBuf> {
     }
     eprintln!("xtask: creating {} with {CUDA_BINDINGS}", venv.display());
     let _ = fs::remove_dir_all(&venv);
-    let host_python = ["python3", "python"].into_iter().find(|p| {
-        cmd(p)
-            .arg("--version")
-            .output()
-            .is_ok_and(|o| o.status.success())
-    });
-    let Some(host_python) = host_python else {
-        bail!("no python3 found to make the cuda-bindings venv")
-    };
+    let host_python = ["python3", "python"]
+        .into_iter()
+        .find(|p| cmd(p).arg("--version").output().is_ok_and(|o| o.status.success()));
+    let Some(host_python) = host_python else { bail!("no python3 found to make the cuda-bindings venv") };
     run(cmd(host_python).arg("-m").arg("venv").arg(&venv)).context("creating the venv")?;
-    run(cmd(&python).args([
-        "-m",
-        "pip",
-        "install",
-        "--quiet",
-        "--disable-pip-version-check",
-        CUDA_BINDINGS,
-    ]))
-    .context("installing cuda-bindings")?;
+    run(cmd(&python).args(["-m", "pip", "install", "--quiet", "--disable-pip-version-check", CUDA_BINDINGS]))
+        .context("installing cuda-bindings")?;
     fs::write(&marker, CUDA_BINDINGS)?;
     Ok(python)
 }

@@ -50,16 +50,9 @@ impl Tally {
 
 /// Runs `cargo test ARGS`, echoing its output and counting results; Ok(true)
 /// when cargo succeeded.
-fn cargo_test(
-    args: &[&str],
-    envs: &[(&str, &std::ffi::OsStr)],
-    tally: &mut Tally,
-) -> anyhow::Result<bool> {
+fn cargo_test(args: &[&str], envs: &[(&str, &std::ffi::OsStr)], tally: &mut Tally) -> anyhow::Result<bool> {
     let mut c = cmd("cargo");
-    c.current_dir(root())
-        .arg("test")
-        .args(args)
-        .stdout(Stdio::piped());
+    c.current_dir(root()).arg("test").args(args).stdout(Stdio::piped());
     for (k, v) in envs {
         c.env(k, v);
     }
@@ -102,22 +95,11 @@ pub fn test() -> anyhow::Result<()> {
     }
     let python = built.setup.python.into_os_string();
     let e2e_ok = cargo_test(
-        &[
-            "-p",
-            "gpumem-tests",
-            "--test",
-            "*",
-            "--",
-            "--test-threads=1",
-        ],
+        &["-p", "gpumem-tests", "--test", "*", "--", "--test-threads=1"],
         &[("GPUMEM_PYTHON", &python)],
         &mut tally,
     )?;
-    let skipped = if tally.skipped > 0 {
-        format!(", {} skipped", tally.skipped)
-    } else {
-        String::new()
-    };
+    let skipped = if tally.skipped > 0 { format!(", {} skipped", tally.skipped) } else { String::new() };
     println!("{} passed, {} failed{skipped}", tally.passed, tally.failed);
     if !unit_ok || !e2e_ok || tally.failed > 0 {
         anyhow::bail!("tests failed");
@@ -135,19 +117,14 @@ mod tests {
     #[test]
     fn tallies_libtest_summaries_and_skips() {
         let mut t = Tally::default();
-        t.line("test result: ok. 22 passed; 0 failed; 1 ignored; 0 measured; 0 filtered out; finished in 0.01s");
-        t.line("test result: FAILED. 3 passed; 2 failed; 0 ignored; 0 measured; 0 filtered out; finished in 1s");
+        t.line(
+            "test result: ok. 22 passed; 0 failed; 1 ignored; 0 measured; 0 filtered out; finished in 0.01s",
+        );
+        t.line(
+            "test result: FAILED. 3 passed; 2 failed; 0 ignored; 0 measured; 0 filtered out; finished in 1s",
+        );
         t.line("SKIPPED some_test: needs root");
         t.line("test foo ... ok");
-        assert_eq!(
-            t,
-            Tally {
-                passed: 25,
-                failed: 2,
-                ignored: 1,
-                skipped: 1,
-                runs: 2
-            }
-        );
+        assert_eq!(t, Tally { passed: 25, failed: 2, ignored: 1, skipped: 1, runs: 2 });
     }
 }

@@ -9,22 +9,15 @@ use anyhow::{bail, Context};
 
 /// The workspace root.
 pub fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("xtask lives in the workspace")
-        .to_path_buf()
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("xtask lives in the workspace").to_path_buf()
 }
 
 pub fn target_dir() -> PathBuf {
-    std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root().join("target"))
+    std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| root().join("target"))
 }
 
 pub fn home() -> PathBuf {
-    std::env::var_os("HOME")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("/root"))
+    std::env::var_os("HOME").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("/root"))
 }
 
 /// Where set-up keeps what it builds outside the repository.
@@ -33,10 +26,7 @@ pub fn cache_dir() -> PathBuf {
 }
 
 pub fn cargo_bin() -> PathBuf {
-    std::env::var_os("CARGO_HOME")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| home().join(".cargo"))
-        .join("bin")
+    std::env::var_os("CARGO_HOME").map(PathBuf::from).unwrap_or_else(|| home().join(".cargo")).join("bin")
 }
 
 /// PATH with cargo's bin directory first (where bpf-linker is installed),
@@ -69,11 +59,7 @@ pub fn run(c: &mut Command) -> anyhow::Result<()> {
 pub fn output(c: &mut Command) -> anyhow::Result<String> {
     let out = c.output().with_context(|| format!("starting {c:?}"))?;
     if !out.status.success() {
-        bail!(
-            "{c:?} failed: {}\n{}",
-            out.status,
-            String::from_utf8_lossy(&out.stderr)
-        );
+        bail!("{c:?} failed: {}\n{}", out.status, String::from_utf8_lossy(&out.stderr));
     }
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
@@ -83,9 +69,7 @@ pub fn is_root() -> bool {
     std::fs::read_to_string("/proc/self/status")
         .ok()
         .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("Uid:"))
-                .map(|l| l.split_whitespace().nth(2) == Some("0"))
+            s.lines().find(|l| l.starts_with("Uid:")).map(|l| l.split_whitespace().nth(2) == Some("0"))
         })
         .unwrap_or(false)
 }

@@ -27,10 +27,7 @@ pub const SEARCH_DIRS: &[&str] = &[
 #[derive(Debug, thiserror::Error)]
 pub enum DiscoverError {
     #[error("--libcuda {path}")]
-    Explicit {
-        path: String,
-        source: std::io::Error,
-    },
+    Explicit { path: String, source: std::io::Error },
     #[error(
         "no libcuda.so* found: searched the ldconfig cache, {dirs} and the memory maps of running processes; \
          install the NVIDIA driver or pass --libcuda PATH"
@@ -62,11 +59,7 @@ impl LibrarySet {
         if !self.seen.insert((meta.dev(), meta.ino())) {
             return Ok(None);
         }
-        self.libs.push(Library {
-            path: path.to_path_buf(),
-            dev: meta.dev(),
-            ino: meta.ino(),
-        });
+        self.libs.push(Library { path: path.to_path_buf(), dev: meta.dev(), ino: meta.ino() });
         Ok(self.libs.last())
     }
 
@@ -79,10 +72,7 @@ impl LibrarySet {
 pub fn explicit(paths: &[PathBuf]) -> Result<LibrarySet, DiscoverError> {
     let mut set = LibrarySet::default();
     for p in paths {
-        set.add(p).map_err(|source| DiscoverError::Explicit {
-            path: p.display().to_string(),
-            source,
-        })?;
+        set.add(p).map_err(|source| DiscoverError::Explicit { path: p.display().to_string(), source })?;
     }
     Ok(set)
 }
@@ -93,12 +83,7 @@ pub fn discover() -> Result<LibrarySet, DiscoverError> {
     let mut candidates: Vec<PathBuf> = ldconfig_paths();
     for dir in SEARCH_DIRS {
         if let Ok(entries) = std::fs::read_dir(dir) {
-            candidates.extend(
-                entries
-                    .flatten()
-                    .map(|e| e.path())
-                    .filter(|p| is_libcuda(p)),
-            );
+            candidates.extend(entries.flatten().map(|e| e.path()).filter(|p| is_libcuda(p)));
         }
     }
     candidates.extend(mapped_paths());
@@ -107,9 +92,7 @@ pub fn discover() -> Result<LibrarySet, DiscoverError> {
         let _ = set.add(&path);
     }
     if set.libs.is_empty() {
-        return Err(DiscoverError::NotFound {
-            dirs: SEARCH_DIRS.join(", "),
-        });
+        return Err(DiscoverError::NotFound { dirs: SEARCH_DIRS.join(", ") });
     }
     Ok(set)
 }
@@ -124,8 +107,7 @@ fn ldconfig_paths() -> Vec<PathBuf> {
     let out = ["/sbin/ldconfig", "/usr/sbin/ldconfig", "ldconfig"]
         .iter()
         .find_map(|cmd| Command::new(cmd).arg("-p").output().ok());
-    out.map(|o| parse_ldconfig(&String::from_utf8_lossy(&o.stdout)))
-        .unwrap_or_default()
+    out.map(|o| parse_ldconfig(&String::from_utf8_lossy(&o.stdout))).unwrap_or_default()
 }
 
 /// Paths of `libcuda.so*` in `ldconfig -p` output.
@@ -145,10 +127,7 @@ pub fn mapped_paths() -> Vec<PathBuf> {
     let mut out = Vec::new();
     for entry in procs.flatten() {
         let name = entry.file_name();
-        let Some(pid) = name
-            .to_str()
-            .filter(|s| s.bytes().all(|b| b.is_ascii_digit()))
-        else {
+        let Some(pid) = name.to_str().filter(|s| s.bytes().all(|b| b.is_ascii_digit())) else {
             continue;
         };
         let Ok(maps) = std::fs::read_to_string(format!("/proc/{pid}/maps")) else {
@@ -187,23 +166,16 @@ mod tests {
             \tlibcudart.so.12 (libc6,x86-64) => /usr/local/cuda/lib64/libcudart.so.12\n\
             \tlibcuda.so.1 (libc6,x86-64) => /usr/lib/x86_64-linux-gnu/libcuda.so.1\n\
             \tlibcuda.so (libc6,x86-64) => /usr/local/cuda/lib64/stubs/libcuda.so\n";
-        assert_eq!(
-            parse_ldconfig(text),
-            vec![PathBuf::from("/usr/lib/x86_64-linux-gnu/libcuda.so.1")]
-        );
+        assert_eq!(parse_ldconfig(text), vec![PathBuf::from("/usr/lib/x86_64-linux-gnu/libcuda.so.1")]);
     }
 
     #[test]
     fn maps_lines_yield_each_library_once() {
-        let text =
-            "7f00-7f10 r--p 00000000 08:01 1234 /usr/lib/x86_64-linux-gnu/libcuda.so.535.1\n\
+        let text = "7f00-7f10 r--p 00000000 08:01 1234 /usr/lib/x86_64-linux-gnu/libcuda.so.535.1\n\
             7f10-7f20 r-xp 00010000 08:01 1234 /usr/lib/x86_64-linux-gnu/libcuda.so.535.1\n\
             7f20-7f30 r-xp 00000000 08:01 99 /usr/lib/x86_64-linux-gnu/libc.so.6\n\
             7f30-7f40 rw-p 00000000 00:00 0 \n";
-        assert_eq!(
-            parse_maps(text),
-            vec![PathBuf::from("/usr/lib/x86_64-linux-gnu/libcuda.so.535.1")]
-        );
+        assert_eq!(parse_maps(text), vec![PathBuf::from("/usr/lib/x86_64-linux-gnu/libcuda.so.535.1")]);
     }
 
     #[test]

@@ -35,11 +35,7 @@ impl KernelMaps {
 
     /// Bytes held per process, as the kernel counts them.
     pub fn processes(&self) -> HashMap<u32, u64> {
-        self.procs
-            .iter()
-            .flatten()
-            .map(|(tgid, u)| (tgid, u.bytes))
-            .collect()
+        self.procs.iter().flatten().map(|(tgid, u)| (tgid, u.bytes)).collect()
     }
 
     /// Bytes held per cgroup id, as the kernel counts them.
@@ -49,10 +45,7 @@ impl KernelMaps {
 
     pub fn stats(&self) -> Stats {
         let sum = |i: u32| -> u64 {
-            self.stats
-                .get(&i, 0)
-                .map(|v| v.iter().copied().fold(0u64, u64::wrapping_add))
-                .unwrap_or(0)
+            self.stats.get(&i, 0).map(|v| v.iter().copied().fold(0u64, u64::wrapping_add)).unwrap_or(0)
         };
         Stats {
             ringbuf_drops: sum(stat::RINGBUF_DROPS),

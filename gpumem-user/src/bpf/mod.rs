@@ -39,17 +39,14 @@ pub enum BpfError {
     NoObject,
     #[error("loading the eBPF object failed")]
     Load(#[source] Box<EbpfError>),
-    #[error("the eBPF object has no program `{0}` (the object and the agent were built from different sources)")]
-    MissingProgram(&'static str),
     #[error(
-        "loading eBPF program `{name}` failed (gpumem needs kernel 5.15 or newer with uprobes)"
+        "the eBPF object has no program `{0}` (the object and the agent were built from different sources)"
     )]
-    Program {
-        name: &'static str,
-        source: Box<ProgramError>,
-    },
-    #[error("attaching the raw tracepoint sched_process_exit failed")]
-    Tracepoint(#[source] Box<ProgramError>),
+    MissingProgram(&'static str),
+    #[error("loading eBPF program `{name}` failed (gpumem needs kernel 5.15 or newer with uprobes)")]
+    Program { name: &'static str, source: Box<ProgramError> },
+    #[error("attaching the raw tracepoint {tracepoint} failed")]
+    Tracepoint { tracepoint: &'static str, source: Box<ProgramError> },
     #[error(transparent)]
     Symbols(#[from] SymbolError),
     #[error(
@@ -58,19 +55,11 @@ pub enum BpfError {
     )]
     MissingRequired { path: String, symbols: String },
     #[error("attaching `{program}` to {symbol} in {path} failed")]
-    Attach {
-        program: &'static str,
-        symbol: &'static str,
-        path: String,
-        source: Box<ProgramError>,
-    },
+    Attach { program: &'static str, symbol: &'static str, path: String, source: Box<ProgramError> },
     #[error("the eBPF object has no map `{0}`")]
     MissingMap(&'static str),
     #[error("opening map `{name}` failed")]
-    Map {
-        name: &'static str,
-        source: Box<aya::maps::MapError>,
-    },
+    Map { name: &'static str, source: Box<aya::maps::MapError> },
 }
 
 /// What attaching to one library did.
@@ -92,7 +81,7 @@ type Link = (&'static str, UProbeLinkId);
 pub struct Tracer {
     ebpf: Ebpf,
     links: Vec<(Library, Vec<Link>)>,
-    _exit_link: RawTracePointLinkId,
+    _tracepoint_links: Vec<RawTracePointLinkId>,
 }
 
 impl Tracer {
@@ -101,44 +90,29 @@ impl Tracer {
         if OBJECT.is_empty() {
             return Err(BpfError::NoObject);
         }
-        let mut ebpf = EbpfLoader::new()
-            .load(OBJECT)
-            .map_err(|e| BpfError::Load(Box::new(e)))?;
+        let mut ebpf = EbpfLoader::new().load(OBJECT).map_err(|e| BpfError::Load(Box::new(e)))?;
         for name in probes::programs() {
             let prog: &mut UProbe = ebpf
                 .program_mut(name)
                 .ok_or(BpfError::MissingProgram(name))?
                 .try_into()
-                .map_err(|e| BpfError::Program {
-                    name,
-                    source: Box::new(e),
-                })?;
-            prog.load().map_err(|e| BpfError::Program {
-                name,
-                source: Box::new(e),
-            })?;
+                .map_err(|e| BpfError::Program { name, source: Box::new(e) })?;
+            prog.load().map_err(|e| BpfError::Program { name, source: Box::new(e) })?;
         }
-        let name = probes::EXIT_PROGRAM;
-        let exit: &mut RawTracePoint = ebpf
-            .program_mut(name)
-            .ok_or(BpfError::MissingProgram(name))?
-            .try_into()
-            .map_err(|e| BpfError::Program {
-                name,
-                source: Box::new(e),
-            })?;
-        exit.load().map_err(|e| BpfError::Program {
-            name,
-            source: Box::new(e),
-        })?;
-        let exit_link = exit
-            .attach(probes::EXIT_TRACEPOINT)
-            .map_err(|e| BpfError::Tracepoint(Box::new(e)))?;
-        Ok(Self {
-            ebpf,
-            links: Vec::new(),
-            _exit_link: exit_link,
-        })
+        let mut tracepoint_links = Vec::new();
+        for &(name, tracepoint) in probes::TRACEPOINTS {
+            let prog: &mut RawTracePoint = ebpf
+                .program_mut(name)
+                .ok_or(BpfError::MissingProgram(name))?
+                .try_into()
+                .map_err(|e| BpfError::Program { name, source: Box::new(e) })?;
+            prog.load().map_err(|e| BpfError::Program { name, source: Box::new(e) })?;
+            let link = prog
+                .attach(tracepoint)
+                .map_err(|e| BpfError::Tracepoint { tracepoint, source: Box::new(e) })?;
+            tracepoint_links.push(link);
+        }
+        Ok(Self { ebpf, links: Vec::new(), _tracepoint_links: tracepoint_links })
     }
 
     /// Attaches every probe-table row to `lib`. On failure nothing of this
@@ -152,10 +126,7 @@ impl Tracer {
             .map(|p| p.symbol)
             .collect();
         if !missing_required.is_empty() {
-            return Err(BpfError::MissingRequired {
-                path,
-                symbols: missing_required.join(", "),
-            });
+            return Err(BpfError::MissingRequired { path, symbols: missing_required.join(", ") });
         }
         let mut report = AttachReport {
             library: lib.clone(),
@@ -239,11 +210,7 @@ impl Tracer {
 
     /// Detaches every probe from libraries whose file no longer exists.
     pub fn detach_library(&mut self, dev: u64, ino: u64) -> bool {
-        let Some(i) = self
-            .links
-            .iter()
-            .position(|(l, _)| l.dev == dev && l.ino == ino)
-        else {
+        let Some(i) = self.links.iter().position(|(l, _)| l.dev == dev && l.ino == ino) else {
             return false;
         };
         let (_, links) = self.links.remove(i);
@@ -261,9 +228,6 @@ impl Tracer {
         M: TryFrom<aya::maps::Map, Error = aya::maps::MapError>,
     {
         let map = self.ebpf.take_map(name).ok_or(BpfError::MissingMap(name))?;
-        M::try_from(map).map_err(|e| BpfError::Map {
-            name,
-            source: Box::new(e),
-        })
+        M::try_from(map).map_err(|e| BpfError::Map { name, source: Box::new(e) })
     }
 }

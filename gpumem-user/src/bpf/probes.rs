@@ -31,26 +31,12 @@ pub struct Probe {
 
 const fn row(symbol: &'static str, family: Family, api: u32, kind: u32, need: Need) -> Probe {
     let (entry, ret) = family.programs();
-    Probe {
-        symbol,
-        family,
-        entry,
-        ret,
-        api,
-        kind,
-        need,
-    }
+    Probe { symbol, family, entry, ret, api, kind, need }
 }
 
 /// A context-making call whose device is argument `dev_arg`.
 const fn ctx_row(symbol: &'static str, api: u32, dev_arg: u8) -> Probe {
-    row(
-        symbol,
-        Family::CtxOut { dev_arg },
-        api,
-        kind::CONTEXT,
-        Need::Optional,
-    )
+    row(symbol, Family::CtxOut { dev_arg }, api, kind::CONTEXT, Need::Optional)
 }
 
 /// Argument shapes, each served by one entry/return program pair.
@@ -174,9 +160,10 @@ pub const PROBES: &[Probe] = &[
     row("cuDevicePrimaryCtxRelease_v2",   Call,         id::DEVICE_PRIMARY_CTX_RELEASE_V2,    kind::CONTEXT, Optional),
 ];
 
-/// The raw tracepoint that uncharges exiting processes.
-pub const EXIT_PROGRAM: &str = "process_exit";
-pub const EXIT_TRACEPOINT: &str = "sched_process_exit";
+/// Raw tracepoints (program, tracepoint) that uncharge processes whose
+/// driver state is gone: exit and exec.
+pub const TRACEPOINTS: &[(&str, &str)] =
+    &[("process_exit", "sched_process_exit"), ("process_exec", "sched_process_exec")];
 
 /// Names of every program in the object, each loaded once.
 pub fn programs() -> Vec<&'static str> {
@@ -195,12 +182,7 @@ mod tests {
         let mut seen = std::collections::HashSet::new();
         for p in PROBES {
             assert!(seen.insert(p.symbol), "{} listed twice", p.symbol);
-            assert_eq!(
-                id::name(p.api),
-                p.symbol,
-                "api id of {} names another symbol",
-                p.symbol
-            );
+            assert_eq!(id::name(p.api), p.symbol, "api id of {} names another symbol", p.symbol);
         }
     }
 

@@ -11,10 +11,7 @@ use object::{Object, ObjectSection, ObjectSymbol, SymbolKind};
 #[derive(Debug, thiserror::Error)]
 pub enum SymbolError {
     #[error("cannot read {path}")]
-    Read {
-        path: String,
-        source: std::io::Error,
-    },
+    Read { path: String, source: std::io::Error },
     #[error("{path} is not an ELF shared object gpumem can read")]
     Parse { path: String, source: object::Error },
 }
@@ -27,14 +24,9 @@ pub struct SymbolOffsets {
 
 impl SymbolOffsets {
     pub fn load(path: &Path) -> Result<Self, SymbolError> {
-        let data = std::fs::read(path).map_err(|source| SymbolError::Read {
-            path: path.display().to_string(),
-            source,
-        })?;
-        Self::parse(&data).map_err(|source| SymbolError::Parse {
-            path: path.display().to_string(),
-            source,
-        })
+        let data = std::fs::read(path)
+            .map_err(|source| SymbolError::Read { path: path.display().to_string(), source })?;
+        Self::parse(&data).map_err(|source| SymbolError::Parse { path: path.display().to_string(), source })
     }
 
     pub fn parse(data: &[u8]) -> Result<Self, object::Error> {
@@ -55,10 +47,8 @@ impl SymbolOffsets {
             let Some((file_start, _)) = section.file_range() else {
                 continue;
             };
-            let Some(offset) = sym
-                .address()
-                .checked_sub(section.address())
-                .and_then(|d| d.checked_add(file_start))
+            let Some(offset) =
+                sym.address().checked_sub(section.address()).and_then(|d| d.checked_add(file_start))
             else {
                 continue;
             };
@@ -87,15 +77,11 @@ mod tests {
     #[test]
     fn finds_exported_functions_of_a_real_library() {
         // libc is on every machine that runs these tests.
-        let libc = [
-            "/lib/x86_64-linux-gnu/libc.so.6",
-            "/usr/lib64/libc.so.6",
-            "/lib64/libc.so.6",
-        ]
-        .into_iter()
-        .map(Path::new)
-        .find(|p| p.exists())
-        .expect("no libc.so.6 found to test symbol resolution on");
+        let libc = ["/lib/x86_64-linux-gnu/libc.so.6", "/usr/lib64/libc.so.6", "/lib64/libc.so.6"]
+            .into_iter()
+            .map(Path::new)
+            .find(|p| p.exists())
+            .expect("no libc.so.6 found to test symbol resolution on");
         let syms = SymbolOffsets::load(libc).unwrap();
         let malloc = syms.offset("malloc").expect("malloc in libc");
         assert!(malloc > 0);

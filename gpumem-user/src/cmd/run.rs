@@ -25,11 +25,8 @@ pub const READY: &str = "gpumem: ready";
 pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     privileges::check()?;
     raise_memlock();
-    let libs = if args.libcuda.is_empty() {
-        discover::discover()?
-    } else {
-        discover::explicit(&args.libcuda)?
-    };
+    let libs =
+        if args.libcuda.is_empty() { discover::discover()? } else { discover::explicit(&args.libcuda)? };
     let sink = open_sink(args.output.as_deref(), args.format)?;
 
     let mut tracer = Tracer::load()?;
@@ -59,8 +56,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     };
     tokio::pin!(deadline);
     let mut stats_tick = tokio::time::interval(Duration::from_secs(1));
-    let mut usage_tick =
-        tokio::time::interval(Duration::from_secs_f64(args.interval.unwrap_or(3600.0)));
+    let mut usage_tick = tokio::time::interval(Duration::from_secs_f64(args.interval.unwrap_or(3600.0)));
     usage_tick.tick().await; // the first tick is immediate; usage starts one interval in
     eprintln!("gpumem: control socket {}", args.socket.display());
     eprintln!("{READY}");
@@ -97,9 +93,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     result?;
     drain(ring.get_mut(), &mut agent)?;
     agent.check_stats()?;
-    agent
-        .write_usage()
-        .context("writing the final usage records")?;
+    agent.write_usage().context("writing the final usage records")?;
     tracer.detach_all();
     drop(tracer);
     eprintln!("gpumem: detached");
@@ -115,12 +109,8 @@ fn drain(ring: &mut RingBuf<MapData>, agent: &mut Agent) -> anyhow::Result<()> {
 
 fn answer(agent: &mut Agent, command: &str) -> String {
     match command {
-        "status" => {
-            serde_json::to_string(&agent.status()).unwrap_or_else(|e| error_json(&e.to_string()))
-        }
-        other => error_json(&format!(
-            "unknown command `{other}`; this agent answers `status`"
-        )),
+        "status" => serde_json::to_string(&agent.status()).unwrap_or_else(|e| error_json(&e.to_string())),
+        other => error_json(&format!("unknown command `{other}`; this agent answers `status`")),
     }
 }
 
@@ -154,27 +144,17 @@ fn say_attached(r: &AttachReport) {
         r.library.ino
     );
     if !r.missing.is_empty() {
-        eprintln!(
-            "gpumem: {} does not export (skipped): {}",
-            r.library.path.display(),
-            r.missing.join(", ")
-        );
+        eprintln!("gpumem: {} does not export (skipped): {}", r.library.path.display(), r.missing.join(", "));
     }
     for (alias, first) in &r.aliases {
-        eprintln!(
-            "gpumem: {alias} is an alias of {first} in {}: probed once",
-            r.library.path.display()
-        );
+        eprintln!("gpumem: {alias} is an alias of {first} in {}: probed once", r.library.path.display());
     }
 }
 
 /// Older kernels charge BPF maps to RLIMIT_MEMLOCK; newer ones to the memory
 /// cgroup. Raising it may be refused (no CAP_SYS_RESOURCE): harmless there.
 fn raise_memlock() {
-    let lim = libc::rlimit {
-        rlim_cur: libc::RLIM_INFINITY,
-        rlim_max: libc::RLIM_INFINITY,
-    };
+    let lim = libc::rlimit { rlim_cur: libc::RLIM_INFINITY, rlim_max: libc::RLIM_INFINITY };
     // SAFETY: valid pointer to an rlimit.
     unsafe { libc::setrlimit(libc::RLIMIT_MEMLOCK, &lim) };
 }

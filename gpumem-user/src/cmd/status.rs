@@ -8,10 +8,7 @@ pub async fn status(args: StatusArgs) -> anyhow::Result<()> {
         return Ok(());
     }
     println!("libcuda: {}", report.libraries.join(", "));
-    println!(
-        "records: {}   lost in kernel: {}",
-        report.records, report.dropped
-    );
+    println!("records: {}   lost in kernel: {}", report.records, report.dropped);
     println!();
     println!("{:<36} {:>14} {:>14}", "CGROUP", "HELD", "KERNEL");
     for c in &report.cgroups {
@@ -23,10 +20,7 @@ pub async fn status(args: StatusArgs) -> anyhow::Result<()> {
         );
     }
     println!();
-    println!(
-        "{:>8} {:<16} {:<28} {:>14} {:>14}",
-        "PID", "COMM", "CGROUP", "HELD", "KERNEL"
-    );
+    println!("{:>8} {:<16} {:<28} {:>14} {:>14}", "PID", "COMM", "CGROUP", "HELD", "KERNEL");
     for p in &report.processes {
         println!(
             "{:>8} {:<16} {:<28} {:>14} {:>14}",

@@ -22,18 +22,12 @@ pub struct CgroupResolver {
 impl CgroupResolver {
     /// A resolver over the host's cgroup2 mount (none: paths stay unknown).
     pub fn new() -> Self {
-        let root = std::fs::read_to_string("/proc/self/mountinfo")
-            .ok()
-            .and_then(|m| cgroup2_mount(&m));
+        let root = std::fs::read_to_string("/proc/self/mountinfo").ok().and_then(|m| cgroup2_mount(&m));
         Self::with_root(root)
     }
 
     pub fn with_root(root: Option<PathBuf>) -> Self {
-        Self {
-            root,
-            paths: HashMap::new(),
-            last_scan: None,
-        }
+        Self { root, paths: HashMap::new(), last_scan: None }
     }
 
     pub fn root(&self) -> Option<&Path> {
@@ -64,12 +58,8 @@ impl CgroupResolver {
             let Ok(meta) = std::fs::metadata(&dir) else {
                 continue;
             };
-            let rel = dir
-                .strip_prefix(&root)
-                .map(|r| format!("/{}", r.display()))
-                .unwrap_or_default();
-            self.paths
-                .insert(meta.ino(), if rel == "/" { "/".into() } else { rel });
+            let rel = dir.strip_prefix(&root).map(|r| format!("/{}", r.display())).unwrap_or_default();
+            self.paths.insert(meta.ino(), if rel == "/" { "/".into() } else { rel });
             let Ok(entries) = std::fs::read_dir(&dir) else {
                 continue;
             };
@@ -113,15 +103,9 @@ mod tests {
         let hybrid = "25 24 0:22 / /sys/fs/cgroup ro,nosuid - tmpfs tmpfs ro,mode=755\n\
             26 25 0:23 / /sys/fs/cgroup/unified rw,nosuid,nodev - cgroup2 cgroup2 rw,nsdelegate\n\
             27 25 0:24 / /sys/fs/cgroup/memory rw - cgroup cgroup rw,memory\n";
-        assert_eq!(
-            cgroup2_mount(hybrid),
-            Some(PathBuf::from("/sys/fs/cgroup/unified"))
-        );
+        assert_eq!(cgroup2_mount(hybrid), Some(PathBuf::from("/sys/fs/cgroup/unified")));
         let unified = "30 1 0:26 / /sys/fs/cgroup rw,nosuid shared:4 - cgroup2 cgroup2 rw\n";
-        assert_eq!(
-            cgroup2_mount(unified),
-            Some(PathBuf::from("/sys/fs/cgroup"))
-        );
+        assert_eq!(cgroup2_mount(unified), Some(PathBuf::from("/sys/fs/cgroup")));
         assert_eq!(cgroup2_mount("1 0 8:1 / / rw - ext4 /dev/sda1 rw\n"), None);
     }
 
@@ -131,10 +115,7 @@ mod tests {
         let child = root.join("kubepods/pod1");
         std::fs::create_dir_all(&child).unwrap();
         let mut r = CgroupResolver::with_root(Some(root.clone()));
-        assert_eq!(
-            r.path(cgroup_id(&child).unwrap()).as_deref(),
-            Some("/kubepods/pod1")
-        );
+        assert_eq!(r.path(cgroup_id(&child).unwrap()).as_deref(), Some("/kubepods/pod1"));
         assert_eq!(r.path(cgroup_id(&root).unwrap()).as_deref(), Some("/"));
         assert_eq!(r.path(1), None);
         std::fs::remove_dir_all(&root).unwrap();

@@ -16,10 +16,7 @@ pub struct JsonSink<W: Write + Send> {
 
 impl<W: Write + Send> JsonSink<W> {
     pub fn new(out: W) -> Self {
-        Self {
-            out,
-            buf: BytesMut::with_capacity(FLUSH_AT * 2),
-        }
+        Self { out, buf: BytesMut::with_capacity(FLUSH_AT * 2) }
     }
 }
 

@@ -10,9 +10,7 @@ pub struct TextSink<W: Write + Send> {
 
 impl<W: Write + Send> TextSink<W> {
     pub fn new(out: W) -> Self {
-        Self {
-            out: io::BufWriter::new(out),
-        }
+        Self { out: io::BufWriter::new(out) }
     }
 }
 

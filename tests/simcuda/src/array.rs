@@ -66,22 +66,13 @@ unsafe fn create(out: *mut u64, bytes: Option<u64>) -> CUresult {
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     let h = card.handle();
-    ARRAYS
-        .lock()
-        .unwrap()
-        .get_or_insert_with(HashMap::new)
-        .insert(h, (dev, bytes));
+    ARRAYS.lock().unwrap().get_or_insert_with(HashMap::new).insert(h, (dev, bytes));
     unsafe { *out = h };
     CUDA_SUCCESS
 }
 
 fn destroy(handle: u64) -> CUresult {
-    let Some((dev, bytes)) = ARRAYS
-        .lock()
-        .unwrap()
-        .get_or_insert_with(HashMap::new)
-        .remove(&handle)
-    else {
+    let Some((dev, bytes)) = ARRAYS.lock().unwrap().get_or_insert_with(HashMap::new).remove(&handle) else {
         return CUDA_ERROR_INVALID_VALUE;
     };
     if let Ok(mut card) = state::card() {
@@ -92,16 +83,13 @@ fn destroy(handle: u64) -> CUresult {
 
 #[no_mangle]
 pub unsafe extern "C" fn cuArrayCreate_v2(out: *mut u64, desc: *const ArrayDescriptor) -> CUresult {
-    let bytes = unsafe { desc.as_ref() }
-        .and_then(|d| array_bytes([d.width, d.height, 1], d.format, d.channels, 1));
+    let bytes =
+        unsafe { desc.as_ref() }.and_then(|d| array_bytes([d.width, d.height, 1], d.format, d.channels, 1));
     unsafe { create(out, bytes) }
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn cuArray3DCreate_v2(
-    out: *mut u64,
-    desc: *const Array3DDescriptor,
-) -> CUresult {
+pub unsafe extern "C" fn cuArray3DCreate_v2(out: *mut u64, desc: *const Array3DDescriptor) -> CUresult {
     let bytes = unsafe { desc.as_ref() }
         .and_then(|d| array_bytes([d.width, d.height, d.depth], d.format, d.channels, 1));
     unsafe { create(out, bytes) }

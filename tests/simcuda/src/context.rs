@@ -7,9 +7,7 @@ use std::{
     sync::{Mutex, OnceLock},
 };
 
-use crate::{
-    state, CUdevice, CUresult, CUDA_ERROR_INVALID_CONTEXT, CUDA_ERROR_INVALID_VALUE, CUDA_SUCCESS,
-};
+use crate::{state, CUdevice, CUresult, CUDA_ERROR_INVALID_CONTEXT, CUDA_ERROR_INVALID_VALUE, CUDA_SUCCESS};
 
 pub type CUcontext = *mut c_void;
 
@@ -28,11 +26,7 @@ struct Contexts {
 fn contexts() -> std::sync::MutexGuard<'static, Contexts> {
     static C: OnceLock<Mutex<Contexts>> = OnceLock::new();
     C.get_or_init(|| {
-        Mutex::new(Contexts {
-            devices: HashMap::new(),
-            primary_refs: HashMap::new(),
-            next: CREATED_BASE,
-        })
+        Mutex::new(Contexts { devices: HashMap::new(), primary_refs: HashMap::new(), next: CREATED_BASE })
     })
     .lock()
     .unwrap_or_else(|p| p.into_inner())
@@ -44,14 +38,8 @@ thread_local! {
 
 /// The device of the calling thread's current context.
 pub fn current_device() -> Result<CUdevice, CUresult> {
-    let ctx = STACK
-        .with(|s| s.borrow().last().copied())
-        .ok_or(CUDA_ERROR_INVALID_CONTEXT)?;
-    contexts()
-        .devices
-        .get(&ctx)
-        .copied()
-        .ok_or(CUDA_ERROR_INVALID_CONTEXT)
+    let ctx = STACK.with(|s| s.borrow().last().copied()).ok_or(CUDA_ERROR_INVALID_CONTEXT)?;
+    contexts().devices.get(&ctx).copied().ok_or(CUDA_ERROR_INVALID_CONTEXT)
 }
 
 fn set_current(ctx: usize) {
@@ -138,11 +126,7 @@ pub extern "C" fn cuDevicePrimaryCtxRelease_v2(dev: CUdevice) -> CUresult {
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn cuCtxCreate_v2(
-    pctx: *mut CUcontext,
-    _flags: c_uint,
-    dev: CUdevice,
-) -> CUresult {
+pub unsafe extern "C" fn cuCtxCreate_v2(pctx: *mut CUcontext, _flags: c_uint, dev: CUdevice) -> CUresult {
     unsafe { create(pctx, dev, 2) }
 }
 
@@ -208,11 +192,7 @@ pub unsafe extern "C" fn cuCtxGetDevice(dev: *mut CUdevice) -> CUresult {
 
 /// The original (pre-3.2) entry point, same arguments as `_v2`.
 #[no_mangle]
-pub unsafe extern "C" fn cuCtxCreate(
-    pctx: *mut CUcontext,
-    _flags: c_uint,
-    dev: CUdevice,
-) -> CUresult {
+pub unsafe extern "C" fn cuCtxCreate(pctx: *mut CUcontext, _flags: c_uint, dev: CUdevice) -> CUresult {
     unsafe { create(pctx, dev, 1) }
 }
 

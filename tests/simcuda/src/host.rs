@@ -34,20 +34,12 @@ pub unsafe extern "C" fn cuMemAllocHost_v2(pp: *mut *mut c_void, bytesize: usize
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn cuMemHostAlloc(
-    pp: *mut *mut c_void,
-    bytesize: usize,
-    flags: c_uint,
-) -> CUresult {
+pub unsafe extern "C" fn cuMemHostAlloc(pp: *mut *mut c_void, bytesize: usize, flags: c_uint) -> CUresult {
     unsafe { alloc_host(pp, bytesize, flags | 0x8000_0000) }
 }
 
 #[no_mangle]
-pub extern "C" fn cuMemHostRegister_v2(
-    p: *mut c_void,
-    bytesize: usize,
-    _flags: c_uint,
-) -> CUresult {
+pub extern "C" fn cuMemHostRegister_v2(p: *mut c_void, bytesize: usize, _flags: c_uint) -> CUresult {
     if p.is_null() || bytesize == 0 {
         return CUDA_ERROR_INVALID_VALUE;
     }

@@ -49,11 +49,7 @@ pub unsafe extern "C" fn cuMemAlloc_v2(dptr: *mut CUdeviceptr, bytesize: usize) 
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn cuMemAllocManaged(
-    dptr: *mut CUdeviceptr,
-    bytesize: usize,
-    _flags: u32,
-) -> CUresult {
+pub unsafe extern "C" fn cuMemAllocManaged(dptr: *mut CUdeviceptr, bytesize: usize, _flags: u32) -> CUresult {
     unsafe { alloc_device(dptr, bytesize, 1) }
 }
 
@@ -86,10 +82,7 @@ pub struct CUipcMemHandle {
 
 /// `cuIpcGetMemHandle`: the handle's first 8 bytes carry the address.
 #[no_mangle]
-pub unsafe extern "C" fn cuIpcGetMemHandle(
-    handle: *mut CUipcMemHandle,
-    dptr: CUdeviceptr,
-) -> CUresult {
+pub unsafe extern "C" fn cuIpcGetMemHandle(handle: *mut CUipcMemHandle, dptr: CUdeviceptr) -> CUresult {
     if handle.is_null() {
         return CUDA_ERROR_INVALID_VALUE;
     }

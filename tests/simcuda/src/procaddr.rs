@@ -33,11 +33,7 @@ macro_rules! f {
 fn table() -> &'static [Entry] {
     static T: OnceLock<Vec<Entry>> = OnceLock::new();
     T.get_or_init(|| {
-        let e = |name, versions: Vec<(c_int, usize)>| Entry {
-            name,
-            versions,
-            per_thread: None,
-        };
+        let e = |name, versions: Vec<(c_int, usize)>| Entry { name, versions, per_thread: None };
         let ptsz = |name, version, f: usize, per_thread: usize| Entry {
             name,
             versions: vec![(version, f)],
@@ -51,16 +47,10 @@ fn table() -> &'static [Entry] {
             e("cuDeviceGetCount", vec![(2000, f!(cuDeviceGetCount))]),
             e("cuDeviceGetName", vec![(2000, f!(cuDeviceGetName))]),
             e("cuDeviceTotalMem", vec![(3020, f!(cuDeviceTotalMem_v2))]),
-            e(
-                "cuDevicePrimaryCtxRetain",
-                vec![(7000, f!(cuDevicePrimaryCtxRetain))],
-            ),
+            e("cuDevicePrimaryCtxRetain", vec![(7000, f!(cuDevicePrimaryCtxRetain))]),
             e(
                 "cuDevicePrimaryCtxRelease",
-                vec![
-                    (7000, f!(cuDevicePrimaryCtxRelease)),
-                    (11000, f!(cuDevicePrimaryCtxRelease_v2)),
-                ],
+                vec![(7000, f!(cuDevicePrimaryCtxRelease)), (11000, f!(cuDevicePrimaryCtxRelease_v2))],
             ),
             e(
                 "cuCtxCreate",
@@ -82,44 +72,25 @@ fn table() -> &'static [Entry] {
             e("cuMemGetInfo", vec![(3020, f!(cuMemGetInfo_v2))]),
             e("cuMemAllocPitch", vec![(3020, f!(cuMemAllocPitch_v2))]),
             e("cuMemAllocManaged", vec![(6000, f!(cuMemAllocManaged))]),
-            ptsz(
-                "cuMemAllocAsync",
-                11020,
-                f!(cuMemAllocAsync),
-                f!(cuMemAllocAsync_ptsz),
-            ),
+            ptsz("cuMemAllocAsync", 11020, f!(cuMemAllocAsync), f!(cuMemAllocAsync_ptsz)),
             ptsz(
                 "cuMemAllocFromPoolAsync",
                 11020,
                 f!(cuMemAllocFromPoolAsync),
                 f!(cuMemAllocFromPoolAsync_ptsz),
             ),
-            ptsz(
-                "cuMemFreeAsync",
-                11020,
-                f!(cuMemFreeAsync),
-                f!(cuMemFreeAsync_ptsz),
-            ),
+            ptsz("cuMemFreeAsync", 11020, f!(cuMemFreeAsync), f!(cuMemFreeAsync_ptsz)),
             e("cuMemPoolCreate", vec![(11020, f!(cuMemPoolCreate))]),
             e("cuMemPoolTrimTo", vec![(11020, f!(cuMemPoolTrimTo))]),
             e("cuMemPoolDestroy", vec![(11020, f!(cuMemPoolDestroy))]),
             e("cuMemCreate", vec![(10020, f!(cuMemCreate))]),
             e("cuMemRelease", vec![(10020, f!(cuMemRelease))]),
-            e(
-                "cuMemAddressReserve",
-                vec![(10020, f!(cuMemAddressReserve))],
-            ),
+            e("cuMemAddressReserve", vec![(10020, f!(cuMemAddressReserve))]),
             e("cuMemAddressFree", vec![(10020, f!(cuMemAddressFree))]),
             e("cuMemMap", vec![(10020, f!(cuMemMap))]),
             e("cuMemUnmap", vec![(10020, f!(cuMemUnmap))]),
-            e(
-                "cuMemExportToShareableHandle",
-                vec![(10020, f!(cuMemExportToShareableHandle))],
-            ),
-            e(
-                "cuMemImportFromShareableHandle",
-                vec![(10020, f!(cuMemImportFromShareableHandle))],
-            ),
+            e("cuMemExportToShareableHandle", vec![(10020, f!(cuMemExportToShareableHandle))]),
+            e("cuMemImportFromShareableHandle", vec![(10020, f!(cuMemImportFromShareableHandle))]),
             e("cuMemAllocHost", vec![(3020, f!(cuMemAllocHost_v2))]),
             e("cuMemHostAlloc", vec![(2020, f!(cuMemHostAlloc))]),
             e("cuMemHostRegister", vec![(6050, f!(cuMemHostRegister_v2))]),
@@ -127,20 +98,11 @@ fn table() -> &'static [Entry] {
             e("cuMemHostUnregister", vec![(4000, f!(cuMemHostUnregister))]),
             e("cuArrayCreate", vec![(3020, f!(cuArrayCreate_v2))]),
             e("cuArray3DCreate", vec![(3020, f!(cuArray3DCreate_v2))]),
-            e(
-                "cuMipmappedArrayCreate",
-                vec![(5000, f!(cuMipmappedArrayCreate))],
-            ),
+            e("cuMipmappedArrayCreate", vec![(5000, f!(cuMipmappedArrayCreate))]),
             e("cuArrayDestroy", vec![(2000, f!(cuArrayDestroy))]),
-            e(
-                "cuMipmappedArrayDestroy",
-                vec![(5000, f!(cuMipmappedArrayDestroy))],
-            ),
+            e("cuMipmappedArrayDestroy", vec![(5000, f!(cuMipmappedArrayDestroy))]),
             e("cuIpcGetMemHandle", vec![(4010, f!(cuIpcGetMemHandle))]),
-            e(
-                "cuIpcOpenMemHandle",
-                vec![(11000, f!(cuIpcOpenMemHandle_v2))],
-            ),
+            e("cuIpcOpenMemHandle", vec![(11000, f!(cuIpcOpenMemHandle_v2))]),
             e("cuIpcCloseMemHandle", vec![(4010, f!(cuIpcCloseMemHandle))]),
         ]
     })
@@ -149,22 +111,13 @@ fn table() -> &'static [Entry] {
 /// Resolves `name` at `version` with `flags`: the export's address, or the
 /// query result that says why not.
 fn resolve(name: &str, version: c_int, flags: u64) -> Result<usize, c_int> {
-    let entry = table()
-        .iter()
-        .find(|e| e.name == name)
-        .ok_or(SYMBOL_NOT_FOUND)?;
+    let entry = table().iter().find(|e| e.name == name).ok_or(SYMBOL_NOT_FOUND)?;
     if flags & PER_THREAD_DEFAULT_STREAM != 0 {
         if let Some(p) = entry.per_thread {
             return Ok(p);
         }
     }
-    entry
-        .versions
-        .iter()
-        .rev()
-        .find(|(v, _)| *v <= version)
-        .map(|(_, p)| *p)
-        .ok_or(VERSION_NOT_SUFFICIENT)
+    entry.versions.iter().rev().find(|(v, _)| *v <= version).map(|(_, p)| *p).ok_or(VERSION_NOT_SUFFICIENT)
 }
 
 unsafe fn get_proc_address(
@@ -217,26 +170,14 @@ mod tests {
         assert_eq!(resolve("cuMemAlloc", 3020, 0), Ok(f!(cuMemAlloc_v2)));
         assert_eq!(resolve("cuMemAlloc", 13000, 0), Ok(f!(cuMemAlloc_v2)));
         assert_eq!(resolve("cuMemAlloc", 2000, 0), Err(VERSION_NOT_SUFFICIENT));
-        assert_eq!(
-            resolve("cuDevicePrimaryCtxRelease", 10000, 0),
-            Ok(f!(cuDevicePrimaryCtxRelease))
-        );
-        assert_eq!(
-            resolve("cuDevicePrimaryCtxRelease", 12000, 0),
-            Ok(f!(cuDevicePrimaryCtxRelease_v2))
-        );
+        assert_eq!(resolve("cuDevicePrimaryCtxRelease", 10000, 0), Ok(f!(cuDevicePrimaryCtxRelease)));
+        assert_eq!(resolve("cuDevicePrimaryCtxRelease", 12000, 0), Ok(f!(cuDevicePrimaryCtxRelease_v2)));
         assert_eq!(resolve("cuNoSuchThing", 12000, 0), Err(SYMBOL_NOT_FOUND));
-        assert_eq!(
-            resolve("cuMemAllocAsync", 12000, 0),
-            Ok(f!(cuMemAllocAsync))
-        );
+        assert_eq!(resolve("cuMemAllocAsync", 12000, 0), Ok(f!(cuMemAllocAsync)));
         assert_eq!(
             resolve("cuMemAllocAsync", 12000, PER_THREAD_DEFAULT_STREAM),
             Ok(f!(cuMemAllocAsync_ptsz))
         );
-        assert_eq!(
-            resolve("cuMemAlloc", 12000, PER_THREAD_DEFAULT_STREAM),
-            Ok(f!(cuMemAlloc_v2))
-        );
+        assert_eq!(resolve("cuMemAlloc", 12000, PER_THREAD_DEFAULT_STREAM), Ok(f!(cuMemAlloc_v2)));
     }
 }

@@ -43,12 +43,7 @@ pub fn init() {
     CARD.get_or_init(|| {
         let capacity = env_num("SIMCUDA_CAPACITY").unwrap_or(DEFAULT_CAPACITY);
         let n = env_num("SIMCUDA_DEVICES").map_or(DEFAULT_DEVICES, |n| n.clamp(1, 64) as i32);
-        let devices = (0..n)
-            .map(|d| Device {
-                used: 0,
-                next_va: VA_BASE + d as u64 * VA_WINDOW,
-            })
-            .collect();
+        let devices = (0..n).map(|d| Device { used: 0, next_va: VA_BASE + d as u64 * VA_WINDOW }).collect();
         Mutex::new(Card {
             capacity,
             devices,

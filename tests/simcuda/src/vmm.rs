@@ -7,9 +7,7 @@ use std::{
     sync::{Mutex, MutexGuard, OnceLock},
 };
 
-use crate::{
-    state, CUdeviceptr, CUresult, CUDA_ERROR_INVALID_VALUE, CUDA_ERROR_OUT_OF_MEMORY, CUDA_SUCCESS,
-};
+use crate::{state, CUdeviceptr, CUresult, CUDA_ERROR_INVALID_VALUE, CUDA_ERROR_OUT_OF_MEMORY, CUDA_SUCCESS};
 
 /// `CUmemAllocationProp` up to its location.
 #[repr(C)]
@@ -40,22 +38,14 @@ struct Vmm {
 
 fn vmm() -> MutexGuard<'static, Vmm> {
     static V: OnceLock<Mutex<Vmm>> = OnceLock::new();
-    V.get_or_init(|| {
-        Mutex::new(Vmm {
-            next_va: VA_RESERVE_BASE,
-            ..Vmm::default()
-        })
-    })
-    .lock()
-    .unwrap_or_else(|p| p.into_inner())
+    V.get_or_init(|| Mutex::new(Vmm { next_va: VA_RESERVE_BASE, ..Vmm::default() }))
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
 }
 
 /// Frees a handle's memory once it is released and unmapped.
 fn settle(v: &mut Vmm, handle: u64) {
-    let done = v
-        .handles
-        .get(&handle)
-        .is_some_and(|h| h.released && h.maps == 0);
+    let done = v.handles.get(&handle).is_some_and(|h| h.released && h.maps == 0);
     if done {
         let h = v.handles.remove(&handle).unwrap();
         if let (Some(dev), Ok(mut card)) = (h.device, state::card()) {
@@ -87,15 +77,7 @@ pub unsafe extern "C" fn cuMemCreate(
     }
     let h = card.handle();
     drop(card);
-    vmm().handles.insert(
-        h,
-        Handle {
-            device,
-            bytes: size as u64,
-            maps: 0,
-            released: false,
-        },
-    );
+    vmm().handles.insert(h, Handle { device, bytes: size as u64, maps: 0, released: false });
     unsafe { *handle = h };
     CUDA_SUCCESS
 }

@@ -31,6 +31,9 @@ enum Scenario {
     /// Every allocation family gpumem covers, on devices 0 and 1, with the
     /// truth split by kind and device.
     Families,
+    /// Allocate, then exec this program again as `basic` (same pid): the
+    /// new image holds nothing of the old one.
+    Exec,
 }
 
 #[derive(Debug, Parser)]
@@ -67,17 +70,13 @@ fn main() -> anyhow::Result<()> {
     let driver = Arc::new(Driver::load(&args.libcuda)?);
     let ctx = driver.open_device(args.device)?;
     let truth = Arc::new(Truth::default());
-    let w = Workload {
-        args: &args,
-        driver,
-        truth,
-        ctx: ctx as usize,
-    };
+    let w = Workload { args: &args, driver, truth, ctx: ctx as usize };
     match args.scenario {
         Scenario::Basic => w.basic(),
         Scenario::Oom => w.oom(),
         Scenario::Threads => w.threads(),
         Scenario::Fork => w.fork(),
+        Scenario::Exec => w.exec(),
         Scenario::Families => {
             gpumem_tests::families::run(&w.driver, &w.truth, w.ctx, &|name| w.checkpoint(name))
         }
@@ -97,10 +96,8 @@ impl Workload<'_> {
     }
 
     fn alloc(&self, bytes: usize) -> anyhow::Result<u64> {
-        let p = self
-            .driver
-            .alloc(bytes)
-            .map_err(|e| anyhow::anyhow!("cuMemAlloc_v2({bytes}) returned {e}"))?;
+        let p =
+            self.driver.alloc(bytes).map_err(|e| anyhow::anyhow!("cuMemAlloc_v2({bytes}) returned {e}"))?;
         self.truth.allocated(bytes as u64);
         Ok(p)
     }
@@ -137,9 +134,7 @@ impl Workload<'_> {
                     self.truth.refused();
                     break;
                 }
-                Err(e) => bail!(
-                    "cuMemAlloc_v2 returned {e}, expected success or CUDA_ERROR_OUT_OF_MEMORY"
-                ),
+                Err(e) => bail!("cuMemAlloc_v2 returned {e}, expected success or CUDA_ERROR_OUT_OF_MEMORY"),
             }
             if held.len() > 1_000_000 {
                 bail!("the card never filled up: is SIMCUDA_CAPACITY set?");
@@ -157,14 +152,9 @@ impl Workload<'_> {
         let handles: Vec<_> = (0..self.args.threads)
             .map(|t| {
                 let (driver, truth, pool) = (self.driver.clone(), self.truth.clone(), pool.clone());
-                let (ctx, iterations, device, mix) = (
-                    self.ctx,
-                    self.args.iterations,
-                    self.args.device,
-                    self.args.mix,
-                );
-                let mut rng =
-                    Rng(self.args.seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ (t as u64 + 1));
+                let (ctx, iterations, device, mix) =
+                    (self.ctx, self.args.iterations, self.args.device, self.args.mix);
+                let mut rng = Rng(self.args.seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ (t as u64 + 1));
                 std::thread::spawn(move || -> anyhow::Result<()> {
                     driver.set_current(ctx)?;
                     for _ in 0..iterations {
@@ -197,8 +187,7 @@ impl Workload<'_> {
             })
             .collect();
         for h in handles {
-            h.join()
-                .map_err(|_| anyhow::anyhow!("a workload thread panicked"))??;
+            h.join().map_err(|_| anyhow::anyhow!("a workload thread panicked"))??;
         }
         self.checkpoint("mixed")?;
         let mut pool = pool.lock().unwrap();
@@ -207,6 +196,18 @@ impl Workload<'_> {
             mixed::free(&self.driver, &self.truth, h, true)?;
         }
         self.checkpoint("drained")
+    }
+
+    fn exec(&self) -> anyhow::Result<()> {
+        self.alloc(3 << 20)?;
+        self.checkpoint("before-exec")?;
+        let mut cmd = std::process::Command::new(std::env::current_exe()?);
+        cmd.args(["--libcuda", &self.args.libcuda, "--scenario", "basic"]);
+        if self.args.pause {
+            cmd.arg("--pause");
+        }
+        use std::os::unix::process::CommandExt;
+        Err(cmd.exec()).context("exec")
     }
 
     fn fork(&self) -> anyhow::Result<()> {
@@ -218,10 +219,8 @@ impl Workload<'_> {
             -1 => bail!("fork: {}", std::io::Error::last_os_error()),
             0 => {
                 let child = Truth::default();
-                let p = self
-                    .driver
-                    .alloc(2 << 20)
-                    .map_err(|e| anyhow::anyhow!("child alloc returned {e}"))?;
+                let p =
+                    self.driver.alloc(2 << 20).map_err(|e| anyhow::anyhow!("child alloc returned {e}"))?;
                 child.allocated(2 << 20);
                 // The parent's address: the driver state was copied by fork,
                 // but this process never allocated it. gpumem must not
@@ -251,10 +250,7 @@ fn emit(c: &Checkpoint, pause: bool) -> anyhow::Result<()> {
     drop(out);
     if pause {
         let mut line = String::new();
-        std::io::stdin()
-            .lock()
-            .read_line(&mut line)
-            .context("waiting on stdin")?;
+        std::io::stdin().lock().read_line(&mut line).context("waiting on stdin")?;
     }
     Ok(())
 }
