@@ -3,12 +3,16 @@
 //! `cmd::run` drives it; the control socket asks it through a channel).
 use std::io;
 
-use gpumem_common::EventRecord;
+use gpumem_common::{event_type, EventRecord};
 
 use crate::{
     bpf::kernel::{KernelMaps, Stats},
     control::{StatusEntry, StatusReport},
-    enrich::cgroup::CgroupResolver,
+    enrich::{
+        cgroup::CgroupResolver,
+        container::{self, Container},
+        process::Processes,
+    },
     ledger::Ledger,
     output::{monotonic_ns, DroppedLine, EventLine, Line, UsageLine},
     sink::Sink,
@@ -17,6 +21,7 @@ use crate::{
 pub struct Agent {
     pub ledger: Ledger,
     cgroups: CgroupResolver,
+    procs: Processes,
     sink: Box<dyn Sink>,
     kernel: KernelMaps,
     libraries: Vec<String>,
@@ -31,6 +36,7 @@ impl Agent {
         Self {
             ledger: Ledger::default(),
             cgroups: CgroupResolver::new(),
+            procs: Processes::default(),
             sink,
             kernel,
             libraries,
@@ -49,8 +55,11 @@ impl Agent {
         };
         self.records += 1;
         self.ledger.apply(&rec);
-        let path = self.cgroups.path(rec.cgroup_id);
-        self.sink.write(&Line::Event(EventLine::new(&rec, path)))
+        if rec.event == event_type::EXIT || rec.event == event_type::EXEC {
+            self.procs.forget(rec.tgid());
+        }
+        let (path, container) = self.cgroup_info(rec.cgroup_id);
+        self.sink.write(&Line::Event(EventLine::new(&rec, path, container)))
     }
 
     pub fn flush(&mut self) -> io::Result<()> {
@@ -84,21 +93,9 @@ impl Agent {
     pub fn write_usage(&mut self) -> io::Result<()> {
         let ts_ns = monotonic_ns();
         let report = self.status();
-        for (scope, entries) in [("process", &report.processes), ("cgroup", &report.cgroups)] {
-            for e in entries.iter().filter(|e| e.bytes != 0 || e.kernel_bytes != 0) {
-                let line = UsageLine {
-                    ts_ns,
-                    event: "usage",
-                    scope,
-                    pid: e.pid,
-                    comm: e.comm.clone(),
-                    cgroup_id: e.cgroup_id,
-                    cgroup: e.cgroup.clone(),
-                    bytes: e.bytes,
-                    kernel_bytes: e.kernel_bytes,
-                    split: e.split.clone(),
-                };
-                self.sink.write(&Line::Usage(line))?;
+        for (scope, entries) in [("process", report.processes), ("cgroup", report.cgroups)] {
+            for entry in entries.into_iter().filter(|e| e.bytes != 0 || e.kernel_bytes != 0) {
+                self.sink.write(&Line::Usage(UsageLine { ts_ns, event: "usage", scope, entry }))?;
             }
         }
         self.sink.flush()
@@ -115,52 +112,38 @@ impl Agent {
                 pid: Some(pid),
                 comm: Some(p.comm.clone()),
                 cgroup_id: p.cgroup_id,
-                cgroup: None,
                 bytes: p.usage.bytes,
                 kernel_bytes: kprocs.get(&pid).copied().unwrap_or(0),
                 split: UsageLine::split(&p.usage),
+                ..StatusEntry::default()
             });
         }
-        for (pid, bytes) in &kprocs {
-            if self.ledger.process(*pid).is_none() {
-                processes.push(StatusEntry {
-                    pid: Some(*pid),
-                    comm: None,
-                    cgroup_id: 0,
-                    cgroup: None,
-                    bytes: 0,
-                    kernel_bytes: *bytes,
-                    split: Vec::new(),
-                });
+        for (&pid, &kernel_bytes) in &kprocs {
+            if self.ledger.process(pid).is_none() {
+                processes.push(StatusEntry { pid: Some(pid), kernel_bytes, ..StatusEntry::default() });
             }
         }
         let mut cgroups = Vec::new();
         for (id, u) in self.ledger.cgroups() {
             cgroups.push(StatusEntry {
-                pid: None,
-                comm: None,
                 cgroup_id: id,
-                cgroup: None,
                 bytes: u.bytes,
                 kernel_bytes: kcgroups.get(&id).copied().unwrap_or(0),
                 split: UsageLine::split(u),
+                ..StatusEntry::default()
             });
         }
-        for (id, bytes) in &kcgroups {
-            if *bytes != 0 && self.ledger.cgroup(*id).is_none() {
-                cgroups.push(StatusEntry {
-                    pid: None,
-                    comm: None,
-                    cgroup_id: *id,
-                    cgroup: None,
-                    bytes: 0,
-                    kernel_bytes: *bytes,
-                    split: Vec::new(),
-                });
+        for (&id, &kernel_bytes) in &kcgroups {
+            if kernel_bytes != 0 && self.ledger.cgroup(id).is_none() {
+                cgroups.push(StatusEntry { cgroup_id: id, kernel_bytes, ..StatusEntry::default() });
             }
         }
         for e in processes.iter_mut().chain(cgroups.iter_mut()) {
-            e.cgroup = self.cgroups.path(e.cgroup_id);
+            (e.cgroup, e.container) = self.cgroup_info(e.cgroup_id);
+            if let Some(pid) = e.pid {
+                let info = self.procs.get(pid);
+                (e.exe, e.cmdline) = (info.exe, info.cmdline);
+            }
         }
         StatusReport {
             libraries: self.libraries.clone(),
@@ -169,5 +152,12 @@ impl Agent {
             records: self.records,
             dropped: self.kernel.stats().ringbuf_drops,
         }
+    }
+
+    /// A cgroup's path and the container it names.
+    fn cgroup_info(&mut self, id: u64) -> (Option<String>, Option<Container>) {
+        let path = self.cgroups.path(id);
+        let container = path.as_deref().and_then(container::parse);
+        (path, container)
     }
 }

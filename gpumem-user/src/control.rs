@@ -20,13 +20,24 @@ pub const DEFAULT_SOCKET: &str = "/run/gpumem/gpumem.sock";
 const CLIENT_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Usage of one process or cgroup, as `status` reports it.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq, Default)]
 pub struct StatusEntry {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pid: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub comm: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exe: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cmdline: Option<String>,
     pub cgroup_id: u64,
     pub cgroup: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub container: Option<crate::enrich::container::Container>,
+    /// As the agent's ledger counts it.
     pub bytes: u64,
+    /// As the kernel's map counts it (the truth; differs only if records
+    /// were lost).
     pub kernel_bytes: u64,
     pub split: Vec<crate::output::SplitLine>,
 }

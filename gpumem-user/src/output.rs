@@ -6,7 +6,10 @@ use gpumem_common::{
     event_type, id, kind, EventRecord, DEVICE_UNKNOWN, FLAG_CGROUP_SLOTS_FULL, FLAG_UNTRACKED,
 };
 
-use crate::ledger::{comm, Usage};
+use crate::{
+    enrich::container::Container,
+    ledger::{comm, Usage},
+};
 
 /// An allocation, free, failed allocation or process exit.
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
@@ -19,6 +22,8 @@ pub struct EventLine {
     pub comm: String,
     pub cgroup_id: u64,
     pub cgroup: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub container: Option<Container>,
     pub device: Option<u32>,
     pub kind: &'static str,
     pub size: u64,
@@ -31,7 +36,7 @@ pub struct EventLine {
 }
 
 impl EventLine {
-    pub fn new(r: &EventRecord, cgroup: Option<String>) -> Self {
+    pub fn new(r: &EventRecord, cgroup: Option<String>, container: Option<Container>) -> Self {
         let mut flags = Vec::new();
         if r.flags & FLAG_UNTRACKED != 0 {
             flags.push("untracked");
@@ -51,6 +56,7 @@ impl EventLine {
             comm: comm(&r.comm),
             cgroup_id: r.cgroup_id,
             cgroup,
+            container,
             device: device(r.device),
             kind: if is_exit { "" } else { kind::name(r.kind) },
             size: r.size,
@@ -75,25 +81,15 @@ pub struct SplitLine {
     pub bytes: u64,
 }
 
-/// What a process or cgroup holds now.
+/// What a process or cgroup holds now: a status entry with a time.
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
 pub struct UsageLine {
     pub ts_ns: u64,
     pub event: &'static str,
     /// "process" or "cgroup".
     pub scope: &'static str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub pid: Option<u32>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub comm: Option<String>,
-    pub cgroup_id: u64,
-    pub cgroup: Option<String>,
-    /// As the agent's ledger counts it.
-    pub bytes: u64,
-    /// As the kernel's map counts it (the truth; differs only if records
-    /// were lost).
-    pub kernel_bytes: u64,
-    pub split: Vec<SplitLine>,
+    #[serde(flatten)]
+    pub entry: crate::control::StatusEntry,
 }
 
 impl UsageLine {
@@ -163,7 +159,7 @@ mod tests {
             ..Default::default()
         };
         let v: serde_json::Value =
-            serde_json::to_value(Line::Event(EventLine::new(&r, Some("/a".into())))).unwrap();
+            serde_json::to_value(Line::Event(EventLine::new(&r, Some("/a".into()), None))).unwrap();
         let expect = serde_json::json!({
             "ts_ns": 5, "event": "alloc", "api": "cuMemAlloc_v2", "pid": 42, "tid": 43,
             "comm": "python3", "cgroup_id": 9, "cgroup": "/a", "device": 0, "kind": "device",
@@ -181,7 +177,7 @@ mod tests {
             flags: FLAG_UNTRACKED,
             ..Default::default()
         };
-        let v = serde_json::to_value(EventLine::new(&r, None)).unwrap();
+        let v = serde_json::to_value(EventLine::new(&r, None, None)).unwrap();
         assert_eq!(v["device"], serde_json::Value::Null);
         assert_eq!(v["cgroup"], serde_json::Value::Null);
         assert_eq!(v["flags"], serde_json::json!(["untracked"]));

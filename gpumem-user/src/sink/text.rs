@@ -56,7 +56,8 @@ impl<W: Write + Send> Sink for TextSink<W> {
                     human(e.cgroup_total)
                 )
             }
-            Line::Usage(u) => {
+            Line::Usage(usage) => {
+                let u = &usage.entry;
                 let who = match u.pid {
                     Some(pid) => format!("pid {pid} {}", u.comm.as_deref().unwrap_or("")),
                     None => "cgroup".to_string(),
@@ -64,7 +65,7 @@ impl<W: Write + Send> Sink for TextSink<W> {
                 writeln!(
                     self.out,
                     "{:>12}  usage        {:<23} {:<28} {} (kernel {})",
-                    u.ts_ns / 1000,
+                    usage.ts_ns / 1000,
                     who,
                     u.cgroup.as_deref().unwrap_or("?"),
                     human(u.bytes),
