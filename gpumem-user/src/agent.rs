@@ -11,6 +11,7 @@ use crate::{
     enrich::{
         cgroup::CgroupResolver,
         container::{self, Container},
+        devices::Devices,
         process::Processes,
     },
     ledger::Ledger,
@@ -22,6 +23,7 @@ pub struct Agent {
     pub ledger: Ledger,
     cgroups: CgroupResolver,
     procs: Processes,
+    devices: Devices,
     sink: Box<dyn Sink>,
     kernel: KernelMaps,
     libraries: Vec<String>,
@@ -37,6 +39,7 @@ impl Agent {
             ledger: Ledger::default(),
             cgroups: CgroupResolver::new(),
             procs: Processes::default(),
+            devices: Devices::open(),
             sink,
             kernel,
             libraries,
@@ -45,6 +48,11 @@ impl Agent {
             reported: Stats::default(),
             reported_malformed: 0,
         }
+    }
+
+    /// A library attached after start-up.
+    pub fn add_library(&mut self, path: String) {
+        self.libraries.push(path);
     }
 
     /// Handles one ring-buffer item.
@@ -147,6 +155,8 @@ impl Agent {
         }
         StatusReport {
             libraries: self.libraries.clone(),
+            devices: self.devices.snapshot(),
+            nvml: self.devices.available(),
             processes,
             cgroups,
             records: self.records,

@@ -55,6 +55,10 @@ pub struct RunArgs {
     /// memory every SECS seconds.
     #[arg(long, value_name = "SECS", value_parser = parse_secs)]
     pub interval: Option<f64>,
+    /// Every SECS seconds, look for `libcuda.so*` files newly mapped by any
+    /// process (a container's own copy) and attach to them; 0 turns it off.
+    #[arg(long, value_name = "SECS", default_value_t = 1.0, value_parser = parse_secs_or_zero)]
+    pub rescan: f64,
     /// The control socket `gpumem status` talks to.
     #[arg(long, value_name = "PATH", default_value = DEFAULT_SOCKET)]
     pub socket: PathBuf,
@@ -77,6 +81,14 @@ pub fn parse_secs(s: &str) -> Result<f64, String> {
         return Err(format!("`{s}`: seconds must be a positive number"));
     }
     Ok(v)
+}
+
+/// Seconds, where 0 means off.
+pub fn parse_secs_or_zero(s: &str) -> Result<f64, String> {
+    if s.trim() == "0" {
+        return Ok(0.0);
+    }
+    parse_secs(s)
 }
 
 #[cfg(test)]

@@ -46,6 +46,12 @@ pub struct StatusEntry {
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq, Default)]
 pub struct StatusReport {
     pub libraries: Vec<String>,
+    /// Devices as NVML describes them; empty without NVML.
+    #[serde(default)]
+    pub devices: Vec<crate::enrich::devices::DeviceInfo>,
+    /// Whether NVML was loaded.
+    #[serde(default)]
+    pub nvml: bool,
     pub processes: Vec<StatusEntry>,
     pub cgroups: Vec<StatusEntry>,
     /// Records applied to the ledger so far.

@@ -220,6 +220,15 @@ impl Drop for Agent {
     }
 }
 
+/// Waits until `cond` holds, failing the test after [`DEADLINE`].
+pub fn wait_until(what: &str, cond: impl Fn() -> bool) {
+    let until = Instant::now() + DEADLINE;
+    while !cond() {
+        assert!(Instant::now() < until, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 /// Records of `event` for process `pid`.
 pub fn count(lines: &[Value], pid: u32, event: &str) -> u64 {
     lines.iter().filter(|l| l["event"] == event && l["pid"] == pid).count() as u64

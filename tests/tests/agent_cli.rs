@@ -66,8 +66,49 @@ fn start_ready_and_clean_stop() {
     // The simulated driver exports every symbol of the probe table.
     let attached = format!("attached {} probe(s)", gpumem::bpf::probes::PROBES.len());
     assert!(agent.stderr().contains(&attached), "{}", agent.stderr());
+    // NVML: used where an NVIDIA driver provides it, otherwise said once.
+    if s.nvml {
+        assert!(!s.devices.is_empty());
+    } else {
+        assert!(s.devices.is_empty());
+        assert_eq!(agent.stderr().matches("NVML is not available").count(), 1, "{}", agent.stderr());
+    }
     let socket = agent.socket.clone();
     let (status, _) = agent.stop();
     assert!(status.success());
     assert!(!socket.exists(), "the control socket is removed at exit");
+}
+
+#[test]
+fn periodic_usage_records_split_by_kind_and_device() {
+    if !privileged("periodic_usage_records_split_by_kind_and_device") {
+        return;
+    }
+    let agent = Agent::start(&["--interval", "0.2"]);
+    let cg = Cgroup::create("interval");
+    let mut w = Workload::spawn(&["--scenario", "basic", "--device", "1", "--pause"], Some(&cg), &[]);
+    let pid = w.pid();
+    let c = w.checkpoint();
+    agent.wait_for_checkpoint(&c);
+    let fresh = agent.lines().len();
+    let lines = agent.wait_for("usage records after the checkpoint", |l| {
+        l.len() > fresh
+            && l[fresh..].iter().any(|x| x["event"] == "usage" && x["scope"] == "process" && x["pid"] == pid)
+            && l[fresh..]
+                .iter()
+                .any(|x| x["event"] == "usage" && x["scope"] == "cgroup" && x["cgroup_id"] == cg.id)
+    });
+    let p = lines[fresh..]
+        .iter()
+        .find(|x| x["event"] == "usage" && x["scope"] == "process" && x["pid"] == pid)
+        .unwrap();
+    assert_eq!((p["bytes"].as_u64(), p["kernel_bytes"].as_u64()), (Some(c.held), Some(c.held)));
+    assert_eq!(p["split"], serde_json::json!([{"kind": "device", "device": 1, "bytes": c.held}]));
+    assert!(p["cmdline"].as_str().unwrap().contains("--scenario basic"));
+    let g = lines[fresh..].iter().find(|x| x["event"] == "usage" && x["cgroup_id"] == cg.id).unwrap();
+    assert_eq!(g["bytes"].as_u64(), Some(c.held));
+    w.resume();
+    let _ = w.checkpoint();
+    w.resume();
+    w.finish();
 }

@@ -1,6 +1,6 @@
 //! `gpumem run`: find libcuda, load and attach, then stream records until
 //! told to stop.
-use std::{io::Write, path::Path, time::Duration};
+use std::{collections::HashSet, io::Write, os::unix::fs::MetadataExt, path::Path, time::Duration};
 
 use anyhow::Context;
 use aya::maps::{MapData, RingBuf};
@@ -13,7 +13,11 @@ use tokio::{
 
 use crate::{
     agent::Agent,
-    bpf::{discover, kernel::KernelMaps, AttachReport, Tracer},
+    bpf::{
+        discover::{self, Library},
+        kernel::KernelMaps,
+        AttachReport, Tracer,
+    },
     cli::{Format, RunArgs},
     control, privileges,
     sink::{json::JsonSink, text::TextSink, Sink},
@@ -56,6 +60,8 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     };
     tokio::pin!(deadline);
     let mut stats_tick = tokio::time::interval(Duration::from_secs(1));
+    let mut rescan_tick = tokio::time::interval(Duration::from_secs_f64(args.rescan.max(0.05)));
+    let mut rejected = HashSet::new();
     let mut usage_tick = tokio::time::interval(Duration::from_secs_f64(args.interval.unwrap_or(3600.0)));
     usage_tick.tick().await; // the first tick is immediate; usage starts one interval in
     eprintln!("gpumem: control socket {}", args.socket.display());
@@ -75,9 +81,11 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
                     // status taken after a workload's calls returned
                     // includes them.
                     drain(ring.get_mut(), &mut agent)?;
+                    agent.flush().context("writing records")?;
                     let _ = reply.send(answer(&mut agent, &command));
                 }
                 _ = stats_tick.tick() => agent.check_stats().context("writing records")?,
+                _ = rescan_tick.tick(), if args.rescan > 0.0 => attach_new(&mut tracer, &mut agent, &mut rejected),
                 _ = usage_tick.tick(), if args.interval.is_some() => agent.write_usage().context("writing records")?,
                 _ = sigint.recv() => break,
                 _ = sigterm.recv() => break,
@@ -98,6 +106,30 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     drop(tracer);
     eprintln!("gpumem: detached");
     Ok(())
+}
+
+/// Attaches to every `libcuda.so*` that a process mapped since the last
+/// look and that is a file gpumem has not seen (a container's own copy, a
+/// driver upgrade). A file that cannot be attached is reported once.
+fn attach_new(tracer: &mut Tracer, agent: &mut Agent, rejected: &mut HashSet<(u64, u64)>) {
+    for path in discover::mapped_paths() {
+        let Ok(meta) = std::fs::metadata(&path) else { continue };
+        let key = (meta.dev(), meta.ino());
+        if tracer.libraries().any(|l| (l.dev, l.ino) == key) || rejected.contains(&key) {
+            continue;
+        }
+        let lib = Library { path, dev: key.0, ino: key.1 };
+        match tracer.attach(&lib) {
+            Ok(report) => {
+                say_attached(&report);
+                agent.add_library(lib.path.display().to_string());
+            }
+            Err(e) => {
+                eprintln!("gpumem: not attaching to {}: {e:#}", lib.path.display());
+                rejected.insert(key);
+            }
+        }
+    }
 }
 
 fn drain(ring: &mut RingBuf<MapData>, agent: &mut Agent) -> anyhow::Result<()> {

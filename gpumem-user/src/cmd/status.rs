@@ -9,6 +9,24 @@ pub async fn status(args: StatusArgs) -> anyhow::Result<()> {
     }
     println!("libcuda: {}", report.libraries.join(", "));
     println!("records: {}   lost in kernel: {}", report.records, report.dropped);
+    if !report.nvml {
+        println!("devices: NVML not available (device names and the driver's per-process usage not shown)");
+    }
+    for d in &report.devices {
+        let h = |b: Option<u64>| b.map_or("?".to_string(), human);
+        println!(
+            "device {}: {} {} used {} of {}",
+            d.index,
+            d.name.as_deref().unwrap_or("?"),
+            d.uuid.as_deref().unwrap_or("?"),
+            h(d.used_bytes),
+            h(d.total_bytes)
+        );
+        for p in &d.processes {
+            let gpumem = report.processes.iter().find(|e| e.pid == Some(p.pid)).map(|e| e.bytes);
+            println!("    pid {:>8}: driver {}  gpumem {}", p.pid, h(p.used_bytes), h(gpumem));
+        }
+    }
     println!();
     println!("{:<36} {:>14} {:>14}", "CGROUP", "HELD", "KERNEL");
     for c in &report.cgroups {

@@ -3,4 +3,5 @@
 //! line.
 pub mod cgroup;
 pub mod container;
+pub mod devices;
 pub mod process;

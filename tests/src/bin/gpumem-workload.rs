@@ -37,7 +37,10 @@ enum Scenario {
 }
 
 #[derive(Debug, Parser)]
-#[command(about = "Run a scripted CUDA allocation pattern and print its ground truth")]
+#[command(
+    about = "Run a scripted CUDA allocation pattern and print its ground truth",
+    args_override_self = true
+)]
 struct Args {
     /// The driver library to dlopen.
     #[arg(long, default_value = "libcuda.so.1")]
@@ -60,6 +63,10 @@ struct Args {
     /// async per-thread, managed, VMM), not only cuMemAlloc_v2.
     #[arg(long)]
     mix: bool,
+    /// After loading the driver, print a `loaded` checkpoint and wait for
+    /// a line on stdin before the scenario starts.
+    #[arg(long)]
+    hold_at_start: bool,
     /// Chunk size for `oom`.
     #[arg(long, default_value_t = 1 << 20)]
     size: usize,
@@ -71,6 +78,9 @@ fn main() -> anyhow::Result<()> {
     let ctx = driver.open_device(args.device)?;
     let truth = Arc::new(Truth::default());
     let w = Workload { args: &args, driver, truth, ctx: ctx as usize };
+    if args.hold_at_start {
+        emit(&w.truth.checkpoint("loaded"), true)?;
+    }
     match args.scenario {
         Scenario::Basic => w.basic(),
         Scenario::Oom => w.oom(),

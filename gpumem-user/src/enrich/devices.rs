@@ -1,0 +1,83 @@
+//! Device identity and the driver's own view, from the NVIDIA management
+//! library (NVML, loaded at run time by nvml-wrapper): name, UUID, total
+//! and used memory, and each process's usage as the driver reports it, to
+//! show beside gpumem's. Without NVML (no NVIDIA driver, or the simulated
+//! one) the agent says so once and reports devices by index only.
+use nvml_wrapper::{enums::device::UsedGpuMemory, Nvml};
+use serde::{Deserialize, Serialize};
+
+/// One device as the driver describes it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeviceInfo {
+    pub index: u32,
+    pub name: Option<String>,
+    pub uuid: Option<String>,
+    pub total_bytes: Option<u64>,
+    pub used_bytes: Option<u64>,
+    /// Per-process usage as the driver counts it (includes what gpumem
+    /// cannot see: context and module memory).
+    pub processes: Vec<DriverProcess>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DriverProcess {
+    pub pid: u32,
+    pub used_bytes: Option<u64>,
+}
+
+pub struct Devices {
+    nvml: Option<Nvml>,
+}
+
+impl Devices {
+    /// Loads NVML; says on stderr, once, when it cannot.
+    pub fn open() -> Self {
+        match Nvml::init() {
+            Ok(nvml) => Self { nvml: Some(nvml) },
+            Err(e) => {
+                eprintln!(
+                    "gpumem: NVML is not available ({e}); devices are reported by index only, \
+                     without names, UUIDs or the driver's own per-process usage"
+                );
+                Self { nvml: None }
+            }
+        }
+    }
+
+    pub fn available(&self) -> bool {
+        self.nvml.is_some()
+    }
+
+    /// Every device NVML knows; empty without NVML. A field NVML cannot
+    /// give is `None`, never a guess.
+    pub fn snapshot(&self) -> Vec<DeviceInfo> {
+        let Some(nvml) = &self.nvml else { return Vec::new() };
+        let count = nvml.device_count().unwrap_or(0);
+        (0..count)
+            .filter_map(|index| {
+                let d = nvml.device_by_index(index).ok()?;
+                let mem = d.memory_info().ok();
+                let processes = d
+                    .running_compute_processes()
+                    .unwrap_or_default()
+                    .into_iter()
+                    .map(|p| DriverProcess {
+                        pid: p.pid,
+                        used_bytes: match p.used_gpu_memory {
+                            UsedGpuMemory::Used(b) => Some(b),
+                            UsedGpuMemory::Unavailable => None,
+                        },
+                    })
+                    .collect();
+                Some(DeviceInfo {
+                    index,
+                    name: d.name().ok(),
+                    uuid: d.uuid().ok(),
+                    total_bytes: mem.as_ref().map(|m| m.total),
+                    used_bytes: mem.as_ref().map(|m| m.used),
+                    processes,
+                })
+            })
+            .collect()
+    }
+}
