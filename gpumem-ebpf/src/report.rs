@@ -10,7 +10,7 @@ use aya_ebpf::{
 use gpumem_common::{cookie_api, cookie_kind, event_type, EventRecord, Pending, CUDA_SUCCESS};
 
 use crate::{
-    account::{cookie, emit, put_pending, take_pending},
+    account::{cookie, current, emit, put_pending, take_pending},
     context::current_device,
 };
 
@@ -58,9 +58,14 @@ pub fn call_return(ctx: RetProbeContext) -> u32 {
 /// Sends a `call` record.
 #[inline(always)]
 pub fn report(api: u32, kind: u32, addr: u64, size: u64, device: u32) {
+    let pid_tgid = bpf_get_current_pid_tgid();
+    let cgroup_id = unsafe { bpf_get_current_cgroup_id() };
+    let t = current((pid_tgid >> 32) as u32, cgroup_id);
     emit(EventRecord {
-        pid_tgid: bpf_get_current_pid_tgid(),
-        cgroup_id: unsafe { bpf_get_current_cgroup_id() },
+        pid_tgid,
+        cgroup_id,
+        proc_total: t.proc_total,
+        cgroup_total: t.cgroup_total,
         event: event_type::CALL,
         api,
         kind,

@@ -164,10 +164,10 @@ pub fn demo() -> anyhow::Result<()> {
                 &built,
                 "trainer",
                 a.clone(),
-                &["--scenario", "threads", "--threads", "2", "--iterations", "12"],
+                &["--scenario", "threads", "--mix", "--threads", "2", "--iterations", "12"],
                 &[],
             )?,
-            Job::start(&built, "notebook", a, &["--scenario", "basic"], &[])?,
+            Job::start(&built, "notebook", a, &["--scenario", "basic", "--device", "1"], &[])?,
             // A 64 MiB card: the inference job fills it and is refused.
             Job::start(
                 &built,

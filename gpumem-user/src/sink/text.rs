@@ -39,7 +39,7 @@ impl<W: Write + Send> Sink for TextSink<W> {
             Line::Event(e) => {
                 let cg = e.cgroup.as_deref().unwrap_or("?");
                 let what = match e.event {
-                    "exit" => format!("released {}", human(e.size)),
+                    "exit" | "exec" => format!("released {}", human(e.size)),
                     "alloc_failed" => format!("{} {} wanted {} -> CUresult {}", e.api, e.kind, human(e.size), e.result),
                     _ => format!("{} {} dev {} {} at {}", e.api, e.kind, dev(e.device), human(e.size), e.addr),
                 };
