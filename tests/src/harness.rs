@@ -339,6 +339,18 @@ impl Workload {
         }
     }
 
+    /// Resumes through every remaining checkpoint until the workload
+    /// exits, then [`Self::finish`]es it.
+    pub fn run_to_end(mut self) {
+        loop {
+            self.resume();
+            if self.rx.recv_timeout(DEADLINE).is_err() {
+                break; // stdout closed: it is exiting
+            }
+        }
+        self.finish();
+    }
+
     /// Closes stdin and waits; panics unless it exited 0.
     pub fn finish(mut self) {
         drop(self.stdin.take());
@@ -359,6 +371,18 @@ impl Drop for Workload {
 /// The status entry of process `pid`.
 pub fn proc_entry(s: &StatusReport, pid: u32) -> Option<&gpumem::control::StatusEntry> {
     s.processes.iter().find(|p| p.pid == Some(pid))
+}
+
+/// A process's split as `kind:device` -> bytes, the form workloads print.
+pub fn split_of(s: &StatusReport, pid: u32) -> std::collections::BTreeMap<String, u64> {
+    proc_entry(s, pid)
+        .map(|e| {
+            e.split
+                .iter()
+                .map(|x| (format!("{}:{}", x.kind, x.device.map_or("-".into(), |d| d.to_string())), x.bytes))
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// The status entry of cgroup `id`.

@@ -107,8 +107,5 @@ fn periodic_usage_records_split_by_kind_and_device() {
     assert!(p["cmdline"].as_str().unwrap().contains("--scenario basic"));
     let g = lines[fresh..].iter().find(|x| x["event"] == "usage" && x["cgroup_id"] == cg.id).unwrap();
     assert_eq!(g["bytes"].as_u64(), Some(c.held));
-    w.resume();
-    let _ = w.checkpoint();
-    w.resume();
-    w.finish();
+    w.run_to_end();
 }

@@ -31,8 +31,5 @@ fn records_name_the_pod_container_and_process() {
     assert_eq!(p.container.as_ref().map(|c| c.id.as_str()), Some(ID));
     let cgroup = cgroup_entry(&s, cg.id).unwrap();
     assert_eq!(cgroup.container.as_ref().and_then(|c| c.pod_uid.as_deref()), Some(UID));
-    w.resume();
-    let _ = w.checkpoint();
-    w.resume();
-    w.finish();
+    w.run_to_end();
 }

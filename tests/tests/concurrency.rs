@@ -3,8 +3,6 @@
 //! freeing each other's allocations: every checkpoint matches exactly, per
 //! process (with its kind:device split) and per cgroup, and everything is
 //! zero after exit.
-use std::collections::BTreeMap;
-
 use gpumem_tests::harness::*;
 
 #[test]
@@ -36,13 +34,7 @@ fn random_mixed_families_across_threads_and_processes_add_up_exactly() {
         let s = agent.status();
         for c in &truths {
             assert_process_holds(&s, c.pid, c.held);
-            let split: BTreeMap<String, u64> = proc_entry(&s, c.pid)
-                .unwrap()
-                .split
-                .iter()
-                .map(|x| (format!("{}:{}", x.kind, x.device.map_or("-".into(), |d| d.to_string())), x.bytes))
-                .collect();
-            assert_eq!(split, c.split, "process {} split at {round}", c.pid);
+            assert_eq!(split_of(&s, c.pid), c.split, "process {} split at {round}", c.pid);
         }
         assert_cgroup_holds(&s, &a, held[0]);
         assert_cgroup_holds(&s, &b, held[1]);

@@ -2,22 +2,11 @@
 //! the kernel's totals equal the workload's truth exactly, per process,
 //! per cgroup and per (kind, device); calls that are not charged are
 //! reported; every charging symbol of the probe table is seen.
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 use gpumem::bpf::probes::{Family, PROBES};
 use gpumem_tests::{harness::*, truth::Checkpoint};
 use serde_json::Value;
-
-fn split_of(s: &gpumem::control::StatusReport, pid: u32) -> BTreeMap<String, u64> {
-    proc_entry(s, pid)
-        .map(|e| {
-            e.split
-                .iter()
-                .map(|x| (format!("{}:{}", x.kind, x.device.map_or("-".into(), |d| d.to_string())), x.bytes))
-                .collect()
-        })
-        .unwrap_or_default()
-}
 
 fn check(agent: &Agent, cg: &Cgroup, c: &Checkpoint) -> Vec<Value> {
     let lines = agent.wait_for_checkpoint(c);

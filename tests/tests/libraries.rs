@@ -29,10 +29,7 @@ fn a_new_libcuda_copy_is_attached_within_a_second_and_traced() {
     let s = agent.status();
     assert_process_holds(&s, pid, c.held);
     assert_eq!(s.libraries.len(), 2, "{:?}", s.libraries);
-    w.resume();
-    let _ = w.checkpoint();
-    w.resume();
-    w.finish();
+    w.run_to_end();
     agent.wait_for("the exit record", |l| count(l, pid, "exit") == 1);
     assert_process_holds(&agent.status(), pid, 0);
 }

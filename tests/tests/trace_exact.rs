@@ -105,56 +105,6 @@ fn failed_allocation_is_reported_and_charges_nothing() {
 }
 
 #[test]
-fn threads_and_processes_in_two_cgroups_add_up_exactly() {
-    if !privileged("threads_and_processes_in_two_cgroups_add_up_exactly") {
-        return;
-    }
-    let agent = Agent::start(&[]);
-    let (a, b) = (Cgroup::create("team-a"), Cgroup::create("team-b"));
-    let spawn = |cg: &Cgroup, seed: &str| {
-        Workload::spawn(
-            &["--scenario", "threads", "--threads", "4", "--iterations", "150", "--seed", seed, "--pause"],
-            Some(cg),
-            &[],
-        )
-    };
-    let mut ws = vec![(spawn(&a, "1"), 0), (spawn(&a, "2"), 0), (spawn(&b, "3"), 1)];
-    for round in ["mixed", "drained"] {
-        let mut held = [0u64; 2];
-        let mut truths = Vec::new();
-        for (w, team) in ws.iter_mut() {
-            let c = w.checkpoint();
-            assert_eq!(c.checkpoint, round);
-            held[*team] += c.held;
-            truths.push(c);
-        }
-        for c in &truths {
-            agent.wait_for_checkpoint(c);
-        }
-        let s = agent.status();
-        for c in &truths {
-            assert_process_holds(&s, c.pid, c.held);
-        }
-        assert_cgroup_holds(&s, &a, held[0]);
-        assert_cgroup_holds(&s, &b, held[1]);
-        for (w, _) in ws.iter_mut() {
-            w.resume();
-        }
-    }
-    let pids: Vec<u32> = ws.iter().map(|(w, _)| w.pid()).collect();
-    for (w, _) in ws {
-        w.finish();
-    }
-    agent.wait_for("every exit record", |l| pids.iter().all(|&p| count(l, p, "exit") == 1));
-    let s = agent.status();
-    for p in pids {
-        assert_process_holds(&s, p, 0);
-    }
-    assert_cgroup_holds(&s, &a, 0);
-    assert_cgroup_holds(&s, &b, 0);
-}
-
-#[test]
 fn forked_child_holds_nothing_of_its_parent() {
     if !privileged("forked_child_holds_nothing_of_its_parent") {
         return;
@@ -204,10 +154,7 @@ fn device_comes_from_the_threads_current_context() {
     let split = &proc_entry(&s, pid).unwrap().split;
     assert_eq!(split.len(), 1, "{split:?}");
     assert_eq!((split[0].device, split[0].kind.as_str(), split[0].bytes), (Some(1), "device", c.held));
-    w.resume();
-    let _ = w.checkpoint();
-    w.resume();
-    w.finish();
+    w.run_to_end();
 }
 
 #[test]
@@ -235,8 +182,5 @@ fn exec_releases_what_the_old_image_held() {
     let s = agent.status();
     assert_process_holds(&s, pid, after.held);
     assert_cgroup_holds(&s, &cg, after.held);
-    w.resume();
-    let _ = w.checkpoint();
-    w.resume();
-    w.finish();
+    w.run_to_end();
 }

@@ -3,25 +3,13 @@
 //! flags `gpumem-user/build.rs` builds it with).
 use anyhow::Context;
 
-use crate::util::{cmd, root, run, target_dir};
+use crate::util::{cmd, host_crate_args, root, run, target_dir};
 
 pub fn lint() -> anyhow::Result<()> {
     crate::setup::setup()?;
     run(cmd("cargo").current_dir(root()).args(["fmt", "--all", "--check"]))
         .context("formatting differs: run `cargo fmt --all`")?;
-    run(cmd("cargo").current_dir(root()).args([
-        "clippy",
-        "-q",
-        "-p",
-        "gpumem-common",
-        "-p",
-        "gpumem-user",
-        "-p",
-        "simcuda",
-        "-p",
-        "xtask",
-        "-p",
-        "gpumem-tests",
+    run(cmd("cargo").current_dir(root()).args(["clippy", "-q"]).args(host_crate_args()).args([
         "--all-targets",
         "--",
         "-D",

@@ -9,7 +9,7 @@ use anyhow::Context;
 
 use crate::{
     artifacts::build,
-    util::{cmd, is_root, root},
+    util::{cmd, host_crate_args, is_root, root},
 };
 
 /// Totals over every libtest run.
@@ -71,24 +71,9 @@ pub fn test() -> anyhow::Result<()> {
     let built = build()?;
     let mut tally = Tally::default();
     println!("== unit tests");
-    let unit_ok = cargo_test(
-        &[
-            "-p",
-            "gpumem-common",
-            "-p",
-            "gpumem-user",
-            "-p",
-            "simcuda",
-            "-p",
-            "xtask",
-            "-p",
-            "gpumem-tests",
-            "--lib",
-            "--bins",
-        ],
-        &[],
-        &mut tally,
-    )?;
+    let mut unit_args = host_crate_args();
+    unit_args.extend(["--lib", "--bins"]);
+    let unit_ok = cargo_test(&unit_args, &[], &mut tally)?;
     println!("== privileged end-to-end tests (one thread)");
     if !is_root() {
         println!("xtask: not root: the privileged tests will print SKIPPED; run `sudo cargo xtask test` to run them");

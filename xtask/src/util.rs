@@ -7,6 +7,14 @@ use std::{
 
 use anyhow::{bail, Context};
 
+/// The host-built crates (the eBPF crate builds only for the bpf target).
+pub const HOST_CRATES: [&str; 5] = ["gpumem-common", "gpumem-user", "simcuda", "xtask", "gpumem-tests"];
+
+/// `-p CRATE` for each of [`HOST_CRATES`].
+pub fn host_crate_args() -> Vec<&'static str> {
+    HOST_CRATES.iter().flat_map(|c| ["-p", c]).collect()
+}
+
 /// The workspace root.
 pub fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("xtask lives in the workspace").to_path_buf()

@@ -2,10 +2,7 @@
 //! formats; others are refused with CUDA_ERROR_INVALID_VALUE).
 use std::{collections::HashMap, sync::Mutex};
 
-use crate::{
-    context::current_device, state, CUresult, CUDA_ERROR_INVALID_VALUE, CUDA_ERROR_OUT_OF_MEMORY,
-    CUDA_SUCCESS,
-};
+use crate::{state, CUresult, CUDA_ERROR_INVALID_VALUE, CUDA_ERROR_OUT_OF_MEMORY, CUDA_SUCCESS};
 
 #[repr(C)]
 pub struct ArrayDescriptor {
@@ -54,12 +51,8 @@ unsafe fn create(out: *mut u64, bytes: Option<u64>) -> CUresult {
     let Some(bytes) = bytes.filter(|_| !out.is_null()) else {
         return CUDA_ERROR_INVALID_VALUE;
     };
-    let dev = match current_device() {
-        Ok(d) => d,
-        Err(e) => return e,
-    };
-    let mut card = match state::card() {
-        Ok(c) => c,
+    let (dev, mut card) = match state::current_card() {
+        Ok(x) => x,
         Err(e) => return e,
     };
     if !card.reserve(dev, bytes) {

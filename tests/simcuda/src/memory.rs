@@ -11,12 +11,8 @@ pub(crate) unsafe fn alloc_device(dptr: *mut CUdeviceptr, bytes: usize, how: u32
     if dptr.is_null() || bytes == 0 {
         return CUDA_ERROR_INVALID_VALUE;
     }
-    let dev = match current_device() {
-        Ok(d) => d,
-        Err(e) => return e,
-    };
-    let mut card = match state::card() {
-        Ok(c) => c,
+    let (dev, mut card) = match state::current_card() {
+        Ok(x) => x,
         Err(e) => return e,
     };
     match card.allocate(dev, bytes as u64) {

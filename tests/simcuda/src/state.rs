@@ -62,6 +62,12 @@ pub fn card() -> Result<MutexGuard<'static, Card>, CUresult> {
     Ok(m.lock().unwrap_or_else(|p| p.into_inner()))
 }
 
+/// The calling thread's current device and the card, or why not.
+pub fn current_card() -> Result<(i32, MutexGuard<'static, Card>), CUresult> {
+    let dev = crate::context::current_device()?;
+    Ok((dev, card()?))
+}
+
 pub fn device_count() -> Option<i32> {
     card().ok().map(|c| c.devices.len() as i32)
 }
