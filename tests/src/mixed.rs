@@ -14,12 +14,28 @@ pub enum Method {
     Plain,
     Async,
     AsyncPtsz,
+    /// `cuMemAllocFromPoolAsync` from one pool per process.
+    Pool,
     Managed,
     Vmm,
 }
 
-pub const METHODS: [Method; 5] =
-    [Method::Plain, Method::Async, Method::AsyncPtsz, Method::Managed, Method::Vmm];
+pub const METHODS: [Method; 6] =
+    [Method::Plain, Method::Async, Method::AsyncPtsz, Method::Pool, Method::Managed, Method::Vmm];
+
+/// The process's memory pool, made at first use.
+fn pool(d: &Driver) -> anyhow::Result<u64> {
+    static POOL: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    if let Some(p) = POOL.get() {
+        return Ok(*p);
+    }
+    let props = [0u8; 88];
+    let mut handle = 0u64;
+    // SAFETY: cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *props).
+    let create: unsafe extern "C" fn(*mut u64, *const u8) -> R = unsafe { d.sym("cuMemPoolCreate")? };
+    ok(unsafe { create(&mut handle, props.as_ptr()) }, "cuMemPoolCreate")?;
+    Ok(*POOL.get_or_init(|| handle))
+}
 
 /// A live allocation: its address (or VMM handle and mapping).
 #[derive(Clone, Copy, Debug)]
@@ -84,6 +100,11 @@ pub fn alloc(d: &Driver, t: &Truth, method: Method, size: u64, device: i32) -> a
                     name,
                 )?
             }
+            Method::Pool => {
+                let f: unsafe extern "C" fn(*mut u64, usize, u64, *mut c_void) -> R =
+                    d.sym("cuMemAllocFromPoolAsync")?;
+                ok(f(&mut p, size as usize, pool(d)?, null), "cuMemAllocFromPoolAsync")?
+            }
             Method::Managed => ok(
                 d.sym::<unsafe extern "C" fn(*mut u64, usize, u32) -> R>("cuMemAllocManaged")?(
                     &mut p,
@@ -126,9 +147,12 @@ pub fn free(d: &Driver, t: &Truth, h: Held, release_first: bool) -> anyhow::Resu
             Method::Plain | Method::Managed => {
                 ok(d.sym::<unsafe extern "C" fn(u64) -> R>("cuMemFree_v2")?(h.addr), "free")?
             }
-            Method::Async | Method::AsyncPtsz => {
-                let name =
-                    if matches!(h.method, Method::Async) { "cuMemFreeAsync" } else { "cuMemFreeAsync_ptsz" };
+            Method::Async | Method::AsyncPtsz | Method::Pool => {
+                let name = if matches!(h.method, Method::AsyncPtsz) {
+                    "cuMemFreeAsync_ptsz"
+                } else {
+                    "cuMemFreeAsync"
+                };
                 ok(d.sym::<unsafe extern "C" fn(u64, *mut c_void) -> R>(name)?(h.addr, null), name)?
             }
             Method::Vmm => {
