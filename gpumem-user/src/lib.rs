@@ -12,5 +12,6 @@ pub mod control;
 pub mod enrich;
 pub mod ledger;
 pub mod output;
+pub mod policy;
 pub mod privileges;
 pub mod sink;
