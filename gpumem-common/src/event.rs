@@ -20,6 +20,14 @@ pub mod event_type {
     /// A process that held (or held) memory exec'd: like `EXIT`, all it
     /// held is uncharged; the process lives on with a new image.
     pub const EXEC: u32 = 6;
+    /// A call would have crossed a hard limit: `addr` is the limit slot,
+    /// `size` the request, `proc_total` the limit's usage before it,
+    /// `cgroup_total` the hard limit, `result` the action taken
+    /// (`limit_action`) and `flags` the signal sent.
+    pub const LIMIT: u32 = 7;
+    /// Usage went above a soft limit (once per crossing); fields as `LIMIT`
+    /// with `cgroup_total` the soft limit.
+    pub const LIMIT_SOFT: u32 = 8;
 
     pub const fn name(event: u32) -> &'static str {
         match event {
@@ -29,6 +37,8 @@ pub mod event_type {
             EXIT => "exit",
             CALL => "call",
             EXEC => "exec",
+            LIMIT => "limit",
+            LIMIT_SOFT => "limit_soft",
             _ => "unknown",
         }
     }

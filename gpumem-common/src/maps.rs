@@ -13,6 +13,9 @@ pub mod map_name {
     pub const STATS: &str = "STATS";
     pub const THREAD_CTX: &str = "THREAD_CTX";
     pub const VMM_MAPPINGS: &str = "VMM_MAPPINGS";
+    pub const LIMITS: &str = "LIMITS";
+    pub const LIMIT_INDEX: &str = "LIMIT_INDEX";
+    pub const COMM_LIMITS: &str = "COMM_LIMITS";
     pub const CTX_DEVICE: &str = "CTX_DEVICE";
 }
 
@@ -36,6 +39,17 @@ pub const CTX_ENTRIES: u32 = 16384;
 /// How many distinct cgroups one process's charges are remembered for, so
 /// that its exit uncharges each of them exactly.
 pub const PROC_CGROUP_SLOTS: usize = 4;
+/// Limit rules at once (slots of the `LIMITS` array).
+pub const MAX_LIMITS: u32 = 64;
+/// Limits applied to one call: the process's, the comm's, then the nearest
+/// limited cgroups from the caller's up (a live allocation records them
+/// packed, one byte each, slot + 1).
+pub const LIMITS_PER_CALL: usize = 4;
+/// Limits one process's charges can be remembered for (for its exit).
+pub const PROC_LIMIT_SLOTS: usize = 4;
+/// cgroup ancestor levels searched for limits (0 is the root).
+pub const MAX_CGROUP_DEPTH: u32 = 12;
+
 /// `cgroup_slot` when no slot was free.
 pub const NO_SLOT: u32 = u32::MAX;
 
@@ -99,7 +113,10 @@ pub struct Pending {
     /// 1 when `live` holds the allocation a free took out of the live map
     /// at its entry (put back if the free fails).
     pub found: u32,
-    pub _pad: u32,
+    /// 1 when a limit refused the call at entry: the return charges nothing.
+    pub refused: u32,
+    /// Bytes reserved at entry under `live.limit_slots`' limits.
+    pub reserved: u64,
     pub live: LiveAlloc,
 }
 
@@ -134,6 +151,9 @@ pub struct LiveAlloc {
     /// older generation belongs to an image that exited or exec'd, whose
     /// charges are already gone: it is dropped, never uncharged.
     pub generation: u64,
+    /// The `LIMITS` slots this allocation is charged to: byte `i` is slot
+    /// + 1 (0: none), `LIMITS_PER_CALL` bytes.
+    pub limit_slots: u64,
 }
 
 #[repr(C)]
@@ -167,6 +187,57 @@ pub struct ProcUsage {
     pub cgroup_ids: [u64; PROC_CGROUP_SLOTS],
     /// ... and how much it holds in each.
     pub cgroup_bytes: [u64; PROC_CGROUP_SLOTS],
+    /// The limit slots (slot + 1; 0 = free) this process's charges count
+    /// against ...
+    pub limit_slots: [u64; PROC_LIMIT_SLOTS],
+    /// ... and how much it holds under each.
+    pub limit_bytes: [u64; PROC_LIMIT_SLOTS],
+}
+
+/// Kinds of limit target in [`LimitKey`].
+pub mod limit_scope {
+    pub const PROCESS: u32 = 1;
+    pub const CGROUP: u32 = 2;
+}
+
+/// What a limit does to a call that would cross it.
+pub mod limit_action {
+    pub const AUDIT: u32 = 1;
+    pub const SIGNAL: u32 = 2;
+    pub const DENY: u32 = 3;
+}
+
+/// `LimitRule::device` when every device counts.
+pub const DEVICE_ANY: u32 = u32::MAX;
+
+/// Which limit applies to a process (by tgid) or a cgroup (by id).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct LimitKey {
+    pub scope: u32,
+    pub _pad: u32,
+    pub id: u64,
+}
+
+/// One limit slot. Written by the agent (all fields but `usage` and
+/// `soft_over`), counted by the kernel.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LimitRule {
+    pub hard: u64,
+    /// 0: no soft limit.
+    pub soft: u64,
+    /// Bytes charged (or reserved by calls in flight) under this limit.
+    pub usage: u64,
+    /// 1 while usage is above the soft limit (one record per crossing).
+    pub soft_over: u64,
+    /// One of [`limit_action`].
+    pub action: u32,
+    pub signal: u32,
+    /// Only this device's memory counts, or [`DEVICE_ANY`].
+    pub device: u32,
+    /// 1 while the rule is in force.
+    pub active: u32,
 }
 
 #[cfg(feature = "user")]
@@ -179,14 +250,18 @@ mod pod {
     unsafe impl aya::Pod for super::LiveKey {}
     unsafe impl aya::Pod for super::ProcUsage {}
     unsafe impl aya::Pod for super::CtxKey {}
+    unsafe impl aya::Pod for super::LimitKey {}
+    unsafe impl aya::Pod for super::LimitRule {}
     unsafe impl aya::Pod for crate::EventRecord {}
 }
 
 const _: () = {
-    assert!(core::mem::size_of::<Pending>() == 112);
+    assert!(core::mem::size_of::<Pending>() == 128);
     assert!(core::mem::size_of::<PendingKey>() == 16);
-    assert!(core::mem::size_of::<LiveAlloc>() == 56);
+    assert!(core::mem::size_of::<LiveAlloc>() == 64);
+    assert!(core::mem::size_of::<LimitKey>() == 16);
+    assert!(core::mem::size_of::<LimitRule>() == 48);
     assert!(core::mem::size_of::<LiveKey>() == 16);
     assert!(core::mem::size_of::<CtxKey>() == 16);
-    assert!(core::mem::size_of::<ProcUsage>() == 16 + 16 * PROC_CGROUP_SLOTS);
+    assert!(core::mem::size_of::<ProcUsage>() == 16 + 16 * PROC_CGROUP_SLOTS + 16 * PROC_LIMIT_SLOTS);
 };

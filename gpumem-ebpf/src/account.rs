@@ -14,7 +14,7 @@ use crate::maps::{CGROUP_USAGE, EVENTS, PROC_USAGE, STATS};
 
 /// Adds `v` to `*p` atomically and returns the new value.
 #[inline(always)]
-fn add(p: *mut u64, v: u64) -> u64 {
+pub fn add(p: *mut u64, v: u64) -> u64 {
     // SAFETY: `p` points into a map value the verifier has bounds-checked;
     // map values are 8-byte aligned.
     unsafe { crate::atomic::fetch_add(p, v) }.wrapping_add(v)
@@ -50,22 +50,22 @@ fn get_or_insert<K, V>(map: &HashMap<K, V>, key: &K, init: &V) -> Option<*mut V>
     p
 }
 
-/// The slot of `cgroup_id` in the process's cgroup list, claiming a free
-/// one if needed; `NO_SLOT` when all are taken by other cgroups.
+/// The index of `key` in the `n` ids at `ids`, claiming a free (0) one
+/// if needed; `NO_SLOT` when all are taken by other keys. Concurrent
+/// claimers agree through compare-exchange.
 #[inline(always)]
-fn cgroup_slot(proc: *mut ProcUsage, cgroup_id: u64) -> u32 {
+pub fn claim(ids: *mut u64, n: usize, key: u64) -> u32 {
     let mut i = 0;
-    while i < PROC_CGROUP_SLOTS {
-        // SAFETY: `i` is in bounds and `proc` is a checked map value.
-        let p = unsafe { core::ptr::addr_of_mut!((*proc).cgroup_ids[i]) };
+    while i < n {
+        // SAFETY: `i < n`, within the caller's array in a checked map value.
+        let p = unsafe { ids.add(i) };
         let cur = unsafe { core::ptr::read_volatile(p) };
-        if cur == cgroup_id {
+        if cur == key {
             return i as u32;
         }
         if cur == 0 {
-            // SAFETY: as above.
-            let found = unsafe { crate::atomic::compare_exchange(p, 0, cgroup_id) };
-            if found == 0 || found == cgroup_id {
+            let found = unsafe { crate::atomic::compare_exchange(p, 0, key) };
+            if found == 0 || found == key {
                 return i as u32;
             }
         }
@@ -109,7 +109,9 @@ pub fn charge(tgid: u32, cgroup_id: u64, size: u64) -> Totals {
         t.generation = unsafe { core::ptr::read_volatile(core::ptr::addr_of!((*proc).generation)) };
         // SAFETY: checked map value pointer.
         t.proc_total = add(unsafe { core::ptr::addr_of_mut!((*proc).bytes) }, size);
-        t.slot = cgroup_slot(proc, cgroup_id);
+        // SAFETY: checked map value pointer.
+        let ids = unsafe { core::ptr::addr_of_mut!((*proc).cgroup_ids) }.cast::<u64>();
+        t.slot = claim(ids, PROC_CGROUP_SLOTS, cgroup_id);
         let slot = t.slot as usize;
         if slot < PROC_CGROUP_SLOTS {
             add(unsafe { core::ptr::addr_of_mut!((*proc).cgroup_bytes[slot]) }, size);

@@ -23,7 +23,8 @@ use gpumem_common::{
 use crate::{
     account::{charge, cookie, count, current, emit, is_current, put_pending, take_pending, uncharge},
     context::current_device,
-    maps::LIVE,
+    limits::{adjust, admit, commit, release},
+    maps::{LIVE, PROC_USAGE},
 };
 
 /// The entry-time state every allocation shares: caller's cgroup and
@@ -38,13 +39,25 @@ pub fn pending_alloc<C: aya_ebpf::EbpfContext>(ctx: &C) -> Pending {
     }
 }
 
+/// Applies the caller's limits to a request of `size` bytes and remembers
+/// the call (refused or with its reservations) for the return.
+#[inline(always)]
+pub fn admit_and_remember<C: aya_ebpf::EbpfContext>(ctx: &C, mut p: Pending, size: u64) -> u32 {
+    let api = cookie_api(cookie(ctx));
+    let a = admit(size, p.device, api);
+    p.refused = a.refused as u32;
+    p.reserved = size;
+    p.live.limit_slots = a.slots;
+    put_pending(api, &p);
+    0
+}
+
 #[uprobe]
 pub fn alloc_entry(ctx: ProbeContext) -> u32 {
     let mut p = pending_alloc(&ctx);
     p.out_ptr = ctx.arg::<u64>(0).unwrap_or(0);
     p.arg = ctx.arg::<u64>(1).unwrap_or(0);
-    put_pending(cookie_api(cookie(&ctx)), &p);
-    0
+    admit_and_remember(&ctx, p, p.arg)
 }
 
 /// `cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t width,
@@ -55,8 +68,10 @@ pub fn pitch_entry(ctx: ProbeContext) -> u32 {
     p.out_ptr = ctx.arg::<u64>(0).unwrap_or(0);
     p.pitch_ptr = ctx.arg::<u64>(1).unwrap_or(0);
     p.arg = ctx.arg::<u64>(3).unwrap_or(0);
-    put_pending(cookie_api(cookie(&ctx)), &p);
-    0
+    // The pitch is the driver's to choose, at least the width: admit on
+    // width x rows; the return adjusts to what the driver charged.
+    let width = ctx.arg::<u64>(2).unwrap_or(0);
+    admit_and_remember(&ctx, p, gpumem_common::array::mul(width, p.arg))
 }
 
 /// `cuMemHostRegister_v2(void *p, size_t bytes, unsigned flags)`: the
@@ -66,14 +81,16 @@ pub fn host_register_entry(ctx: ProbeContext) -> u32 {
     let mut p = pending_alloc(&ctx);
     p.addr = ctx.arg::<u64>(0).unwrap_or(0);
     p.arg = ctx.arg::<u64>(1).unwrap_or(0);
-    put_pending(cookie_api(cookie(&ctx)), &p);
-    0
+    admit_and_remember(&ctx, p, p.arg)
 }
 
 #[uretprobe]
 pub fn alloc_return(ctx: RetProbeContext) -> u32 {
     let api = cookie_api(cookie(&ctx));
     let Some(p) = take_pending(api) else { return 0 };
+    if p.refused == 1 {
+        return 0; // a limit refused it at entry (and said so): nothing to charge
+    }
     let result = ctx.ret::<u64>() as u32;
     let pid_tgid = bpf_get_current_pid_tgid();
     let tgid = (pid_tgid >> 32) as u32;
@@ -88,6 +105,7 @@ pub fn alloc_return(ctx: RetProbeContext) -> u32 {
         ..EventRecord::default()
     };
     if result != CUDA_SUCCESS {
+        release(p.live.limit_slots, p.reserved);
         let t = current(tgid, p.cgroup_id);
         rec.event = event_type::ALLOC_FAILED;
         rec.proc_total = t.proc_total;
@@ -103,6 +121,7 @@ pub fn alloc_return(ctx: RetProbeContext) -> u32 {
             Ok(a) => a,
             Err(_) => {
                 count(stat::OUT_PTR_UNREADABLE);
+                release(p.live.limit_slots, p.reserved);
                 return 0;
             }
         }
@@ -110,18 +129,21 @@ pub fn alloc_return(ctx: RetProbeContext) -> u32 {
     if p.pitch_ptr != 0 {
         let Ok(pitch) = (unsafe { bpf_probe_read_user(p.pitch_ptr as *const u64) }) else {
             count(stat::OUT_PTR_UNREADABLE);
+            release(p.live.limit_slots, p.reserved);
             return 0;
         };
         rec.size = gpumem_common::array::mul(pitch, p.arg);
     }
-    record_alloc(&mut rec, tgid, ns::for_kind(p.kind), addr);
+    // Commit the reservation at the size the driver charged.
+    adjust(p.live.limit_slots, rec.size.wrapping_sub(p.reserved));
+    record_alloc(&mut rec, tgid, ns::for_kind(p.kind), addr, p.live.limit_slots);
     0
 }
 
 /// Charges a successful allocation, records it as live and sends `rec`
 /// (which carries size, cgroup, kind, device and api already).
 #[inline(always)]
-pub fn record_alloc(rec: &mut EventRecord, tgid: u32, namespace: u32, addr: u64) {
+pub fn record_alloc(rec: &mut EventRecord, tgid: u32, namespace: u32, addr: u64, limit_slots: u64) {
     let key = LiveKey { tgid, ns: namespace, addr };
     // An entry at this key is an allocation whose free gpumem never saw:
     // of this image (drop its charge so it is not counted twice), or of an
@@ -131,9 +153,16 @@ pub fn record_alloc(rec: &mut EventRecord, tgid: u32, namespace: u32, addr: u64)
         let _ = LIVE.remove(key);
         if is_current(tgid, &stale) {
             uncharge(tgid, stale.cgroup_id, stale.cgroup_slot, stale.size);
+            release(stale.limit_slots, stale.size);
+            if let Some(proc) = PROC_USAGE.get_ptr_mut(tgid) {
+                commit(proc, stale.limit_slots, stale.size.wrapping_neg());
+            }
         }
     }
     let t = charge(tgid, rec.cgroup_id, rec.size);
+    if let Some(proc) = PROC_USAGE.get_ptr_mut(tgid) {
+        commit(proc, limit_slots, rec.size);
+    }
     let live = LiveAlloc {
         size: rec.size,
         cgroup_id: rec.cgroup_id,
@@ -142,6 +171,7 @@ pub fn record_alloc(rec: &mut EventRecord, tgid: u32, namespace: u32, addr: u64)
         cgroup_slot: t.slot,
         api: rec.api,
         generation: t.generation,
+        limit_slots,
         ..LiveAlloc::default()
     };
     if LIVE.insert(key, live, 0).is_err() {

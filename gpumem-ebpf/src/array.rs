@@ -40,8 +40,7 @@ fn start(ctx: &ProbeContext, size: Option<u64>) -> u32 {
         count(stat::OUT_PTR_UNREADABLE);
         0
     });
-    put_pending(cookie_api(cookie(ctx)), &p);
-    0
+    crate::alloc::admit_and_remember(ctx, p, p.arg)
 }
 
 /// `cuArrayCreate_v2(CUarray *out, const CUDA_ARRAY_DESCRIPTOR *desc)`.

@@ -48,3 +48,13 @@ pub unsafe fn fetch_add(p: *mut u64, v: u64) -> u64 {
     unsafe { atomic_xadd::<u64, u64, { AtomicOrdering::Relaxed }>(p, v) };
     unsafe { core::ptr::read_volatile(p) }.wrapping_sub(v)
 }
+
+/// Adds `v` to `*p` atomically, returning nothing: the plain BPF atomic
+/// add (no fetch), cheap for the verifier.
+///
+/// # Safety
+/// As for [`compare_exchange`].
+#[inline(always)]
+pub unsafe fn add_nofetch(p: *mut u64, v: u64) {
+    unsafe { atomic_xadd::<u64, u64, { AtomicOrdering::Relaxed }>(p, v) };
+}

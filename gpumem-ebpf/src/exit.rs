@@ -55,6 +55,7 @@ fn release(pid_tgid: u64, event: u32) {
         }
         i += 1;
     }
+    crate::limits::release_process(&usage);
     let _ = PROC_USAGE.remove(tgid);
     let cgroup_id = unsafe { bpf_get_current_cgroup_id() };
     emit(EventRecord {

@@ -89,6 +89,10 @@ pub fn record_untracked_free(rec: &mut EventRecord, tgid: u32, cgroup_id: u64) {
 #[inline(always)]
 pub fn record_free(rec: &mut EventRecord, tgid: u32, live: &LiveAlloc) {
     let t = uncharge(tgid, live.cgroup_id, live.cgroup_slot, live.size);
+    crate::limits::release(live.limit_slots, live.size);
+    if let Some(proc) = crate::maps::PROC_USAGE.get_ptr_mut(tgid) {
+        crate::limits::commit(proc, live.limit_slots, live.size.wrapping_neg());
+    }
     rec.event = event_type::FREE;
     rec.cgroup_id = live.cgroup_id;
     rec.size = live.size;

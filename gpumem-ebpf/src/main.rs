@@ -16,6 +16,7 @@ mod atomic;
 mod context;
 mod exit;
 mod free;
+mod limits;
 mod maps;
 mod report;
 mod vmm;

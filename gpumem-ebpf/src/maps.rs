@@ -3,11 +3,12 @@
 use aya_ebpf::{
     bindings::BPF_F_NO_PREALLOC,
     macros::map,
-    maps::{HashMap, LruHashMap, PerCpuArray, RingBuf},
+    maps::{Array, HashMap, LruHashMap, PerCpuArray, RingBuf},
 };
 use gpumem_common::{
-    stat, CtxKey, LiveAlloc, LiveKey, Pending, PendingKey, ProcUsage, CGROUP_ENTRIES, CTX_ENTRIES,
-    EVENTS_BYTES, LIVE_ENTRIES, PENDING_ENTRIES, PROC_ENTRIES, THREAD_CTX_ENTRIES, VMM_MAPPING_ENTRIES,
+    stat, CtxKey, LimitKey, LimitRule, LiveAlloc, LiveKey, Pending, PendingKey, ProcUsage, CGROUP_ENTRIES,
+    CTX_ENTRIES, EVENTS_BYTES, LIVE_ENTRIES, MAX_LIMITS, PENDING_ENTRIES, PROC_ENTRIES, THREAD_CTX_ENTRIES,
+    VMM_MAPPING_ENTRIES,
 };
 
 /// Records to user space.
@@ -48,3 +49,15 @@ pub static CTX_DEVICE: LruHashMap<CtxKey, u32> = LruHashMap::with_max_entries(CT
 #[map]
 pub static VMM_MAPPINGS: HashMap<LiveKey, u64> =
     HashMap::with_max_entries(VMM_MAPPING_ENTRIES, BPF_F_NO_PREALLOC);
+
+/// Limit rules, by slot (written by the agent).
+#[map]
+pub static LIMITS: Array<LimitRule> = Array::with_max_entries(MAX_LIMITS, 0);
+
+/// Which slot limits a process (tgid) or a cgroup (id).
+#[map]
+pub static LIMIT_INDEX: HashMap<LimitKey, u32> = HashMap::with_max_entries(1024, 0);
+
+/// Which slot limits processes by comm (NUL-padded).
+#[map]
+pub static COMM_LIMITS: HashMap<[u8; 16], u32> = HashMap::with_max_entries(256, 0);

@@ -53,8 +53,7 @@ pub fn vmm_create_entry(ctx: ProbeContext) -> u32 {
         Ok(_) => p.kind = kind::HOST,
         Err(_) => count(stat::OUT_PTR_UNREADABLE),
     }
-    put_pending(cookie_api(cookie(&ctx)), &p);
-    0
+    crate::alloc::admit_and_remember(&ctx, p, p.arg)
 }
 
 /// `cuMemRelease(handle)`: the entry takes the handle out of the live map.

@@ -1,0 +1,199 @@
+//! The limit decision, made here and nowhere else: at the entry of every
+//! charging call, before the driver runs.
+//!
+//! The limits that apply to the caller are its process's, its comm's, and
+//! those of its cgroup and its ancestors (a cgroup limit covers the
+//! subtree, as memory.max does); at most `LIMITS_PER_CALL` of them, nearest
+//! first. For each, the request is reserved with an atomic add and the
+//! usage read back: over the hard limit, the reservation is undone and the
+//! limit's action applies (audit keeps it). Racing callers each see the
+//! others' reservations, so together they never pass a limit (at worst
+//! both are refused near it). The return commits the reservation at the
+//! size the driver charged, or rolls it back; frees and exit release it.
+use aya_ebpf::helpers::{
+    bpf_get_current_comm, bpf_get_current_pid_tgid, generated::bpf_get_current_ancestor_cgroup_id,
+    generated::bpf_send_signal,
+};
+use gpumem_common::{
+    event_type, limit_action, limit_scope, EventRecord, LimitKey, ProcUsage, DEVICE_ANY, LIMITS_PER_CALL,
+    MAX_CGROUP_DEPTH, MAX_LIMITS, PROC_LIMIT_SLOTS,
+};
+
+use crate::{
+    account::{claim, emit},
+    atomic::{add_nofetch, compare_exchange},
+    maps::{COMM_LIMITS, LIMITS, LIMIT_INDEX},
+};
+
+/// The outcome of [`admit`].
+pub struct Admission {
+    /// The limits the request is reserved under (packed, see `LiveAlloc`).
+    pub slots: u64,
+    /// A limit refused the call: nothing is to be charged.
+    pub refused: bool,
+}
+
+/// Slot `i` (0-based) of a packed list, or None.
+#[inline(always)]
+fn slot_at(slots: u64, i: usize) -> Option<u32> {
+    let b = ((slots >> (8 * i)) & 0xff) as u32;
+    (b != 0 && b <= MAX_LIMITS).then(|| b - 1)
+}
+
+#[inline(always)]
+fn lookup(key: LimitKey) -> Option<u32> {
+    unsafe { LIMIT_INDEX.get(key) }.copied()
+}
+
+/// The limits that apply to the calling process, packed, nearest first.
+#[inline(always)]
+fn applicable(tgid: u32) -> u64 {
+    let mut slots = 0u64;
+    let mut n = 0;
+    let mut push = |slot: u32| {
+        if slot < MAX_LIMITS && n < LIMITS_PER_CALL {
+            slots |= ((slot + 1) as u64) << (8 * n);
+            n += 1;
+        }
+    };
+    if let Some(s) = lookup(LimitKey { scope: limit_scope::PROCESS, _pad: 0, id: tgid as u64 }) {
+        push(s);
+    }
+    let comm = bpf_get_current_comm().unwrap_or([0; 16]);
+    if let Some(s) = unsafe { COMM_LIMITS.get(comm) }.copied() {
+        push(s);
+    }
+    // From the caller's cgroup up to the root.
+    let mut level = MAX_CGROUP_DEPTH as i32;
+    while level >= 0 {
+        // SAFETY: plain helper call.
+        let id = unsafe { bpf_get_current_ancestor_cgroup_id(level) };
+        if id != 0 {
+            if let Some(s) = lookup(LimitKey { scope: limit_scope::CGROUP, _pad: 0, id }) {
+                push(s);
+            }
+        }
+        level -= 1;
+    }
+    slots
+}
+
+/// Reserves `size` bytes on `device` under every limit of the caller, or
+/// refuses the call (and acts) at the first limit it would cross.
+#[inline(always)]
+pub fn admit(size: u64, device: u32, api: u32) -> Admission {
+    let candidates = applicable((bpf_get_current_pid_tgid() >> 32) as u32);
+    let mut reserved = 0u64;
+    let mut i = 0;
+    while i < LIMITS_PER_CALL {
+        let Some(slot) = slot_at(candidates, i) else { break };
+        i += 1;
+        let Some(rule) = LIMITS.get_ptr_mut(slot) else { continue };
+        // SAFETY: checked map value pointer; fields read once.
+        let r = unsafe { core::ptr::read_volatile(rule) };
+        if r.active == 0 || (r.device != DEVICE_ANY && r.device != device) {
+            continue;
+        }
+        let usage = unsafe { core::ptr::addr_of_mut!((*rule).usage) };
+        unsafe { add_nofetch(usage, size) };
+        let after = unsafe { core::ptr::read_volatile(usage) };
+        if after > r.hard {
+            report(event_type::LIMIT, slot, size, after - size, r.hard, api, r.action, r.signal);
+            if r.action != limit_action::AUDIT {
+                unsafe { add_nofetch(usage, size.wrapping_neg()) };
+                release(reserved, size);
+                if r.action == limit_action::SIGNAL {
+                    // SAFETY: plain helper call; the caller is the current task.
+                    unsafe { bpf_send_signal(r.signal) };
+                }
+                return Admission { slots: 0, refused: true };
+            }
+        }
+        if r.soft != 0 && after > r.soft {
+            let flag = unsafe { core::ptr::addr_of_mut!((*rule).soft_over) };
+            if unsafe { compare_exchange(flag, 0, 1) } == 0 {
+                report(event_type::LIMIT_SOFT, slot, size, after - size, r.soft, api, r.action, 0);
+            }
+        }
+        reserved |= ((slot + 1) as u64) << (8 * (i - 1));
+    }
+    Admission { slots: reserved, refused: false }
+}
+
+/// Adds `delta` (wrapping: may be negative) to every limit in `slots`;
+/// re-arms soft-limit records when usage falls back under them.
+#[inline(always)]
+pub fn adjust(slots: u64, delta: u64) {
+    if slots == 0 || delta == 0 {
+        return;
+    }
+    let mut i = 0;
+    while i < LIMITS_PER_CALL {
+        if let Some(rule) = slot_at(slots, i).and_then(|s| LIMITS.get_ptr_mut(s)) {
+            // SAFETY: checked map value pointer.
+            let usage = unsafe { core::ptr::addr_of_mut!((*rule).usage) };
+            unsafe { add_nofetch(usage, delta) };
+            let soft = unsafe { core::ptr::read_volatile(core::ptr::addr_of!((*rule).soft)) };
+            if soft != 0 && unsafe { core::ptr::read_volatile(usage) } <= soft {
+                unsafe { core::ptr::write_volatile(core::ptr::addr_of_mut!((*rule).soft_over), 0) };
+            }
+        }
+        i += 1;
+    }
+}
+
+/// Releases `size` bytes from every limit in `slots`.
+#[inline(always)]
+pub fn release(slots: u64, size: u64) {
+    adjust(slots, size.wrapping_neg());
+}
+
+/// Adds `delta` (wrapping) to what the process holds under each limit of
+/// `slots`, claiming its per-process records as needed (for its exit).
+#[inline(always)]
+pub fn commit(proc: *mut ProcUsage, slots: u64, delta: u64) {
+    let mut i = 0;
+    while i < LIMITS_PER_CALL {
+        if let Some(slot) = slot_at(slots, i) {
+            // SAFETY: checked map value pointer.
+            let ids = unsafe { core::ptr::addr_of_mut!((*proc).limit_slots) }.cast::<u64>();
+            let pair = claim(ids, PROC_LIMIT_SLOTS, slot as u64 + 1) as usize;
+            if pair < PROC_LIMIT_SLOTS {
+                unsafe { add_nofetch(core::ptr::addr_of_mut!((*proc).limit_bytes[pair]), delta) };
+            }
+        }
+        i += 1;
+    }
+}
+
+/// At exit or exec: releases what the process held under each limit.
+#[inline(always)]
+pub fn release_process(usage: &ProcUsage) {
+    let mut pair = 0;
+    while pair < PROC_LIMIT_SLOTS {
+        let (id, bytes) = (usage.limit_slots[pair], usage.limit_bytes[pair]);
+        if id != 0 && id <= MAX_LIMITS as u64 && bytes != 0 {
+            release(id, bytes);
+        }
+        pair += 1;
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn report(event: u32, slot: u32, size: u64, usage: u64, limit: u64, api: u32, action: u32, signal: u32) {
+    emit(EventRecord {
+        pid_tgid: bpf_get_current_pid_tgid(),
+        cgroup_id: unsafe { aya_ebpf::helpers::bpf_get_current_cgroup_id() },
+        event,
+        addr: slot as u64,
+        size,
+        proc_total: usage,
+        cgroup_total: limit,
+        result: action,
+        api,
+        flags: signal,
+        device: DEVICE_ANY,
+        ..EventRecord::default()
+    });
+}
