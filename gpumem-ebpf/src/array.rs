@@ -3,12 +3,9 @@
 //! the driver's own padding is not visible at the call. They return
 //! through `alloc_return` and are freed through `free_return`.
 use aya_ebpf::{helpers::bpf_probe_read_user, macros::uprobe, programs::ProbeContext};
-use gpumem_common::{array::bytes, cookie_api, stat};
+use gpumem_common::{array::bytes, stat};
 
-use crate::{
-    account::{cookie, count, put_pending},
-    alloc::pending_alloc,
-};
+use crate::{account::count, alloc::pending_alloc};
 
 /// `CUDA_ARRAY_DESCRIPTOR`.
 #[repr(C)]

@@ -197,3 +197,13 @@ fn report(event: u32, slot: u32, size: u64, usage: u64, limit: u64, api: u32, ac
         ..EventRecord::default()
     });
 }
+
+/// Never attached: `gpumem` loads it to learn whether this kernel lets
+/// uprobe programs write registers (what `deny` needs). Kernels that do not
+/// reject it at load with `invalid bpf_context access`.
+#[aya_ebpf::macros::uprobe]
+pub fn probe_register_write(ctx: aya_ebpf::programs::ProbeContext) -> u32 {
+    // SAFETY: never runs; only its load is attempted.
+    unsafe { (*ctx.regs).rax = 0 };
+    0
+}

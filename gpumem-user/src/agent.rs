@@ -3,6 +3,8 @@
 //! `cmd::run` drives it; the control socket asks it through a channel).
 use std::io;
 
+use std::collections::HashMap;
+
 use gpumem_common::{event_type, EventRecord};
 
 use crate::{
@@ -15,7 +17,8 @@ use crate::{
         process::Processes,
     },
     ledger::Ledger,
-    output::{monotonic_ns, DroppedLine, EventLine, Line, UsageLine},
+    output::{monotonic_ns, DroppedLine, EventLine, LimitLine, Line, UsageLine},
+    policy::Action,
     sink::Sink,
 };
 
@@ -23,6 +26,7 @@ pub struct Agent {
     pub ledger: Ledger,
     cgroups: CgroupResolver,
     procs: Processes,
+    limit_names: HashMap<u32, (String, Action)>,
     devices: Devices,
     sink: Box<dyn Sink>,
     kernel: KernelMaps,
@@ -39,6 +43,7 @@ impl Agent {
             ledger: Ledger::default(),
             cgroups: CgroupResolver::new(),
             procs: Processes::default(),
+            limit_names: HashMap::new(),
             devices: Devices::open(),
             sink,
             kernel,
@@ -48,6 +53,40 @@ impl Agent {
             reported: Stats::default(),
             reported_malformed: 0,
         }
+    }
+
+    /// Names the installed limit rules (by slot) for `limit` records.
+    pub fn set_limits(&mut self, names: HashMap<u32, (String, Action)>) {
+        self.limit_names = names;
+    }
+
+    fn on_limit(&mut self, rec: &EventRecord) -> io::Result<()> {
+        let slot = rec.addr as u32;
+        let (limit, rule_action) =
+            self.limit_names.get(&slot).cloned().unwrap_or_else(|| (format!("slot {slot}"), Action::Audit));
+        let action = match (rec.event, rec.result) {
+            (event_type::LIMIT_SOFT, _) => rule_action.to_string(),
+            (_, gpumem_common::limit_action::AUDIT) => "audit".into(),
+            (_, gpumem_common::limit_action::SIGNAL) => format!("signal:{}", rec.flags),
+            _ => "deny".into(),
+        };
+        let (cgroup, _) = self.cgroup_info(rec.cgroup_id);
+        let line = LimitLine {
+            ts_ns: rec.ts_ns,
+            event: event_type::name(rec.event),
+            api: gpumem_common::id::name(rec.api),
+            pid: rec.tgid(),
+            tid: rec.tid(),
+            comm: crate::ledger::comm(&rec.comm),
+            cgroup_id: rec.cgroup_id,
+            cgroup,
+            limit,
+            limit_bytes: rec.cgroup_total,
+            usage: rec.proc_total,
+            request: rec.size,
+            action,
+        };
+        self.sink.write(&Line::Limit(line))
     }
 
     /// A library attached after start-up.
@@ -62,6 +101,9 @@ impl Agent {
             return Ok(());
         };
         self.records += 1;
+        if rec.event == event_type::LIMIT || rec.event == event_type::LIMIT_SOFT {
+            return self.on_limit(&rec);
+        }
         self.ledger.apply(&rec);
         if rec.event == event_type::EXIT || rec.event == event_type::EXEC {
             self.procs.forget(rec.tgid());

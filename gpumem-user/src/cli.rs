@@ -62,6 +62,19 @@ pub struct RunArgs {
     /// The control socket `gpumem status` talks to.
     #[arg(long, value_name = "PATH", default_value = DEFAULT_SOCKET)]
     pub socket: PathBuf,
+    /// A limit, decided in the kernel at each allocation (repeatable):
+    /// TARGET=HARD[,soft=SIZE][,action=ACTION][,fallback=ACTION][,device=N]
+    /// with TARGET cgroup:/path (the cgroup and everything below it),
+    /// pid:N or comm:NAME; sizes like 512MiB or 8GiB; ACTION audit,
+    /// signal[:SIG] or deny.
+    #[arg(long = "limit", value_name = "SPEC", value_parser = crate::policy::Limit::parse)]
+    pub limits: Vec<crate::policy::Limit>,
+    /// Limits from a TOML file (see the README), added to --limit.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// The action of limits that name none [default: signal:SIGKILL].
+    #[arg(long, value_name = "ACTION", value_parser = crate::policy::Action::parse)]
+    pub default_action: Option<crate::policy::Action>,
 }
 
 #[derive(Debug, Parser)]

@@ -119,11 +119,37 @@ pub struct DroppedLine {
     pub malformed: u64,
 }
 
+/// A limit decision (`limit`) or a soft limit crossed (`limit_soft`).
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct LimitLine {
+    pub ts_ns: u64,
+    pub event: &'static str,
+    pub api: &'static str,
+    pub pid: u32,
+    pub tid: u32,
+    pub comm: String,
+    pub cgroup_id: u64,
+    pub cgroup: Option<String>,
+    /// The rule's target, e.g. `cgroup:/team-a`.
+    pub limit: String,
+    /// The hard limit (`limit`) or the soft limit (`limit_soft`).
+    pub limit_bytes: u64,
+    /// Usage under the rule before this call.
+    pub usage: u64,
+    /// Bytes the call asked for.
+    pub request: u64,
+    /// What was done: `audit` (the call went ahead), `signal:N` (sent
+    /// before the call ran; not charged), `deny`; for `limit_soft` the
+    /// rule's action.
+    pub action: String,
+}
+
 /// Anything a sink writes.
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
 #[serde(untagged)]
 pub enum Line {
     Event(EventLine),
+    Limit(LimitLine),
     Usage(UsageLine),
     Dropped(DroppedLine),
 }

@@ -351,6 +351,19 @@ impl Workload {
         self.finish();
     }
 
+    /// Every checkpoint until the workload exits, and how it exited (a
+    /// limit may have signalled it).
+    pub fn until_exit(mut self) -> (Vec<Checkpoint>, ExitStatus) {
+        drop(self.stdin.take());
+        let mut seen = Vec::new();
+        while let Ok(line) = self.rx.recv_timeout(DEADLINE) {
+            seen.push(
+                serde_json::from_str(&line).unwrap_or_else(|e| panic!("workload printed `{line}`: {e}")),
+            );
+        }
+        (seen, self.child.wait().expect("waiting for the workload"))
+    }
+
     /// Closes stdin and waits; panics unless it exited 0.
     pub fn finish(mut self) {
         drop(self.stdin.take());

@@ -6,6 +6,7 @@
 //! event loop (`cmd::run`).
 pub mod discover;
 pub mod kernel;
+pub mod limits;
 pub mod probes;
 pub mod symbols;
 
@@ -205,6 +206,27 @@ impl Tracer {
     pub fn detach_all(&mut self) {
         for (_, links) in std::mem::take(&mut self.links) {
             self.detach_links(links);
+        }
+    }
+
+    /// Whether this kernel lets uprobe programs write registers (what
+    /// `deny` needs): None if it does, else the kernel's reason.
+    pub fn register_write_refusal(&mut self) -> Option<String> {
+        let name = "probe_register_write";
+        let prog: &mut UProbe = match self.ebpf.program_mut(name).map(<&mut UProbe>::try_from) {
+            Some(Ok(p)) => p,
+            _ => return Some(format!("the eBPF object has no program `{name}`")),
+        };
+        match prog.load() {
+            Ok(()) => None,
+            Err(e) => {
+                let text = format!("{e:#}");
+                Some(if text.contains("invalid bpf_context access") {
+                    "the verifier rejects stores into pt_regs: invalid bpf_context access".into()
+                } else {
+                    text.lines().next().unwrap_or("load failed").to_string()
+                })
+            }
         }
     }
 

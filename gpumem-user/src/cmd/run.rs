@@ -34,6 +34,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     let sink = open_sink(args.output.as_deref(), args.format)?;
 
     let mut tracer = Tracer::load()?;
+    let installed = install_limits(&mut tracer, &args)?;
     let mut names = Vec::new();
     for lib in &libs.libs {
         let report = tracer.attach(lib)?;
@@ -47,6 +48,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         .map_err(|e| anyhow::anyhow!("watching the ring buffer: {e}"))?;
     let kernel = KernelMaps::take(&mut tracer)?;
     let mut agent = Agent::new(sink, kernel, names);
+    agent.set_limits(crate::bpf::limits::names(&installed));
 
     let (req_tx, mut req_rx) = mpsc::channel::<control::Request>(16);
     let server = control::serve(&args.socket, req_tx).await?;
@@ -106,6 +108,30 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     drop(tracer);
     eprintln!("gpumem: detached");
     Ok(())
+}
+
+/// Reads and checks the policy (--config, --limit, --default-action) and
+/// writes it into the kernel, saying what each limit will do.
+fn install_limits(tracer: &mut Tracer, args: &RunArgs) -> anyhow::Result<Vec<crate::bpf::limits::Installed>> {
+    let file = args.config.as_deref().map(crate::policy::config::load).transpose()?;
+    let cgroup_root = std::fs::read_to_string("/proc/self/mountinfo")
+        .ok()
+        .and_then(|m| crate::enrich::cgroup::cgroup2_mount(&m));
+    let exists = |p: &str| cgroup_root.as_ref().is_some_and(|r| r.join(p.trim_start_matches('/')).is_dir());
+    let policy = crate::policy::config::combine(file, args.limits.clone(), args.default_action, exists)?;
+    let wants_deny = policy
+        .limits
+        .iter()
+        .any(|l| l.action.unwrap_or(policy.default_action) == crate::policy::Action::Deny);
+    let deny_reason = if wants_deny { tracer.register_write_refusal() } else { None };
+    let installed =
+        crate::bpf::limits::install(tracer, &policy, cgroup_root.as_deref(), deny_reason.as_deref())?;
+    for i in &installed {
+        let soft = i.limit.soft.map_or(String::new(), |s| format!(", soft {s} bytes"));
+        let dev = i.limit.device.map_or(String::new(), |d| format!(" on device {d}"));
+        eprintln!("gpumem: limit {}{dev}: {} bytes{soft}, action {}", i.limit.target, i.limit.hard, i.action);
+    }
+    Ok(installed)
 }
 
 /// Attaches to every `libcuda.so*` that a process mapped since the last

@@ -72,6 +72,21 @@ impl<W: Write + Send> Sink for TextSink<W> {
                     human(u.kernel_bytes)
                 )
             }
+            Line::Limit(l) => writeln!(
+                self.out,
+                "{:>12}  {:<12} pid {:<7} {:<15} {:<28} {} {} + {} over {} {} -> {}",
+                l.ts_ns / 1000,
+                l.event,
+                l.pid,
+                l.comm,
+                l.cgroup.as_deref().unwrap_or("?"),
+                l.api,
+                human(l.usage),
+                human(l.request),
+                l.limit,
+                human(l.limit_bytes),
+                l.action
+            ),
             Line::Dropped(d) => writeln!(
                 self.out,
                 "{:>12}  DROPPED      {} records lost ({} in total); map_full {} unmatched {} slots_full {} unreadable {} malformed {}",

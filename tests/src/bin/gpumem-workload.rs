@@ -34,6 +34,9 @@ enum Scenario {
     /// Allocate, then exec this program again as `basic` (same pid): the
     /// new image holds nothing of the old one.
     Exec,
+    /// `--iterations` allocations of `--size` bytes, a checkpoint after
+    /// each (`step-N`), then `done`: for limits, which stop it part way.
+    Steps,
 }
 
 #[derive(Debug, Parser)]
@@ -87,6 +90,7 @@ fn main() -> anyhow::Result<()> {
         Scenario::Threads => w.threads(),
         Scenario::Fork => w.fork(),
         Scenario::Exec => w.exec(),
+        Scenario::Steps => w.steps(),
         Scenario::Families => {
             gpumem_tests::families::run(&w.driver, &w.truth, w.ctx, &|name| w.checkpoint(name))
         }
@@ -206,6 +210,14 @@ impl Workload<'_> {
             mixed::free(&self.driver, &self.truth, h, true)?;
         }
         self.checkpoint("drained")
+    }
+
+    fn steps(&self) -> anyhow::Result<()> {
+        for i in 1..=self.args.iterations {
+            self.alloc(self.args.size)?;
+            self.checkpoint(&format!("step-{i}"))?;
+        }
+        self.checkpoint("done")
     }
 
     fn exec(&self) -> anyhow::Result<()> {

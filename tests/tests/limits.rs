@@ -1,0 +1,141 @@
+//! Limits decided in the kernel at the allocation, on this host's kernel:
+//! signal stops the caller at exactly the first allocation that would
+//! cross, uncharged; audit only records; racing processes under one cgroup
+//! limit never pass it together; deny without register writes is refused.
+use std::os::unix::process::ExitStatusExt;
+
+use gpumem_tests::harness::*;
+use serde_json::Value;
+
+const MIB: u64 = 1 << 20;
+
+fn steps(cg: &Cgroup, size: u64, n: u32) -> Workload {
+    let (size, n) = (size.to_string(), n.to_string());
+    Workload::spawn(&["--scenario", "steps", "--size", &size, "--iterations", &n], Some(cg), &[])
+}
+
+fn limit_records<'a>(lines: &'a [Value], pid: u32, event: &str) -> Vec<&'a Value> {
+    lines.iter().filter(|l| l["event"] == event && l["pid"] == pid).collect()
+}
+
+#[test]
+fn signal_stops_the_caller_at_the_first_crossing_and_charges_nothing_of_it() {
+    if !privileged("signal_stops_the_caller_at_the_first_crossing_and_charges_nothing_of_it") {
+        return;
+    }
+    let cg = Cgroup::create("limit-signal");
+    let agent = Agent::start(&["--limit", &format!("cgroup:{}=10MiB", cg.path)]);
+    assert!(agent.stderr().contains("action signal:9"), "{}", agent.stderr());
+    let w = steps(&cg, 3 * MIB, 5);
+    let pid = w.pid();
+    let (seen, status) = w.until_exit();
+    // 3 + 3 + 3 fit in 10 MiB; the fourth would not.
+    let names: Vec<&str> = seen.iter().map(|c| c.checkpoint.as_str()).collect();
+    assert_eq!(names, ["step-1", "step-2", "step-3"]);
+    assert_eq!(status.signal(), Some(libc::SIGKILL), "{status:?}");
+    let lines = agent.wait_for("the exit record", |l| count(l, pid, "exit") == 1);
+    let limits = limit_records(&lines, pid, "limit");
+    assert_eq!(limits.len(), 1, "{limits:?}");
+    let l = limits[0];
+    assert_eq!(l["limit"], format!("cgroup:{}", cg.path));
+    assert_eq!((l["usage"].as_u64(), l["request"].as_u64()), (Some(9 * MIB), Some(3 * MIB)));
+    assert_eq!((l["limit_bytes"].as_u64(), l["action"].as_str()), (Some(10 * MIB), Some("signal:9")));
+    assert_eq!(count(&lines, pid, "alloc"), 3, "the refused call was not charged");
+    let exit = lines.iter().find(|l| l["event"] == "exit" && l["pid"] == pid).unwrap();
+    assert_eq!(exit["size"].as_u64(), Some(9 * MIB));
+    assert_cgroup_holds(&agent.status(), &cg, 0);
+}
+
+#[test]
+fn audit_records_every_crossing_and_changes_nothing() {
+    if !privileged("audit_records_every_crossing_and_changes_nothing") {
+        return;
+    }
+    let cg = Cgroup::create("limit-audit");
+    let agent = Agent::start(&["--limit", &format!("cgroup:{}=10MiB,soft=5MiB,action=audit", cg.path)]);
+    let w = steps(&cg, 3 * MIB, 5);
+    let pid = w.pid();
+    let (seen, status) = w.until_exit();
+    assert!(status.success(), "{status:?}");
+    assert_eq!(seen.last().unwrap().checkpoint, "done");
+    let lines = agent.wait_for("the exit record", |l| count(l, pid, "exit") == 1);
+    let usages: Vec<_> =
+        limit_records(&lines, pid, "limit").iter().map(|l| l["usage"].as_u64().unwrap()).collect();
+    assert_eq!(usages, [9 * MIB, 12 * MIB], "the 4th and 5th calls crossed 10 MiB");
+    assert!(limit_records(&lines, pid, "limit").iter().all(|l| l["action"] == "audit"));
+    let soft = limit_records(&lines, pid, "limit_soft");
+    assert_eq!(soft.len(), 1, "one record per crossing of the soft limit");
+    assert_eq!((soft[0]["usage"].as_u64(), soft[0]["limit_bytes"].as_u64()), (Some(3 * MIB), Some(5 * MIB)));
+    assert_eq!(count(&lines, pid, "alloc"), 5);
+}
+
+#[test]
+fn racing_processes_under_one_cgroup_limit_never_pass_it_together() {
+    if !privileged("racing_processes_under_one_cgroup_limit_never_pass_it_together") {
+        return;
+    }
+    let cg = Cgroup::create("limit-race");
+    let limit = 24 * MIB;
+    let agent = Agent::start(&["--limit", &format!("cgroup:{}={limit}", cg.path)]);
+    let ws: Vec<Workload> = (0..3)
+        .map(|seed| {
+            let seed = (seed + 21).to_string();
+            let args = ["--scenario", "threads", "--threads", "4", "--iterations", "300", "--seed", &seed];
+            Workload::spawn(&args, Some(&cg), &[])
+        })
+        .collect();
+    let pids: Vec<u32> = ws.iter().map(Workload::pid).collect();
+    let killed =
+        ws.into_iter().map(|w| w.until_exit().1).filter(|s| s.signal() == Some(libc::SIGKILL)).count();
+    let lines = agent.wait_for("every exit record", |l| pids.iter().all(|&p| count(l, p, "exit") == 1));
+    assert!(killed > 0, "the workloads ask for far more than {limit} bytes together");
+    let peak = lines
+        .iter()
+        .filter(|l| l["event"] == "alloc" && l["cgroup_id"] == cg.id)
+        .map(|l| l["cgroup_total"].as_u64().unwrap())
+        .max()
+        .unwrap();
+    assert!(peak <= limit, "cgroup usage reached {peak} > limit {limit}");
+    assert!(lines.iter().any(|l| l["event"] == "limit" && l["cgroup_id"] == cg.id));
+    assert_cgroup_holds(&agent.status(), &cg, 0);
+}
+
+#[test]
+fn deny_is_refused_without_register_writes_and_its_fallback_applies() {
+    if !privileged("deny_is_refused_without_register_writes_and_its_fallback_applies") {
+        return;
+    }
+    let cg = Cgroup::create("limit-deny");
+    let out = std::process::Command::new(paths().agent)
+        .args(["run", "--libcuda"])
+        .arg(paths().libcuda)
+        .args(["--duration", "1", "--socket", "/tmp/gpumem-deny-test.sock", "--limit"])
+        .arg(format!("cgroup:{}=10MiB,action=deny", cg.path))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(err.contains("fallback=signal:SIGTERM"), "{err}");
+    let agent =
+        Agent::start(&["--limit", &format!("cgroup:{}=10MiB,action=deny,fallback=signal:SIGTERM", cg.path)]);
+    let (seen, status) = steps(&cg, 4 * MIB, 5).until_exit();
+    assert_eq!(seen.len(), 2, "4 + 4 fit, the third is refused");
+    assert_eq!(status.signal(), Some(libc::SIGTERM), "{status:?}");
+    drop(agent);
+}
+
+#[test]
+fn unknown_cgroup_in_a_limit_is_refused_by_name() {
+    if !privileged("unknown_cgroup_in_a_limit_is_refused_by_name") {
+        return;
+    }
+    let out = std::process::Command::new(paths().agent)
+        .args(["run", "--libcuda"])
+        .arg(paths().libcuda)
+        .args(["--duration", "1", "--limit", "cgroup:/no/such/cgroup=1GiB"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(err.contains("no cgroup /no/such/cgroup"), "{err}");
+}
