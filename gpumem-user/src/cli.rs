@@ -25,6 +25,9 @@ pub enum Command {
     Run(RunArgs),
     /// Ask the running agent what each process and cgroup holds now.
     Status(StatusArgs),
+    /// Report what this kernel allows: uprobes, ring buffer, BTF, cgroup v2,
+    /// signals from BPF, uprobe register writes (needed by deny).
+    Probe(ProbeArgs),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -75,6 +78,13 @@ pub struct RunArgs {
     /// The action of limits that name none [default: signal:SIGKILL].
     #[arg(long, value_name = "ACTION", value_parser = crate::policy::Action::parse)]
     pub default_action: Option<crate::policy::Action>,
+}
+
+#[derive(Debug, Parser)]
+pub struct ProbeArgs {
+    /// Print the report as JSON.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Parser)]

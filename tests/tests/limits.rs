@@ -139,3 +139,24 @@ fn unknown_cgroup_in_a_limit_is_refused_by_name() {
     assert!(!out.status.success());
     assert!(err.contains("no cgroup /no/such/cgroup"), "{err}");
 }
+
+#[test]
+fn probe_reports_each_capability_with_a_reason() {
+    if !privileged("probe_reports_each_capability_with_a_reason") {
+        return;
+    }
+    let out = std::process::Command::new(paths().agent).args(["probe", "--json"]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let caps = v["capabilities"].as_array().unwrap();
+    let get =
+        |name: &str| caps.iter().find(|c| c["name"] == name).unwrap_or_else(|| panic!("no {name}: {v}"));
+    for name in ["privileges", "uprobes", "cgroup_v2", "ring_buffer", "signal_from_bpf"] {
+        assert_eq!(get(name)["available"], true, "{}", get(name));
+    }
+    let writes = get("uprobe_register_writes");
+    assert!(writes["available"].is_boolean() && !writes["reason"].as_str().unwrap().is_empty());
+    if writes["available"] == false {
+        assert!(writes["reason"].as_str().unwrap().contains("deny"), "{writes}");
+    }
+}
