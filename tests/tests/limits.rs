@@ -160,3 +160,43 @@ fn probe_reports_each_capability_with_a_reason() {
         assert!(writes["reason"].as_str().unwrap().contains("deny"), "{writes}");
     }
 }
+
+#[test]
+fn pid_and_comm_limits_apply_to_their_processes_only() {
+    if !privileged("pid_and_comm_limits_apply_to_their_processes_only") {
+        return;
+    }
+    let cg = Cgroup::create("limit-targets");
+    // A process that exists before the agent: limited by pid.
+    let held = {
+        let args = ["--scenario", "steps", "--size", "4194304", "--iterations", "4", "--hold-at-start"];
+        Workload::spawn(&args, Some(&cg), &[])
+    };
+    let pid = held.pid();
+    let mut held = held;
+    assert_eq!(held.checkpoint().checkpoint, "loaded");
+    let agent = Agent::start(&[
+        "--limit",
+        &format!("pid:{pid}=10MiB,action=audit"),
+        "--limit",
+        "comm:not-this-one=1MiB",
+    ]);
+    held.resume();
+    let (seen, status) = held.until_exit();
+    assert!(status.success() && seen.last().unwrap().checkpoint == "done", "{status:?} {seen:?}");
+    let lines = agent.wait_for("the exit record", |l| count(l, pid, "exit") == 1);
+    let usages: Vec<_> =
+        limit_records(&lines, pid, "limit").iter().map(|l| l["usage"].as_u64().unwrap()).collect();
+    assert_eq!(usages, [8 * MIB, 12 * MIB], "the third and fourth 4 MiB calls cross 10 MiB");
+    assert!(limit_records(&lines, pid, "limit").iter().all(|l| l["limit"] == format!("pid:{pid}")));
+    drop(agent);
+
+    // By comm: every gpumem-workload process, here with SIGKILL.
+    let agent = Agent::start(&["--limit", "comm:gpumem-workload=6MiB"]);
+    let (seen, status) = steps(&cg, 4 * MIB, 3).until_exit();
+    assert_eq!(seen.len(), 1, "4 MiB fits, 8 MiB does not");
+    assert_eq!(status.signal(), Some(libc::SIGKILL));
+    let lines = agent.wait_for("a limit record", |l| l.iter().any(|x| x["event"] == "limit"));
+    let l = lines.iter().find(|x| x["event"] == "limit").unwrap();
+    assert_eq!(l["limit"], "comm:gpumem-workload");
+}
