@@ -16,6 +16,7 @@ pub mod map_name {
     pub const LIMITS: &str = "LIMITS";
     pub const LIMIT_INDEX: &str = "LIMIT_INDEX";
     pub const COMM_LIMITS: &str = "COMM_LIMITS";
+    pub const LIMITS_IN_FORCE: &str = "LIMITS_IN_FORCE";
     pub const CTX_DEVICE: &str = "CTX_DEVICE";
 }
 

@@ -5,6 +5,7 @@
 //! processes never lose an update, and each record carries the exact total
 //! its own update produced.
 use aya_ebpf::{
+    bindings::{BPF_RB_AVAIL_DATA, BPF_RB_FORCE_WAKEUP, BPF_RB_NO_WAKEUP},
     helpers::{bpf_get_current_comm, bpf_ktime_get_ns},
     maps::HashMap,
 };
@@ -160,14 +161,25 @@ pub fn current(tgid: u32, cgroup_id: u64) -> Totals {
 pub fn emit(mut rec: EventRecord) {
     rec.ts_ns = unsafe { bpf_ktime_get_ns() };
     rec.comm = bpf_get_current_comm().unwrap_or([0; 16]);
+    // Waking the agent for every record costs the caller more than the
+    // record itself: records are submitted quietly and the agent drains on
+    // a short timer, unless a backlog builds up (then it is woken at once).
+    let flags = if EVENTS.query(BPF_RB_AVAIL_DATA as u64) >= WAKEUP_BACKLOG {
+        BPF_RB_FORCE_WAKEUP as u64
+    } else {
+        BPF_RB_NO_WAKEUP as u64
+    };
     match EVENTS.reserve::<EventRecord>(0) {
         Some(mut slot) => {
             slot.write(rec);
-            slot.submit(0);
+            slot.submit(flags);
         }
         None => count(stat::RINGBUF_DROPS),
     }
 }
+
+/// Bytes waiting in the ring buffer above which a record wakes the agent.
+const WAKEUP_BACKLOG: u64 = 256 * 1024;
 
 /// The attach cookie of the running probe: API id and memory kind.
 #[inline(always)]

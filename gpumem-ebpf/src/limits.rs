@@ -22,7 +22,7 @@ use gpumem_common::{
 use crate::{
     account::{claim, emit},
     atomic::{add_nofetch, compare_exchange},
-    maps::{COMM_LIMITS, LIMITS, LIMIT_INDEX},
+    maps::{COMM_LIMITS, LIMITS, LIMITS_IN_FORCE, LIMIT_INDEX},
 };
 
 /// The outcome of [`admit`].
@@ -82,6 +82,9 @@ fn applicable(tgid: u32) -> u64 {
 /// refuses the call (and acts) at the first limit it would cross.
 #[inline(always)]
 pub fn admit(size: u64, device: u32, api: u32) -> Admission {
+    if LIMITS_IN_FORCE.get(0).copied().unwrap_or(0) == 0 {
+        return Admission { slots: 0, refused: false };
+    }
     let candidates = applicable((bpf_get_current_pid_tgid() >> 32) as u32);
     let mut reserved = 0u64;
     let mut i = 0;

@@ -15,6 +15,7 @@ mod array;
 mod atomic;
 mod context;
 mod exit;
+mod floor;
 mod free;
 mod limits;
 mod maps;

@@ -58,6 +58,11 @@ pub static LIMITS: Array<LimitRule> = Array::with_max_entries(MAX_LIMITS, 0);
 #[map]
 pub static LIMIT_INDEX: HashMap<LimitKey, u32> = HashMap::with_max_entries(1024, 0);
 
+/// Entry 0: how many limit rules are installed. Zero skips the whole limit
+/// path (the cgroup ancestry walk) at every allocation.
+#[map]
+pub static LIMITS_IN_FORCE: Array<u32> = Array::with_max_entries(1, 0);
+
 /// Which slot limits processes by comm (NUL-padded).
 #[map]
 pub static COMM_LIMITS: HashMap<[u8; 16], u32> = HashMap::with_max_entries(256, 0);

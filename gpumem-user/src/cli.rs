@@ -28,6 +28,9 @@ pub enum Command {
     /// Report what this kernel allows: uprobes, ring buffer, BTF, cgroup v2,
     /// signals from BPF, uprobe register writes (needed by deny).
     Probe(ProbeArgs),
+    /// Attach empty programs at every probe site (for `cargo xtask bench`).
+    #[command(hide = true)]
+    Floor(FloorArgs),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -78,6 +81,12 @@ pub struct RunArgs {
     /// The action of limits that name none [default: signal:SIGKILL].
     #[arg(long, value_name = "ACTION", value_parser = crate::policy::Action::parse)]
     pub default_action: Option<crate::policy::Action>,
+}
+
+#[derive(Debug, Parser)]
+pub struct FloorArgs {
+    #[arg(long, value_name = "PATH", required = true)]
+    pub libcuda: Vec<PathBuf>,
 }
 
 #[derive(Debug, Parser)]

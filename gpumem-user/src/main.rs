@@ -18,6 +18,7 @@ fn main() -> std::process::ExitCode {
             Command::Run(args) => cmd::run::run(args).await,
             Command::Status(args) => cmd::status::status(args).await,
             Command::Probe(args) => cmd::probe::probe(args),
+            Command::Floor(args) => cmd::floor::floor(args).await,
         }
     });
     match result {

@@ -190,8 +190,7 @@ pub fn demo() -> anyhow::Result<()> {
     })();
 
     // Stop the agent: it prints its final usage records and detaches.
-    // SAFETY: signalling our own child.
-    unsafe { libc_kill(agent.id() as i32) };
+    crate::util::interrupt(agent.id());
     let status = agent.wait()?;
     drop(cgroups);
     result?;
@@ -200,13 +199,4 @@ pub fn demo() -> anyhow::Result<()> {
     }
     println!("\n== demo done: cgroups removed, probes detached");
     Ok(())
-}
-
-extern "C" {
-    fn kill(pid: i32, sig: i32) -> i32;
-}
-
-/// SIGINT, as Ctrl-C would send.
-unsafe fn libc_kill(pid: i32) {
-    unsafe { kill(pid, 2) };
 }

@@ -1,6 +1,7 @@
 //! `cargo xtask`: everything a fresh machine needs, from the toolchain to
 //! the demo. Each subcommand sets up what it needs first.
 mod artifacts;
+mod bench;
 mod demo;
 mod lint;
 mod setup;
@@ -34,6 +35,13 @@ enum Cmd {
     Demo,
     /// Formatting and clippy (warnings denied), user space and eBPF.
     Lint,
+    /// Measure tracing overhead side by side (release build, as root);
+    /// writes target/bench/report.md and report.json.
+    Bench {
+        /// A reduced run (fewer repetitions and pairs).
+        #[arg(long)]
+        quick: bool,
+    },
     /// Lint, build, then run the unit tests and the privileged end-to-end
     /// tests; ends with an `N passed, N failed` line.
     Test,
@@ -47,6 +55,7 @@ fn main() -> std::process::ExitCode {
         Cmd::BuildAndRun { args } => artifacts::build_and_run(&args),
         Cmd::Demo => demo::demo(),
         Cmd::Lint => lint::lint(),
+        Cmd::Bench { quick } => bench::bench(quick),
         Cmd::Test => test::test(),
     };
     match result {

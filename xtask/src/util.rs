@@ -81,3 +81,13 @@ pub fn is_root() -> bool {
         })
         .unwrap_or(false)
 }
+
+extern "C" {
+    fn kill(pid: i32, sig: i32) -> i32;
+}
+
+/// Sends SIGINT to a child, as Ctrl-C would.
+pub fn interrupt(pid: u32) {
+    // SAFETY: kill(2) on a pid we spawned.
+    unsafe { kill(pid as i32, 2) };
+}

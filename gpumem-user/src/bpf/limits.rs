@@ -118,6 +118,11 @@ pub fn install(
         }
         installed.push(Installed { slot, limit: limit.clone(), action });
     }
+    // Last: the kernel starts applying limits once every rule is in place.
+    let mut in_force: Array<MapData, u32> = tracer.take_map(map_name::LIMITS_IN_FORCE)?;
+    in_force
+        .set(0, installed.len() as u32, 0)
+        .map_err(|e| LimitError::Write { target: "(all)".into(), source: Box::new(e) })?;
     Ok(installed)
 }
 

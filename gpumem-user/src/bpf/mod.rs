@@ -119,6 +119,16 @@ impl Tracer {
     /// Attaches every probe-table row to `lib`. On failure nothing of this
     /// library stays attached.
     pub fn attach(&mut self, lib: &Library) -> Result<AttachReport, BpfError> {
+        self.attach_programs(lib, None)
+    }
+
+    /// [`Self::attach`], with `programs` (entry, return) in place of every
+    /// row's own: the bench's floor.
+    pub fn attach_programs(
+        &mut self,
+        lib: &Library,
+        programs: Option<(&'static str, &'static str)>,
+    ) -> Result<AttachReport, BpfError> {
         let symbols = SymbolOffsets::load(&lib.path)?;
         let path = lib.path.display().to_string();
         let missing_required: Vec<&str> = PROBES
@@ -147,7 +157,8 @@ impl Tracer {
                 continue;
             }
             by_offset.insert(offset, p.symbol);
-            for program in [p.entry, p.ret] {
+            let (entry, ret) = programs.unwrap_or((p.entry, p.ret));
+            for program in [entry, ret] {
                 match self.attach_one(program, offset, cookie(p.api, p.kind), lib) {
                     Ok(link) => links.push((program, link)),
                     Err(source) => {

@@ -165,9 +165,13 @@ pub const PROBES: &[Probe] = &[
 pub const TRACEPOINTS: &[(&str, &str)] =
     &[("process_exit", "sched_process_exit"), ("process_exec", "sched_process_exec")];
 
+/// The empty programs `gpumem floor` attaches at the same sites (bench).
+pub const FLOOR: (&str, &str) = ("floor_entry", "floor_return");
+
 /// Names of every program in the object, each loaded once.
 pub fn programs() -> Vec<&'static str> {
-    let mut names: Vec<&'static str> = PROBES.iter().flat_map(|p| [p.entry, p.ret]).collect();
+    let mut names: Vec<&'static str> =
+        PROBES.iter().flat_map(|p| [p.entry, p.ret]).chain([FLOOR.0, FLOOR.1]).collect();
     names.sort_unstable();
     names.dedup();
     names

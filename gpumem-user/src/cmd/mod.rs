@@ -1,4 +1,5 @@
 //! One module per subcommand.
+pub mod floor;
 pub mod probe;
 pub mod run;
 pub mod status;

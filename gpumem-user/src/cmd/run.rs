@@ -23,6 +23,9 @@ use crate::{
     sink::{json::JsonSink, text::TextSink, Sink},
 };
 
+/// How often the agent drains records the kernel submitted quietly.
+const DRAIN_EVERY: Duration = Duration::from_millis(20);
+
 /// The line tests and scripts wait for before they start a workload.
 pub const READY: &str = "gpumem: ready";
 
@@ -62,6 +65,9 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     };
     tokio::pin!(deadline);
     let mut stats_tick = tokio::time::interval(Duration::from_secs(1));
+    // The kernel submits records without waking the agent unless a backlog
+    // builds up (see gpumem-ebpf's account.rs): drain on a short timer.
+    let mut drain_tick = tokio::time::interval(DRAIN_EVERY);
     let mut rescan_tick = tokio::time::interval(Duration::from_secs_f64(args.rescan.max(0.05)));
     let mut rejected = HashSet::new();
     let mut usage_tick = tokio::time::interval(Duration::from_secs_f64(args.interval.unwrap_or(3600.0)));
@@ -85,6 +91,10 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
                     drain(ring.get_mut(), &mut agent)?;
                     agent.flush().context("writing records")?;
                     let _ = reply.send(answer(&mut agent, &command));
+                }
+                _ = drain_tick.tick() => {
+                    drain(ring.get_mut(), &mut agent)?;
+                    agent.flush().context("writing records")?;
                 }
                 _ = stats_tick.tick() => agent.check_stats().context("writing records")?,
                 _ = rescan_tick.tick(), if args.rescan > 0.0 => attach_new(&mut tracer, &mut agent, &mut rejected),

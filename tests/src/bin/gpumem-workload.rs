@@ -37,6 +37,10 @@ enum Scenario {
     /// `--iterations` allocations of `--size` bytes, a checkpoint after
     /// each (`step-N`), then `done`: for limits, which stop it part way.
     Steps,
+    /// For the bench: `--iterations` alloc+free pairs of `--size` bytes in
+    /// a tight loop (with `--mix`, rotating through the families), timed;
+    /// prints `{"bench": .., "pairs": .., "ns_per_pair": ..}`.
+    Loop,
 }
 
 #[derive(Debug, Parser)]
@@ -91,6 +95,7 @@ fn main() -> anyhow::Result<()> {
         Scenario::Fork => w.fork(),
         Scenario::Exec => w.exec(),
         Scenario::Steps => w.steps(),
+        Scenario::Loop => w.bench_loop(),
         Scenario::Families => {
             gpumem_tests::families::run(&w.driver, &w.truth, w.ctx, &|name| w.checkpoint(name))
         }
@@ -210,6 +215,34 @@ impl Workload<'_> {
             mixed::free(&self.driver, &self.truth, h, true)?;
         }
         self.checkpoint("drained")
+    }
+
+    fn bench_loop(&self) -> anyhow::Result<()> {
+        let (n, size) = (self.args.iterations.max(1), self.args.size);
+        let start = std::time::Instant::now();
+        if self.args.mix {
+            // Symbols are looked up per call here (the same in every
+            // configuration compared).
+            for i in 0..n {
+                let h = mixed::alloc(
+                    &self.driver,
+                    &self.truth,
+                    METHODS[i % METHODS.len()],
+                    size as u64,
+                    self.args.device,
+                )?;
+                mixed::free(&self.driver, &self.truth, h, true)?;
+            }
+        } else {
+            for _ in 0..n {
+                let p = self.driver.alloc(size).map_err(|e| anyhow::anyhow!("cuMemAlloc_v2 returned {e}"))?;
+                self.driver.free(p)?;
+            }
+        }
+        let ns = start.elapsed().as_nanos() as f64 / n as f64;
+        let name = if self.args.mix { "mixed" } else { "alloc_free" };
+        println!("{}", serde_json::json!({ "bench": name, "pairs": n, "ns_per_pair": ns }));
+        Ok(())
     }
 
     fn steps(&self) -> anyhow::Result<()> {

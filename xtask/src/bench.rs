@@ -1,0 +1,292 @@
+//! `cargo xtask bench [--quick]`: what tracing costs, as ratios measured
+//! side by side in one run (these machines are noisy; absolute times
+//! drift). Each repetition runs every configuration in turn (interleaved),
+//! each configuration runs a tight cuMemAlloc_v2+cuMemFree_v2 loop and a
+//! loop mixing the families, and the report takes the median per cell.
+//! Writes target/bench/report.md and target/bench/report.json.
+use std::{
+    collections::BTreeMap,
+    io::{BufRead, BufReader},
+    path::{Path, PathBuf},
+    process::{Child, Command, Stdio},
+    sync::mpsc,
+    time::{Duration, Instant},
+};
+
+use anyhow::{bail, Context};
+
+use crate::util::{cmd, interrupt, is_root, output, root, run, target_dir};
+
+const CONFIGS: [&str; 5] = ["untraced", "floor", "gpumem", "gpumem+limits", "bpftrace"];
+const LOOPS: [&str; 2] = ["alloc_free", "mixed"];
+
+struct Built {
+    agent: PathBuf,
+    workload: PathBuf,
+    libcuda: PathBuf,
+    out: PathBuf,
+}
+
+fn build() -> anyhow::Result<Built> {
+    crate::setup::setup()?;
+    run(cmd("cargo").current_dir(root()).args([
+        "build",
+        "--release",
+        "-p",
+        "gpumem-user",
+        "-p",
+        "simcuda",
+        "-p",
+        "gpumem-tests",
+        "--bins",
+        "--lib",
+    ]))?;
+    let release = target_dir().join("release");
+    let out = target_dir().join("bench");
+    std::fs::create_dir_all(&out)?;
+    let libcuda = out.join("libcuda.so.1");
+    std::fs::copy(release.join("libsimcuda.so"), &libcuda)?;
+    Ok(Built { agent: release.join("gpumem"), workload: release.join("gpumem-workload"), libcuda, out })
+}
+
+/// bpftrace from Debian's packages, installed if missing; None (with the
+/// reason) if it cannot be had.
+fn bpftrace() -> Result<PathBuf, String> {
+    let find = || {
+        output(Command::new("sh").args(["-c", "command -v bpftrace"])).ok().map(|s| PathBuf::from(s.trim()))
+    };
+    if let Some(p) = find().filter(|p| p.exists()) {
+        return Ok(p);
+    }
+    eprintln!("xtask: installing bpftrace (Debian package) for the comparison");
+    let _ = run(Command::new("apt-get").args(["update", "-qq"]));
+    run(Command::new("apt-get")
+        .args(["install", "-y", "-qq", "bpftrace"])
+        .env("DEBIAN_FRONTEND", "noninteractive"))
+    .map_err(|e| format!("apt-get install bpftrace failed: {e:#}"))?;
+    find().filter(|p| p.exists()).ok_or_else(|| "bpftrace is not on PATH after installing it".into())
+}
+
+/// The bpftrace equivalent: live allocations and per-process totals in maps.
+fn bpftrace_script(lib: &Path) -> String {
+    let l = lib.display();
+    format!(
+        r#"BEGIN {{ printf("ready\n"); }}
+uprobe:{l}:cuMemAlloc_v2 {{ @ptr[tid] = arg0; @req[tid] = arg1; }}
+uretprobe:{l}:cuMemAlloc_v2 /@ptr[tid]/ {{
+  if (retval == 0) {{ $a = *(uint64 *)@ptr[tid]; @live[pid, $a] = @req[tid]; @held[pid] += @req[tid]; }}
+  delete(@ptr[tid]); delete(@req[tid]);
+}}
+uprobe:{l}:cuMemFree_v2 {{ @freeing[tid] = arg0; }}
+uretprobe:{l}:cuMemFree_v2 /@freeing[tid]/ {{
+  if (retval == 0) {{ @held[pid] -= @live[pid, @freeing[tid]]; delete(@live[pid, @freeing[tid]]); }}
+  delete(@freeing[tid]);
+}}
+END {{ clear(@live); clear(@ptr); clear(@req); clear(@freeing); }}
+"#
+    )
+}
+
+/// A tracer running for one configuration; stopped on drop.
+struct Tracer(Option<Child>);
+
+impl Tracer {
+    fn start(mut c: Command, ready: &str) -> anyhow::Result<(Self, Duration)> {
+        let t0 = Instant::now();
+        let mut child =
+            c.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().context("starting a tracer")?;
+        let (tx, rx) = mpsc::channel();
+        for stream in [
+            child.stdout.take().map(|s| Box::new(s) as Box<dyn std::io::Read + Send>),
+            child.stderr.take().map(|s| Box::new(s) as _),
+        ]
+        .into_iter()
+        .flatten()
+        {
+            let tx = tx.clone();
+            std::thread::spawn(move || {
+                for l in BufReader::new(stream).lines().map_while(Result::ok) {
+                    let _ = tx.send(l);
+                }
+            });
+        }
+        let mut seen = Vec::new();
+        loop {
+            match rx.recv_timeout(Duration::from_secs(120)) {
+                Ok(l) if l.trim() == ready => break,
+                Ok(l) => seen.push(l),
+                Err(_) => {
+                    let _ = child.kill();
+                    bail!("tracer {c:?} never became ready:\n{}", seen.join("\n"));
+                }
+            }
+        }
+        Ok((Self(Some(child)), t0.elapsed()))
+    }
+}
+
+impl Drop for Tracer {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.0.take() {
+            interrupt(c.id());
+            let _ = c.wait();
+        }
+    }
+}
+
+fn run_loop(b: &Built, mixed: bool, pairs: usize) -> anyhow::Result<f64> {
+    let mut c = Command::new(&b.workload);
+    c.arg("--libcuda").arg(&b.libcuda).args([
+        "--scenario",
+        "loop",
+        "--size",
+        "4096",
+        "--iterations",
+        &pairs.to_string(),
+    ]);
+    if mixed {
+        c.arg("--mix");
+    }
+    let text = output(&mut c)?;
+    let v: serde_json::Value =
+        serde_json::from_str(text.trim()).with_context(|| format!("loop printed `{text}`"))?;
+    v["ns_per_pair"].as_f64().context("no ns_per_pair")
+}
+
+fn median(mut v: Vec<f64>) -> Option<f64> {
+    if v.is_empty() {
+        return None;
+    }
+    v.sort_by(f64::total_cmp);
+    Some(v[v.len() / 2])
+}
+
+pub fn bench(quick: bool) -> anyhow::Result<()> {
+    if !is_root() {
+        bail!("cargo xtask bench loads eBPF programs: run it as root");
+    }
+    let b = build()?;
+    let (reps, pairs, mixed_pairs) = if quick { (3, 20_000, 4_000) } else { (7, 100_000, 20_000) };
+    let bpftrace = bpftrace();
+    let script = b.out.join("gpumem.bt");
+    std::fs::write(&script, bpftrace_script(&b.libcuda))?;
+    let mut samples: BTreeMap<(&str, &str), Vec<f64>> = BTreeMap::new();
+    let mut attach_ms = Vec::new();
+    for rep in 0..reps {
+        eprintln!("xtask: bench repetition {}/{reps}", rep + 1);
+        for config in CONFIGS {
+            let tracer = match config {
+                "untraced" => None,
+                "floor" => Some(Tracer::start(
+                    {
+                        let mut c = Command::new(&b.agent);
+                        c.arg("floor").arg("--libcuda").arg(&b.libcuda);
+                        c
+                    },
+                    "gpumem: ready",
+                )?),
+                "gpumem" | "gpumem+limits" => {
+                    let mut c = Command::new(&b.agent);
+                    c.arg("run")
+                        .arg("--libcuda")
+                        .arg(&b.libcuda)
+                        .arg("--output")
+                        .arg(b.out.join("events.jsonl"));
+                    c.arg("--socket").arg(b.out.join("gpumem.sock")).args(["--rescan", "0"]);
+                    if config == "gpumem+limits" {
+                        c.args(["--limit", "cgroup:/=1TiB,action=audit"]);
+                    }
+                    let started = Tracer::start(c, "gpumem: ready")?;
+                    if config == "gpumem" {
+                        attach_ms.push(started.1.as_secs_f64() * 1000.0);
+                    }
+                    Some(started)
+                }
+                _ => match &bpftrace {
+                    Ok(bt) => Some(Tracer::start(
+                        {
+                            let mut c = Command::new(bt);
+                            c.arg(&script);
+                            c
+                        },
+                        "ready",
+                    )?),
+                    Err(_) => continue,
+                },
+            };
+            for (name, mixed, n) in [("alloc_free", false, pairs), ("mixed", true, mixed_pairs)] {
+                if config == "bpftrace" && mixed {
+                    continue; // the script covers cuMemAlloc_v2/cuMemFree_v2 only
+                }
+                samples.entry((config, name)).or_default().push(run_loop(&b, mixed, n)?);
+            }
+            drop(tracer);
+        }
+    }
+    let _ = std::fs::remove_file(b.out.join("events.jsonl"));
+    report(&b.out, &samples, median(attach_ms), bpftrace.err(), reps, pairs, mixed_pairs)
+}
+
+fn report(
+    out: &Path,
+    samples: &BTreeMap<(&str, &str), Vec<f64>>,
+    attach_ms: Option<f64>,
+    bpftrace_missing: Option<String>,
+    reps: usize,
+    pairs: usize,
+    mixed_pairs: usize,
+) -> anyhow::Result<()> {
+    let med = |c: &str, l: &str| samples.get(&(c, l)).and_then(|v| median(v.clone()));
+    let ratio = |a: &str, b: &str| match (med(a, "alloc_free"), med(b, "alloc_free")) {
+        (Some(x), Some(y)) if y > 0.0 => Some(x / y),
+        _ => None,
+    };
+    let mut pair_ns = serde_json::Map::new();
+    for c in CONFIGS {
+        let mut row = serde_json::Map::new();
+        for l in LOOPS {
+            row.insert(l.into(), med(c, l).map_or(serde_json::Value::Null, |v| serde_json::json!(v)));
+        }
+        pair_ns.insert(c.into(), row.into());
+    }
+    let machine = format!(
+        "{} cores, kernel {}",
+        std::thread::available_parallelism().map_or(0, |n| n.get()),
+        std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default().trim()
+    );
+    let json = serde_json::json!({
+        "machine": machine,
+        "repetitions": reps,
+        "pairs": { "alloc_free": pairs, "mixed": mixed_pairs },
+        "pair_ns": pair_ns,
+        "ratio_vs_floor": ratio("gpumem", "floor"),
+        "ratio_limits_vs_floor": ratio("gpumem+limits", "floor"),
+        "ratio_vs_bpftrace": ratio("gpumem", "bpftrace"),
+        "attach_ms": attach_ms,
+        "bpftrace": bpftrace_missing.clone().unwrap_or_else(|| "measured".into()),
+        "not_measured_yet": ["saturation_events_per_s", "lost_records", "agent_cpu_pct_at_10k", "agent_rss_mb_100k_live"],
+    });
+    std::fs::write(out.join("report.json"), serde_json::to_string_pretty(&json)?)?;
+    let f = |v: Option<f64>| v.map_or("–".to_string(), |v| format!("{v:.0}"));
+    let r = |v: Option<f64>| v.map_or("–".to_string(), |v| format!("{v:.3}"));
+    let mut md = format!(
+        "# gpumem bench\n\n{machine}; {reps} interleaved repetitions, median; {pairs} alloc+free pairs, {mixed_pairs} mixed pairs.\n\n| configuration | ns per alloc+free pair | ns per mixed pair |\n| --- | --- | --- |\n"
+    );
+    for c in CONFIGS {
+        md += &format!("| {c} | {} | {} |\n", f(med(c, "alloc_free")), f(med(c, "mixed")));
+    }
+    md += &format!(
+        "\n| ratio | value |\n| --- | --- |\n| gpumem / floor | {} |\n| gpumem+limits / floor | {} |\n| gpumem / bpftrace | {} |\n| start to attached (ms) | {} |\n",
+        r(ratio("gpumem", "floor")),
+        r(ratio("gpumem+limits", "floor")),
+        r(ratio("gpumem", "bpftrace")),
+        f(attach_ms)
+    );
+    if let Some(why) = bpftrace_missing {
+        md += &format!("\nbpftrace not measured: {why}\n");
+    }
+    std::fs::write(out.join("report.md"), &md)?;
+    println!("{md}");
+    println!("written: {} and report.json", out.join("report.md").display());
+    Ok(())
+}
