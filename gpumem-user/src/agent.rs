@@ -17,7 +17,7 @@ use crate::{
         process::Processes,
     },
     ledger::Ledger,
-    output::{monotonic_ns, DroppedLine, EventLine, LimitLine, Line, UsageLine},
+    output::{monotonic_ns, Caller, DroppedLine, EventLine, LimitLine, Line, UsageLine},
     policy::Action,
     sink::Sink,
 };
@@ -72,14 +72,7 @@ impl Agent {
         };
         let (cgroup, _) = self.cgroup_info(rec.cgroup_id);
         let line = LimitLine {
-            ts_ns: rec.ts_ns,
-            event: event_type::name(rec.event),
-            api: gpumem_common::id::name(rec.api),
-            pid: rec.tgid(),
-            tid: rec.tid(),
-            comm: crate::ledger::comm(&rec.comm),
-            cgroup_id: rec.cgroup_id,
-            cgroup,
+            caller: Caller::new(rec, event_type::name(rec.event), gpumem_common::id::name(rec.api), cgroup),
             limit,
             limit_bytes: rec.cgroup_total,
             usage: rec.proc_total,

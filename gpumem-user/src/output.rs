@@ -12,8 +12,9 @@ use crate::{
 };
 
 /// An allocation, free, failed allocation or process exit.
+/// Who made a call: the fields every kernel-sourced line starts with.
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
-pub struct EventLine {
+pub struct Caller {
     pub ts_ns: u64,
     pub event: &'static str,
     pub api: &'static str,
@@ -22,6 +23,27 @@ pub struct EventLine {
     pub comm: String,
     pub cgroup_id: u64,
     pub cgroup: Option<String>,
+}
+
+impl Caller {
+    pub fn new(r: &EventRecord, event: &'static str, api: &'static str, cgroup: Option<String>) -> Self {
+        Self {
+            ts_ns: r.ts_ns,
+            event,
+            api,
+            pid: r.tgid(),
+            tid: r.tid(),
+            comm: comm(&r.comm),
+            cgroup_id: r.cgroup_id,
+            cgroup,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct EventLine {
+    #[serde(flatten)]
+    pub caller: Caller,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub container: Option<Container>,
     pub device: Option<u32>,
@@ -48,14 +70,7 @@ impl EventLine {
         let event =
             if r.event == event_type::CALL { id::call_name(r.api) } else { event_type::name(r.event) };
         Self {
-            ts_ns: r.ts_ns,
-            event,
-            api: if is_exit { "" } else { id::name(r.api) },
-            pid: r.tgid(),
-            tid: r.tid(),
-            comm: comm(&r.comm),
-            cgroup_id: r.cgroup_id,
-            cgroup,
+            caller: Caller::new(r, event, if is_exit { "" } else { id::name(r.api) }, cgroup),
             container,
             device: device(r.device),
             kind: if is_exit { "" } else { kind::name(r.kind) },
@@ -122,14 +137,8 @@ pub struct DroppedLine {
 /// A limit decision (`limit`) or a soft limit crossed (`limit_soft`).
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
 pub struct LimitLine {
-    pub ts_ns: u64,
-    pub event: &'static str,
-    pub api: &'static str,
-    pub pid: u32,
-    pub tid: u32,
-    pub comm: String,
-    pub cgroup_id: u64,
-    pub cgroup: Option<String>,
+    #[serde(flatten)]
+    pub caller: Caller,
     /// The rule's target, e.g. `cgroup:/team-a`.
     pub limit: String,
     /// The hard limit (`limit`) or the soft limit (`limit_soft`).

@@ -16,8 +16,14 @@ pub struct Built {
 }
 
 pub fn build() -> anyhow::Result<Built> {
+    build_profile("debug")
+}
+
+/// Builds everything in `profile` (`debug` or `release`).
+pub fn build_profile(profile: &str) -> anyhow::Result<Built> {
     let setup = setup()?;
-    run(cmd("cargo").current_dir(root()).args([
+    let mut c = cmd("cargo");
+    c.current_dir(root()).args([
         "build",
         "-p",
         "gpumem-user",
@@ -27,13 +33,17 @@ pub fn build() -> anyhow::Result<Built> {
         "gpumem-tests",
         "--bins",
         "--lib",
-    ]))
-    .context("building gpumem")?;
+    ]);
+    if profile == "release" {
+        c.arg("--release");
+    }
+    run(&mut c).context("building gpumem")?;
     let target = target_dir();
-    let agent = target.join("debug/gpumem");
+    let dir = target.join(profile);
+    let agent = dir.join("gpumem");
     // An empty object means build.rs found no bpf-linker: say so now, not
     // at the first `gpumem run`.
-    let objects = target.join("debug/build");
+    let objects = dir.join("build");
     let empty = fs::read_dir(&objects)?
         .flatten()
         .filter(|e| e.file_name().to_string_lossy().starts_with("gpumem-user-"))
@@ -44,17 +54,18 @@ pub fn build() -> anyhow::Result<Built> {
     if empty {
         bail!("the agent was built without its eBPF object (bpf-linker not found); see the warnings above");
     }
-    let libcuda = install_simcuda(&target)?;
-    Ok(Built { setup, agent, libcuda, workload: target.join("debug/gpumem-workload") })
+    // Tests and the demo use target/simcuda; the bench its own copy.
+    let sim_dir = if profile == "release" { target.join("bench") } else { target.join("simcuda") };
+    let libcuda = install_simcuda(&dir, &sim_dir)?;
+    Ok(Built { setup, agent, libcuda, workload: dir.join("gpumem-workload") })
 }
 
 /// Puts the simulated driver where tests and the demo expect it, under the
 /// driver's file name. Replaced by rename, so a process that has the old
 /// one mapped keeps a consistent file.
-fn install_simcuda(target: &std::path::Path) -> anyhow::Result<PathBuf> {
-    let built = target.join("debug/libsimcuda.so");
-    let dir = target.join("simcuda");
-    fs::create_dir_all(&dir)?;
+fn install_simcuda(built_dir: &std::path::Path, dir: &std::path::Path) -> anyhow::Result<PathBuf> {
+    let built = built_dir.join("libsimcuda.so");
+    fs::create_dir_all(dir)?;
     let dest = dir.join("libcuda.so.1");
     if fs::read(&dest).ok() == Some(fs::read(&built).with_context(|| format!("reading {}", built.display()))?)
     {

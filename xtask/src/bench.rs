@@ -15,7 +15,7 @@ use std::{
 
 use anyhow::{bail, Context};
 
-use crate::util::{cmd, interrupt, is_root, output, root, run, target_dir};
+use crate::util::{interrupt, is_root, output, run, target_dir};
 
 const CONFIGS: [&str; 5] = ["untraced", "floor", "gpumem", "gpumem+limits", "bpftrace"];
 const LOOPS: [&str; 2] = ["alloc_free", "mixed"];
@@ -28,25 +28,8 @@ struct Built {
 }
 
 fn build() -> anyhow::Result<Built> {
-    crate::setup::setup()?;
-    run(cmd("cargo").current_dir(root()).args([
-        "build",
-        "--release",
-        "-p",
-        "gpumem-user",
-        "-p",
-        "simcuda",
-        "-p",
-        "gpumem-tests",
-        "--bins",
-        "--lib",
-    ]))?;
-    let release = target_dir().join("release");
-    let out = target_dir().join("bench");
-    std::fs::create_dir_all(&out)?;
-    let libcuda = out.join("libcuda.so.1");
-    std::fs::copy(release.join("libsimcuda.so"), &libcuda)?;
-    Ok(Built { agent: release.join("gpumem"), workload: release.join("gpumem-workload"), libcuda, out })
+    let b = crate::artifacts::build_profile("release")?;
+    Ok(Built { agent: b.agent, workload: b.workload, libcuda: b.libcuda, out: target_dir().join("bench") })
 }
 
 /// bpftrace from Debian's packages, installed if missing; None (with the

@@ -37,19 +37,19 @@ impl<W: Write + Send> Sink for TextSink<W> {
     fn write(&mut self, line: &Line) -> io::Result<()> {
         match line {
             Line::Event(e) => {
-                let cg = e.cgroup.as_deref().unwrap_or("?");
-                let what = match e.event {
+                let cg = e.caller.cgroup.as_deref().unwrap_or("?");
+                let what = match e.caller.event {
                     "exit" | "exec" => format!("released {}", human(e.size)),
-                    "alloc_failed" => format!("{} {} wanted {} -> CUresult {}", e.api, e.kind, human(e.size), e.result),
-                    _ => format!("{} {} dev {} {} at {}", e.api, e.kind, dev(e.device), human(e.size), e.addr),
+                    "alloc_failed" => format!("{} {} wanted {} -> CUresult {}", e.caller.api, e.kind, human(e.size), e.result),
+                    _ => format!("{} {} dev {} {} at {}", e.caller.api, e.kind, dev(e.device), human(e.size), e.addr),
                 };
                 writeln!(
                     self.out,
                     "{:>12}  {:<12} pid {:<7} {:<15} {:<28} {}  [proc {} | cgroup {}]",
-                    e.ts_ns / 1000,
-                    e.event,
-                    e.pid,
-                    e.comm,
+                    e.caller.ts_ns / 1000,
+                    e.caller.event,
+                    e.caller.pid,
+                    e.caller.comm,
                     cg,
                     what,
                     human(e.proc_total),
@@ -75,12 +75,12 @@ impl<W: Write + Send> Sink for TextSink<W> {
             Line::Limit(l) => writeln!(
                 self.out,
                 "{:>12}  {:<12} pid {:<7} {:<15} {:<28} {} {} + {} over {} {} -> {}",
-                l.ts_ns / 1000,
-                l.event,
-                l.pid,
-                l.comm,
-                l.cgroup.as_deref().unwrap_or("?"),
-                l.api,
+                l.caller.ts_ns / 1000,
+                l.caller.event,
+                l.caller.pid,
+                l.caller.comm,
+                l.caller.cgroup.as_deref().unwrap_or("?"),
+                l.caller.api,
                 human(l.usage),
                 human(l.request),
                 l.limit,
