@@ -80,6 +80,8 @@ pub mod id {
     pub const DEVICE_PRIMARY_CTX_RELEASE_V2: u32 = 38;
     pub const IPC_OPEN_MEM_HANDLE_V2: u32 = 39;
     pub const MEM_IMPORT_FROM_SHAREABLE_HANDLE: u32 = 40;
+    /// The highest id: the kernel clears a dead thread's pending calls by id.
+    pub const MAX: u32 = 40;
 
     /// Every id with its driver symbol. The probe table refers to these.
     pub const NAMES: &[(u32, &str)] = &[
@@ -165,6 +167,22 @@ pub const fn cookie_kind(cookie: u64) -> u32 {
     ((cookie >> 32) & 0xff) as u32
 }
 
+/// The largest distance from a function to a `ret` a cookie carries.
+pub const MAX_RET_DELTA: u32 = (1 << 24) - 1;
+
+/// [`cookie`], with the distance from the probed function's first byte to
+/// a `ret` instruction (a 0xC3 byte) after it, what `deny` jumps to; 0
+/// (or more than [`MAX_RET_DELTA`]) for none.
+pub const fn cookie_with_ret(api: u32, kind: u32, ret_delta: u32) -> u64 {
+    let delta = if ret_delta > MAX_RET_DELTA { 0 } else { ret_delta };
+    cookie(api, kind) | ((delta as u64) << 40)
+}
+
+/// The distance to a `ret` in a cookie, or 0.
+pub const fn cookie_ret_delta(cookie: u64) -> u32 {
+    (cookie >> 40) as u32
+}
+
 /// CUDA array formats (`CUarray_format`) and the bytes of one channel.
 pub mod array {
     /// Bytes per channel of `format`, or 0 when gpumem does not know the
@@ -231,5 +249,23 @@ mod tests {
         // Unknown formats are reported with size 0, never guessed.
         assert_eq!(bytes(8, 8, 0, 0xb0, 1, 1), 0);
         assert_eq!(mul(3, 5), 15);
+    }
+
+    #[test]
+    fn every_named_id_is_at_most_max() {
+        let highest = super::id::NAMES.iter().map(|(id, _)| *id).max().unwrap();
+        assert_eq!(
+            highest,
+            super::id::MAX,
+            "raise id::MAX with a new id: dead threads' calls are cleared up to it"
+        );
+    }
+
+    #[test]
+    fn a_cookie_carries_api_kind_and_the_distance_to_a_ret() {
+        let c = super::cookie_with_ret(7, 3, 0x1234);
+        assert_eq!((super::cookie_api(c), super::cookie_kind(c), super::cookie_ret_delta(c)), (7, 3, 0x1234));
+        let too_far = super::cookie_with_ret(7, 3, super::MAX_RET_DELTA + 1);
+        assert_eq!(super::cookie_ret_delta(too_far), 0, "too far to carry: none");
     }
 }

@@ -40,15 +40,20 @@ pub fn pending_alloc<C: aya_ebpf::EbpfContext>(ctx: &C) -> Pending {
 }
 
 /// Applies the caller's limits to a request of `size` bytes and remembers
-/// the call (refused or with its reservations) for the return.
+/// the call (refused or with its reservations) for the return; a denied
+/// call returns `CUDA_ERROR_OUT_OF_MEMORY` without entering the driver.
 #[inline(always)]
-pub fn admit_and_remember<C: aya_ebpf::EbpfContext>(ctx: &C, mut p: Pending, size: u64) -> u32 {
+pub fn admit_and_remember(ctx: &ProbeContext, mut p: Pending, size: u64) -> u32 {
     let api = cookie_api(cookie(ctx));
-    let a = admit(size, p.device, api);
+    let ret_delta = crate::deny::ret_delta(ctx);
+    let a = admit(size, p.device, api, ret_delta != 0);
     p.refused = a.refused as u32;
     p.reserved = size;
     p.live.limit_slots = a.slots;
     put_pending(api, &p);
+    if a.deny && ret_delta != 0 {
+        crate::deny::return_out_of_memory(ctx, ret_delta);
+    }
     0
 }
 
@@ -88,10 +93,10 @@ pub fn host_register_entry(ctx: ProbeContext) -> u32 {
 pub fn alloc_return(ctx: RetProbeContext) -> u32 {
     let api = cookie_api(cookie(&ctx));
     let Some(p) = take_pending(api) else { return 0 };
-    if p.refused == 1 {
-        return 0; // a limit refused it at entry (and said so): nothing to charge
-    }
     let result = ctx.ret::<u64>() as u32;
+    if p.refused == 1 && result == CUDA_SUCCESS {
+        return 0; // refused at entry (and said so), yet it ran: nothing to charge
+    }
     let pid_tgid = bpf_get_current_pid_tgid();
     let tgid = (pid_tgid >> 32) as u32;
     let mut rec = EventRecord {
@@ -105,6 +110,7 @@ pub fn alloc_return(ctx: RetProbeContext) -> u32 {
         ..EventRecord::default()
     };
     if result != CUDA_SUCCESS {
+        // A denied call comes back here too, with nothing reserved.
         release(p.live.limit_slots, p.reserved);
         let t = current(tgid, p.cgroup_id);
         rec.event = event_type::ALLOC_FAILED;

@@ -31,6 +31,8 @@ pub struct Admission {
     pub slots: u64,
     /// A limit refused the call: nothing is to be charged.
     pub refused: bool,
+    /// ... and the caller is to get `CUDA_ERROR_OUT_OF_MEMORY` (deny).
+    pub deny: bool,
 }
 
 /// Slot `i` (0-based) of a packed list, or None.
@@ -80,10 +82,12 @@ fn applicable(tgid: u32) -> u64 {
 
 /// Reserves `size` bytes on `device` under every limit of the caller, or
 /// refuses the call (and acts) at the first limit it would cross.
+/// `can_deny`: this call can be made to fail (see `deny.rs`); where it
+/// cannot, a deny limit only records, as audit does.
 #[inline(always)]
-pub fn admit(size: u64, device: u32, api: u32) -> Admission {
+pub fn admit(size: u64, device: u32, api: u32, can_deny: bool) -> Admission {
     if LIMITS_IN_FORCE.get(0).copied().unwrap_or(0) == 0 {
-        return Admission { slots: 0, refused: false };
+        return Admission { slots: 0, refused: false, deny: false };
     }
     let candidates = applicable((bpf_get_current_pid_tgid() >> 32) as u32);
     let mut reserved = 0u64;
@@ -102,14 +106,15 @@ pub fn admit(size: u64, device: u32, api: u32) -> Admission {
         let after = unsafe { core::ptr::read_volatile(usage) };
         if after > r.hard {
             report(event_type::LIMIT, slot, size, after - size, r.hard, api, r.action, r.signal);
-            if r.action != limit_action::AUDIT {
+            let deny = r.action == limit_action::DENY && can_deny;
+            if r.action == limit_action::SIGNAL || deny {
                 unsafe { add_nofetch(usage, size.wrapping_neg()) };
                 release(reserved, size);
                 if r.action == limit_action::SIGNAL {
                     // SAFETY: plain helper call; the caller is the current task.
                     unsafe { bpf_send_signal(r.signal) };
                 }
-                return Admission { slots: 0, refused: true };
+                return Admission { slots: 0, refused: true, deny };
             }
         }
         if r.soft != 0 && after > r.soft {
@@ -120,7 +125,7 @@ pub fn admit(size: u64, device: u32, api: u32) -> Admission {
         }
         reserved |= ((slot + 1) as u64) << (8 * (i - 1));
     }
-    Admission { slots: reserved, refused: false }
+    Admission { slots: reserved, refused: false, deny: false }
 }
 
 /// Adds `delta` (wrapping: may be negative) to every limit in `slots`;
@@ -162,6 +167,7 @@ pub fn commit(proc: *mut ProcUsage, slots: u64, delta: u64) {
             let ids = unsafe { core::ptr::addr_of_mut!((*proc).limit_slots) }.cast::<u64>();
             let pair = claim(ids, PROC_LIMIT_SLOTS, slot as u64 + 1) as usize;
             if pair < PROC_LIMIT_SLOTS {
+                let pair = crate::account::bounded(pair, PROC_LIMIT_SLOTS);
                 unsafe { add_nofetch(core::ptr::addr_of_mut!((*proc).limit_bytes[pair]), delta) };
             }
         }

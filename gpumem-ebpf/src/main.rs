@@ -14,6 +14,7 @@ mod alloc;
 mod array;
 mod atomic;
 mod context;
+mod deny;
 mod exit;
 mod floor;
 mod free;

@@ -53,8 +53,25 @@ pub fn privileged(test: &str) -> bool {
     if unsafe { libc::geteuid() } == 0 {
         return true;
     }
-    println!("SKIPPED {test}: needs root to load eBPF programs and attach uprobes; `cargo xtask test` runs it as root");
+    skip(test, "needs root to load eBPF programs and attach uprobes; `cargo xtask test` runs it as root");
     false
+}
+
+/// Says on stdout, past libtest's capture (so it shows for a passing
+/// test), that `test` did not run and why; `cargo xtask test` counts these.
+pub fn skip(test: &str, why: &str) {
+    let _ = writeln!(std::io::stdout().lock(), "SKIPPED {test}: {why}");
+}
+
+/// None when this kernel lets uprobe programs write registers (what the
+/// deny action needs), else the reason `gpumem probe` gives.
+pub fn register_write_refusal() -> Option<String> {
+    let out = Command::new(paths().agent).args(["probe", "--json"]).output().expect("running gpumem probe");
+    assert!(out.status.success(), "gpumem probe failed: {}", String::from_utf8_lossy(&out.stderr));
+    let v: Value = serde_json::from_slice(&out.stdout).expect("gpumem probe --json prints JSON");
+    let caps = v["capabilities"].as_array().expect("a capability list");
+    let writes = caps.iter().find(|c| c["name"] == "uprobe_register_writes").expect("uprobe_register_writes");
+    (writes["available"] != true).then(|| writes["reason"].as_str().unwrap_or("").to_string())
 }
 
 /// A scratch directory removed on drop.

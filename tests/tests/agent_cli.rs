@@ -47,7 +47,7 @@ fn unprivileged_run_is_refused_naming_the_capabilities() {
         .args(["run", "--duration", "1"])
         .output()
     else {
-        println!("SKIPPED unprivileged_run_is_refused_naming_the_capabilities: setpriv (util-linux) is not installed");
+        skip("unprivileged_run_is_refused_naming_the_capabilities", "setpriv (util-linux) is not installed");
         return;
     };
     let err = String::from_utf8_lossy(&out.stderr);

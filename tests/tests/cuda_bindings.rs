@@ -19,9 +19,10 @@ fn traced_exactly(test: &str, per_thread: bool) {
         return;
     }
     let Some(python) = std::env::var_os("GPUMEM_PYTHON") else {
-        println!(
-            "SKIPPED {test}: GPUMEM_PYTHON is not set; `cargo xtask test` sets it to the venv \
-             with cuda-bindings that `cargo xtask setup` makes"
+        skip(
+            test,
+            "GPUMEM_PYTHON is not set; `cargo xtask test` sets it to the venv with cuda-bindings that \
+             `cargo xtask setup` makes",
         );
         return;
     };

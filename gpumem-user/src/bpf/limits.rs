@@ -25,11 +25,6 @@ pub enum LimitError {
          not ({reason}); add a fallback, e.g. `,fallback=signal:SIGTERM`"
     )]
     DenyUnsupported { target: String, reason: String },
-    #[error(
-        "{target}: action deny is not implemented yet on kernels that allow it; add a fallback, \
-         e.g. `,fallback=signal:SIGTERM`"
-    )]
-    DenyNotImplemented { target: String },
     #[error("{target}: cannot find cgroup {path} under {root}")]
     NoCgroup { target: String, path: String, root: String },
     #[error("writing limit for {target} into the kernel failed")]
@@ -38,8 +33,8 @@ pub enum LimitError {
     Bpf(#[from] BpfError),
 }
 
-/// The action the kernel will take for `limit`: deny only where the kernel
-/// can, else its fallback; the reason deny is unavailable is `deny_reason`.
+/// The action the kernel will take for `limit`: deny where the kernel can
+/// (`deny_reason` None), else its fallback; `deny_reason` says why not.
 pub fn effective_action(
     limit: &Limit,
     default: Action,
@@ -49,12 +44,12 @@ pub fn effective_action(
     if action != Action::Deny {
         return Ok(action);
     }
-    match (limit.fallback, deny_reason) {
-        (Some(fallback), _) => Ok(fallback),
-        (None, Some(reason)) => {
+    match (deny_reason, limit.fallback) {
+        (None, _) => Ok(Action::Deny),
+        (Some(_), Some(fallback)) => Ok(fallback),
+        (Some(reason), None) => {
             Err(LimitError::DenyUnsupported { target: limit.target.to_string(), reason: reason.to_string() })
         }
-        (None, None) => Err(LimitError::DenyNotImplemented { target: limit.target.to_string() }),
     }
 }
 
@@ -146,5 +141,8 @@ mod tests {
         assert_eq!(effective_action(&with_fallback, Action::Audit, Some("no")).unwrap(), Action::Signal(15));
         let plain = Limit::parse("pid:1=1G").unwrap();
         assert_eq!(effective_action(&plain, Action::Audit, None).unwrap(), Action::Audit);
+        // Where the kernel can, deny is deny, fallback or not.
+        assert_eq!(effective_action(&deny, Action::Audit, None).unwrap(), Action::Deny);
+        assert_eq!(effective_action(&with_fallback, Action::Audit, None).unwrap(), Action::Deny);
     }
 }

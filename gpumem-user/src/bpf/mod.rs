@@ -20,7 +20,7 @@ use aya::{
     },
     Ebpf, EbpfError, EbpfLoader,
 };
-use gpumem_common::cookie;
+use gpumem_common::cookie_with_ret;
 
 use self::{
     discover::Library,
@@ -88,10 +88,22 @@ pub struct Tracer {
 impl Tracer {
     /// Loads the object and every program, and attaches the exit tracepoint.
     pub fn load() -> Result<Self, BpfError> {
+        Self::load_with(false)
+    }
+
+    /// [`Self::load`]; with `deny_by_registers`, limits with action deny
+    /// make refused calls return `CUDA_ERROR_OUT_OF_MEMORY` (only where
+    /// [`Self::register_write_refusal`] said None: elsewhere the programs
+    /// do not load).
+    pub fn load_with(deny_by_registers: bool) -> Result<Self, BpfError> {
         if OBJECT.is_empty() {
             return Err(BpfError::NoObject);
         }
-        let mut ebpf = EbpfLoader::new().load(OBJECT).map_err(|e| BpfError::Load(Box::new(e)))?;
+        let flag = u8::from(deny_by_registers);
+        let mut ebpf = EbpfLoader::new()
+            .override_global("DENY_BY_REGISTERS", &flag, true)
+            .load(OBJECT)
+            .map_err(|e| BpfError::Load(Box::new(e)))?;
         for name in probes::programs() {
             let prog: &mut UProbe = ebpf
                 .program_mut(name)
@@ -159,7 +171,8 @@ impl Tracer {
             by_offset.insert(offset, p.symbol);
             let (entry, ret) = programs.unwrap_or((p.entry, p.ret));
             for program in [entry, ret] {
-                match self.attach_one(program, offset, cookie(p.api, p.kind), lib) {
+                let cookie = cookie_with_ret(p.api, p.kind, symbols.ret_delta(p.symbol).unwrap_or(0));
+                match self.attach_one(program, offset, cookie, lib) {
                     Ok(link) => links.push((program, link)),
                     Err(source) => {
                         self.detach_links(links);
@@ -253,6 +266,12 @@ impl Tracer {
 
     pub fn libraries(&self) -> impl Iterator<Item = &Library> {
         self.links.iter().map(|(l, _)| l)
+    }
+
+    /// A handle on every loaded program (for the kernel's per-program
+    /// counters).
+    pub fn program_fds(&self) -> Vec<aya::programs::ProgramFd> {
+        self.ebpf.programs().filter_map(|(_, p)| p.fd().ok()?.try_clone().ok()).collect()
     }
 
     /// Takes a map out of the object, typed.

@@ -134,6 +134,11 @@ fn install_limits(tracer: &mut Tracer, args: &RunArgs) -> anyhow::Result<Vec<cra
         .iter()
         .any(|l| l.action.unwrap_or(policy.default_action) == crate::policy::Action::Deny);
     let deny_reason = if wants_deny { tracer.register_write_refusal() } else { None };
+    if wants_deny && deny_reason.is_none() {
+        // This kernel lets uprobe programs write registers: load the
+        // programs again with the deny path live (see gpumem-ebpf's deny.rs).
+        *tracer = Tracer::load_with(true)?;
+    }
     let installed =
         crate::bpf::limits::install(tracer, &policy, cgroup_root.as_deref(), deny_reason.as_deref())?;
     for i in &installed {

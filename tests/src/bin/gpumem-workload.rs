@@ -37,6 +37,11 @@ enum Scenario {
     /// `--iterations` allocations of `--size` bytes, a checkpoint after
     /// each (`step-N`), then `done`: for limits, which stop it part way.
     Steps,
+    /// `--size` at a time until the driver says CUDA_ERROR_OUT_OF_MEMORY
+    /// (at most `--iterations` calls; checkpoint `step-N` after each),
+    /// checkpoint `refused`; free one, `freed`; allocate one again,
+    /// `again`. What a process under a deny limit sees.
+    Deny,
     /// For the bench: `--iterations` alloc+free pairs of `--size` bytes in
     /// a tight loop (with `--mix`, rotating through the families), timed;
     /// prints `{"bench": .., "pairs": .., "ns_per_pair": ..}`.
@@ -95,6 +100,7 @@ fn main() -> anyhow::Result<()> {
         Scenario::Fork => w.fork(),
         Scenario::Exec => w.exec(),
         Scenario::Steps => w.steps(),
+        Scenario::Deny => w.until_refused(),
         Scenario::Loop => w.bench_loop(),
         Scenario::Families => {
             gpumem_tests::families::run(&w.driver, &w.truth, w.ctx, &|name| w.checkpoint(name))
@@ -251,6 +257,32 @@ impl Workload<'_> {
             self.checkpoint(&format!("step-{i}"))?;
         }
         self.checkpoint("done")
+    }
+
+    fn until_refused(&self) -> anyhow::Result<()> {
+        let size = self.args.size;
+        let mut held = Vec::new();
+        loop {
+            if held.len() >= self.args.iterations {
+                bail!("{} allocations of {size} bytes were never refused", held.len());
+            }
+            match self.driver.alloc(size) {
+                Ok(p) => {
+                    self.truth.allocated(size as u64);
+                    held.push(p);
+                    self.checkpoint(&format!("step-{}", held.len()))?;
+                }
+                Err(2) => break,
+                Err(e) => bail!("cuMemAlloc_v2 returned {e}, expected success or CUDA_ERROR_OUT_OF_MEMORY"),
+            }
+        }
+        self.truth.refused();
+        self.checkpoint("refused")?;
+        let p = held.pop().expect("the first allocation fits under any limit the test sets");
+        self.free(p, size)?;
+        self.checkpoint("freed")?;
+        held.push(self.alloc(size)?);
+        self.checkpoint("again")
     }
 
     fn exec(&self) -> anyhow::Result<()> {
