@@ -40,8 +40,18 @@ fn main() -> anyhow::Result<()> {
     println!("cargo:rerun-if-changed={}", linker.display());
 
     let target_dir = out_dir.join("ebpf-target");
-    let rustflags =
-        ["--cfg=bpf_target_arch=\"x86_64\"", "-Cdebuginfo=2", "-Clink-arg=--btf", "-Ctarget-cpu=v3"];
+    // memset/memcpy expanded inline by LLVM, never called: kernels before
+    // about 6.6 reject the calls to the exported helpers (global functions
+    // taking pointers: "reg type unsupported for arg#0"); with the helpers
+    // not exported, a call LLVM could not expand fails the link here.
+    let rustflags = [
+        "--cfg=bpf_target_arch=\"x86_64\"",
+        "-Cdebuginfo=2",
+        "-Clink-arg=--btf",
+        "-Clink-arg=--disable-expand-memcpy-in-order",
+        "-Clink-arg=--disable-memory-builtins",
+        "-Ctarget-cpu=v3",
+    ];
     let mut cmd = Command::new("rustup");
     cmd.args(["run", "nightly", "cargo", "build", "--package", "gpumem-ebpf", "--bins", "--release"])
         .args(["--target", TARGET, "-Z", "build-std=core", "--target-dir"])

@@ -21,6 +21,17 @@ pub fn add(p: *mut u64, v: u64) -> u64 {
     unsafe { crate::atomic::fetch_add(p, v) }.wrapping_add(v)
 }
 
+/// `i` masked to `n` entries (`n` a power of two), right where an array is
+/// indexed. The value goes through the stack so LLVM cannot drop the mask
+/// on the strength of an earlier bounds check: kernels before about 6.3
+/// lose such a check when the index is spilled and reloaded ("unbounded
+/// memory access").
+#[inline(always)]
+pub fn bounded(i: usize, n: usize) -> usize {
+    // SAFETY: reads a local.
+    unsafe { core::ptr::read_volatile(&i) & (n - 1) }
+}
+
 /// Subtracts `v` from `*p` atomically and returns the new value.
 #[inline(always)]
 pub fn sub(p: *mut u64, v: u64) -> u64 {
@@ -115,6 +126,7 @@ pub fn charge(tgid: u32, cgroup_id: u64, size: u64) -> Totals {
         t.slot = claim(ids, PROC_CGROUP_SLOTS, cgroup_id);
         let slot = t.slot as usize;
         if slot < PROC_CGROUP_SLOTS {
+            let slot = bounded(slot, PROC_CGROUP_SLOTS);
             add(unsafe { core::ptr::addr_of_mut!((*proc).cgroup_bytes[slot]) }, size);
         } else {
             count(stat::CGROUP_SLOTS_FULL);
@@ -134,6 +146,7 @@ pub fn uncharge(tgid: u32, cgroup_id: u64, slot: u32, size: u64) -> Totals {
         t.proc_total = sub(unsafe { core::ptr::addr_of_mut!((*proc).bytes) }, size);
         let slot = slot as usize;
         if slot < PROC_CGROUP_SLOTS {
+            let slot = bounded(slot, PROC_CGROUP_SLOTS);
             sub(unsafe { core::ptr::addr_of_mut!((*proc).cgroup_bytes[slot]) }, size);
         }
     }

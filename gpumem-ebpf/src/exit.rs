@@ -4,28 +4,47 @@
 //!
 //! Exit: when the thread-group leader exits. (A leader that leaves with
 //! `pthread_exit` while other threads run on is taken for the process
-//! exiting; gpumem cannot tell without the kernel's thread count.)
+//! exiting; gpumem cannot tell without the kernel's thread count.) A thread
+//! that was returning from a driver call when its group was killed can
+//! charge after the leader's release; each later thread exit of the group
+//! releases such charges again (one more `exit` record, with what it held).
 //! Exec: the new image starts with no CUDA state (the driver's file
 //! descriptors are close-on-exec and the address space is replaced).
 use aya_ebpf::{
-    helpers::{bpf_get_current_cgroup_id, bpf_get_current_pid_tgid},
+    helpers::{bpf_get_current_cgroup_id, bpf_get_current_pid_tgid, bpf_ktime_get_ns},
     macros::raw_tracepoint,
     programs::RawTracePointContext,
 };
-use gpumem_common::{event_type, EventRecord, DEVICE_UNKNOWN, PROC_CGROUP_SLOTS};
+use gpumem_common::{event_type, EventRecord, PendingKey, DEVICE_UNKNOWN, PROC_CGROUP_SLOTS};
 
 use crate::{
     account::{current, emit, sub},
-    maps::{CGROUP_USAGE, PROC_USAGE},
+    maps::{CGROUP_USAGE, LEADER_GONE, PENDING, PROC_USAGE},
 };
+
+/// How long after its leader a thread of a killed group may still exit.
+const LATE_THREAD_NS: u64 = 10_000_000_000;
 
 /// Raw tracepoints attach by name through the BPF syscall, so they need no
 /// tracefs mount (many hosts and containers have none).
 #[raw_tracepoint(tracepoint = "sched_process_exit")]
 pub fn process_exit(_ctx: RawTracePointContext) -> i32 {
     let pid_tgid = bpf_get_current_pid_tgid();
-    if (pid_tgid >> 32) as u32 == pid_tgid as u32 {
+    let tgid = (pid_tgid >> 32) as u32;
+    if PROC_USAGE.get_ptr(tgid).is_some() || LEADER_GONE.get_ptr(tgid).is_some() {
+        forget_pending(pid_tgid);
+    }
+    // SAFETY: plain helper call.
+    let now = unsafe { bpf_ktime_get_ns() };
+    if tgid == pid_tgid as u32 {
+        let _ = LEADER_GONE.insert(tgid, now, 0);
         release(pid_tgid, event_type::EXIT);
+    } else if let Some(gone) = LEADER_GONE.get_ptr(tgid) {
+        // Only the killed group's own threads, which exit right after their
+        // leader: not a later process that reused the pid.
+        if now.wrapping_sub(unsafe { *gone }) < LATE_THREAD_NS {
+            release(pid_tgid, event_type::EXIT);
+        }
     }
     0
 }
@@ -34,8 +53,21 @@ pub fn process_exit(_ctx: RawTracePointContext) -> i32 {
 /// whole thread group is this one task.
 #[raw_tracepoint(tracepoint = "sched_process_exec")]
 pub fn process_exec(_ctx: RawTracePointContext) -> i32 {
-    release(bpf_get_current_pid_tgid(), event_type::EXEC);
+    let pid_tgid = bpf_get_current_pid_tgid();
+    // The tgid lives on in the new image (a reused pid too).
+    let _ = LEADER_GONE.remove((pid_tgid >> 32) as u32);
+    release(pid_tgid, event_type::EXEC);
     0
+}
+
+/// Removes the calls a dying thread was inside (killed before their return).
+#[inline(always)]
+fn forget_pending(pid_tgid: u64) {
+    let mut api = 1;
+    while api <= gpumem_common::id::MAX {
+        let _ = PENDING.remove(PendingKey { pid_tgid, api, _pad: 0 });
+        api += 1;
+    }
 }
 
 #[inline(always)]

@@ -15,10 +15,12 @@ use gpumem_common::{
 #[map]
 pub static EVENTS: RingBuf = RingBuf::with_byte_size(EVENTS_BYTES, 0);
 
-/// Calls between entry and return. LRU, so threads killed inside a call do
-/// not leak entries.
+/// Calls between entry and return. Not LRU: an LRU map evicts live
+/// entries well before it is full (seen on 7.x kernels with a few threads:
+/// returns without their entry); a thread's leftovers (killed inside a
+/// call) are removed at its exit instead (exit.rs).
 #[map]
-pub static PENDING: LruHashMap<PendingKey, Pending> = LruHashMap::with_max_entries(PENDING_ENTRIES, 0);
+pub static PENDING: HashMap<PendingKey, Pending> = HashMap::with_max_entries(PENDING_ENTRIES, 0);
 
 /// Live allocations: (tgid, namespace, address) -> size, kind, device, cgroup.
 #[map]
@@ -27,6 +29,12 @@ pub static LIVE: HashMap<LiveKey, LiveAlloc> = HashMap::with_max_entries(LIVE_EN
 /// Bytes held per process (tgid), with its per-cgroup split.
 #[map]
 pub static PROC_USAGE: HashMap<u32, ProcUsage> = HashMap::with_max_entries(PROC_ENTRIES, 0);
+
+/// When each thread group's leader exited (ktime ns): a thread still in
+/// the kernel (returning from a driver call when the group was killed) may
+/// charge after the leader's release; its own exit releases that too.
+#[map]
+pub static LEADER_GONE: LruHashMap<u32, u64> = LruHashMap::with_max_entries(PROC_ENTRIES, 0);
 
 /// Bytes held per cgroup v2 id.
 #[map]

@@ -124,6 +124,7 @@ impl Agent {
             unmatched_returns: now.unmatched_returns,
             cgroup_slots_full: now.cgroup_slots_full,
             out_ptr_unreadable: now.out_ptr_unreadable,
+            skipped_runs: now.skipped_runs,
             malformed: self.malformed,
         };
         self.reported = now;

@@ -131,6 +131,9 @@ pub struct DroppedLine {
     pub unmatched_returns: u64,
     pub cgroup_slots_full: u64,
     pub out_ptr_unreadable: u64,
+    /// Runs of gpumem's programs the kernel skipped (another BPF program
+    /// was running on that CPU): calls gpumem did not see whole.
+    pub skipped_runs: u64,
     pub malformed: u64,
 }
 

@@ -58,6 +58,7 @@ mod tests {
                 unmatched_returns: 0,
                 cgroup_slots_full: 0,
                 out_ptr_unreadable: 0,
+                skipped_runs: 0,
                 malformed: 0,
             };
             s.write(&Line::Dropped(d.clone())).unwrap();

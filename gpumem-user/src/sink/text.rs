@@ -89,7 +89,7 @@ impl<W: Write + Send> Sink for TextSink<W> {
             ),
             Line::Dropped(d) => writeln!(
                 self.out,
-                "{:>12}  DROPPED      {} records lost ({} in total); map_full {} unmatched {} slots_full {} unreadable {} malformed {}",
+                "{:>12}  DROPPED      {} records lost ({} in total); map_full {} unmatched {} slots_full {} unreadable {} skipped_runs {} malformed {}",
                 d.ts_ns / 1000,
                 d.records,
                 d.total,
@@ -97,6 +97,7 @@ impl<W: Write + Send> Sink for TextSink<W> {
                 d.unmatched_returns,
                 d.cgroup_slots_full,
                 d.out_ptr_unreadable,
+                d.skipped_runs,
                 d.malformed
             ),
         }
