@@ -15,7 +15,7 @@ use std::{
 
 use anyhow::{bail, Context};
 
-use crate::util::{interrupt, is_root, output, run, target_dir};
+use crate::util::{interrupt, is_root, output, target_dir};
 
 const CONFIGS: [&str; 5] = ["untraced", "floor", "gpumem", "gpumem+limits", "bpftrace"];
 const LOOPS: [&str; 2] = ["alloc_free", "mixed"];
@@ -35,19 +35,7 @@ fn build() -> anyhow::Result<Built> {
 /// bpftrace from Debian's packages, installed if missing; None (with the
 /// reason) if it cannot be had.
 fn bpftrace() -> Result<PathBuf, String> {
-    let find = || {
-        output(Command::new("sh").args(["-c", "command -v bpftrace"])).ok().map(|s| PathBuf::from(s.trim()))
-    };
-    if let Some(p) = find().filter(|p| p.exists()) {
-        return Ok(p);
-    }
-    eprintln!("xtask: installing bpftrace (Debian package) for the comparison");
-    let _ = run(Command::new("apt-get").args(["update", "-qq"]));
-    run(Command::new("apt-get")
-        .args(["install", "-y", "-qq", "bpftrace"])
-        .env("DEBIAN_FRONTEND", "noninteractive"))
-    .map_err(|e| format!("apt-get install bpftrace failed: {e:#}"))?;
-    find().filter(|p| p.exists()).ok_or_else(|| "bpftrace is not on PATH after installing it".into())
+    crate::util::ensure_tool("bpftrace", "bpftrace").map_err(|e| format!("{e:#}"))
 }
 
 /// The bpftrace equivalent: live allocations and per-process totals in maps.

@@ -7,6 +7,7 @@ mod lint;
 mod setup;
 mod test;
 mod util;
+mod vm;
 
 use clap::{Parser, Subcommand};
 
@@ -42,9 +43,17 @@ enum Cmd {
         #[arg(long)]
         quick: bool,
     },
-    /// Lint, build, then run the unit tests and the privileged end-to-end
-    /// tests; ends with an `N passed, N failed` line.
+    /// Lint, build, then run the unit tests, the privileged end-to-end
+    /// tests on this kernel and the limit and tracing suites on the kernel
+    /// matrix under QEMU; ends with an `N passed, N failed` line.
     Test,
+    /// Only the kernel matrix: boot stock Debian kernels (6.1, 6.12, 6.18,
+    /// sid's newest) under QEMU and run the limit and tracing suites in each.
+    Vm {
+        /// Only these columns (repeatable): 6.1, 6.12, 6.18, sid.
+        #[arg(long = "kernel")]
+        kernels: Vec<String>,
+    },
 }
 
 fn main() -> std::process::ExitCode {
@@ -57,6 +66,7 @@ fn main() -> std::process::ExitCode {
         Cmd::Lint => lint::lint(),
         Cmd::Bench { quick } => bench::bench(quick),
         Cmd::Test => test::test(),
+        Cmd::Vm { kernels } => test::vm_only(&kernels),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

@@ -91,3 +91,25 @@ pub fn interrupt(pid: u32) {
     // SAFETY: kill(2) on a pid we spawned.
     unsafe { kill(pid as i32, 2) };
 }
+
+/// Where `program` is on PATH, if it is.
+pub fn which(program: &str) -> Option<PathBuf> {
+    output(Command::new("sh").args(["-c", &format!("command -v {program}")]))
+        .ok()
+        .map(|s| PathBuf::from(s.trim()))
+        .filter(|p| p.is_absolute() && p.exists())
+}
+
+/// `program`, installing Debian's `package` first if it is not on PATH.
+pub fn ensure_tool(program: &str, package: &str) -> anyhow::Result<PathBuf> {
+    if let Some(p) = which(program) {
+        return Ok(p);
+    }
+    eprintln!("xtask: installing {package} (Debian package) for {program}");
+    let _ = run(Command::new("apt-get").args(["update", "-qq"]));
+    run(Command::new("apt-get")
+        .args(["install", "-y", "-qq", "--no-install-recommends", package])
+        .env("DEBIAN_FRONTEND", "noninteractive"))
+    .with_context(|| format!("installing {package} (needs root and Debian's package mirror)"))?;
+    which(program).with_context(|| format!("{program} is not on PATH after installing {package}"))
+}

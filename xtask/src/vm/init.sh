@@ -1,0 +1,32 @@
+#!/bin/busybox sh
+# /init of the test VMs (see xtask/src/vm): mounts what the agent and the
+# tests need, runs every test binary with one thread, reports on the serial
+# console, powers off. Lines starting GPUMEM-VM- are read by the host.
+/bin/busybox --install -s /bin
+export PATH=/bin HOME=/root CARGO_TARGET_DIR=/t RUST_BACKTRACE=1
+mount -t proc proc /proc
+mount -t sysfs sysfs /sys
+mount -t devtmpfs dev /dev
+mount -t tmpfs tmp /tmp
+mount -t cgroup2 cgroup2 /sys/fs/cgroup
+mount -t bpf bpf /sys/fs/bpf
+echo "GPUMEM-VM-KERNEL $(uname -r)"
+/t/debug/gpumem probe | sed 's/^/GPUMEM-VM-PROBE /'
+# Known failures on this kernel (xtask/src/vm/kernels.rs): said, not run.
+skips=""
+while read -r prefix test reason; do
+    case "$(uname -r)" in
+    "$prefix"*)
+        echo "SKIPPED $test: known failure on $prefix kernels: $reason"
+        skips="$skips --skip $test"
+        ;;
+    esac
+done < /etc/gpumem-skips
+rc=0
+for t in /tests/*; do
+    echo "GPUMEM-VM-RUN ${t##*/}"
+    "$t" --test-threads=1 --exact $skips || rc=1
+done
+echo "GPUMEM-VM-END rc=$rc"
+sync
+poweroff -f

@@ -1,0 +1,161 @@
+//! The kernel matrix: the privileged end-to-end suites run inside QEMU on
+//! stock Debian kernels (`kernels`), from an initramfs holding the agent,
+//! the simulated driver, the workloads and the test binaries
+//! (`initramfs`), results read back from the serial console (`qemu`).
+mod initramfs;
+mod kernels;
+mod qemu;
+
+use std::{path::PathBuf, process::Stdio, time::Duration};
+
+use anyhow::{bail, Context};
+
+use crate::{
+    artifacts::Built,
+    test::Tally,
+    util::{cmd, ensure_tool, root, target_dir},
+};
+
+/// The suites that run on every kernel: limits (signal, audit, deny or its
+/// refusal, races) and exact tracing.
+pub const SUITES: &[&str] = &["limits", "trace_exact"];
+
+/// How long one kernel's boot and suites may take.
+const PER_KERNEL: Duration = Duration::from_secs(15 * 60);
+
+/// One kernel's outcome.
+pub struct KernelResult {
+    pub series: &'static str,
+    pub release: String,
+    pub tally: Tally,
+    pub finished: bool,
+    pub timed_out: bool,
+    pub wall: Duration,
+    pub register_writes: Option<bool>,
+}
+
+impl KernelResult {
+    pub fn ok(&self) -> bool {
+        self.finished && self.tally.failed == 0 && self.tally.passed > 0
+    }
+
+    /// The one summary line per kernel.
+    pub fn summary(&self) -> String {
+        let state = if self.timed_out {
+            "TIMED OUT".to_string()
+        } else if !self.finished {
+            "DID NOT FINISH".to_string()
+        } else if self.ok() {
+            "ok".to_string()
+        } else {
+            "FAILED".to_string()
+        };
+        let writes = match self.register_writes {
+            Some(true) => "deny by register write",
+            Some(false) => "deny refused (no register writes)",
+            None => "capabilities unknown",
+        };
+        format!(
+            "kernel {:<7} {:<28} {}: {} passed, {} failed, {writes}, {:.0} s",
+            self.series,
+            self.release,
+            state,
+            self.tally.passed,
+            self.tally.failed,
+            self.wall.as_secs_f64()
+        )
+    }
+}
+
+/// Builds the end-to-end test binaries of `SUITES`, returning their paths.
+fn test_binaries() -> anyhow::Result<Vec<(String, PathBuf)>> {
+    let mut c = cmd("cargo");
+    c.current_dir(root()).args(["test", "-p", "gpumem-tests", "--no-run", "--message-format=json"]);
+    for s in SUITES {
+        c.args(["--test", s]);
+    }
+    let out = c.stderr(Stdio::inherit()).output().context("building the test binaries")?;
+    if !out.status.success() {
+        bail!("building the end-to-end test binaries failed");
+    }
+    let mut bins = Vec::new();
+    for line in String::from_utf8_lossy(&out.stdout).lines() {
+        let Ok(v) = serde_json::from_str::<serde_json::Value>(line) else { continue };
+        let (Some(exe), Some(name)) = (v["executable"].as_str(), v["target"]["name"].as_str()) else {
+            continue;
+        };
+        if SUITES.contains(&name) {
+            bins.push((name.to_string(), PathBuf::from(exe)));
+        }
+    }
+    if bins.len() != SUITES.len() {
+        bail!("cargo reported {} of the {} test binaries {SUITES:?}", bins.len(), SUITES.len());
+    }
+    Ok(bins)
+}
+
+/// Runs the matrix (only the columns named in `only`, if any) and returns
+/// one result per kernel.
+pub fn matrix(built: &Built, only: &[String]) -> anyhow::Result<Vec<KernelResult>> {
+    ensure_tool("qemu-system-x86_64", "qemu-system-x86")?;
+    let busybox = ensure_tool("busybox", "busybox-static")?;
+    let kernels: Vec<_> = kernels::kernels()?
+        .into_iter()
+        .filter(|k| only.is_empty() || only.iter().any(|o| o == k.series))
+        .collect();
+    if kernels.is_empty() {
+        bail!("no kernel of the matrix is named {only:?}; the columns are {:?}", kernels::columns());
+    }
+    let g = initramfs::GUEST_TARGET;
+    let mut files = vec![
+        (busybox, "bin/busybox".to_string()),
+        (built.agent.clone(), format!("{g}/debug/gpumem")),
+        (built.workload.clone(), format!("{g}/debug/gpumem-workload")),
+        (built.libcuda.clone(), format!("{g}/simcuda/libcuda.so.1")),
+    ];
+    for (name, bin) in test_binaries()? {
+        files.push((bin, format!("tests/{name}")));
+    }
+    let dir = target_dir().join("vm");
+    std::fs::create_dir_all(&dir)?;
+    let initrd = dir.join("initramfs.cpio.gz");
+    let skips: String = kernels::KNOWN_FAILURES
+        .iter()
+        .map(|(prefix, test, why)| format!("{prefix} {test} {why}\n"))
+        .collect();
+    initramfs::build(
+        &initramfs::Contents { files },
+        include_str!("init.sh"),
+        &skips,
+        &dir.join("stage"),
+        &initrd,
+    )?;
+    let mut results = Vec::new();
+    for k in kernels {
+        println!("== kernel {} ({}) under QEMU", k.series, k.release);
+        let log = dir.join(format!("{}.log", k.series));
+        let boot = qemu::boot(&k.vmlinuz, &initrd, k.series, &log, PER_KERNEL)?;
+        let mut tally = Tally::default();
+        let mut writes = None;
+        for l in &boot.lines {
+            tally.line(l);
+            if let Some(rest) = l.strip_prefix("GPUMEM-VM-PROBE uprobe_register_writes") {
+                writes = Some(rest.trim_start().starts_with("yes"));
+            }
+        }
+        let r = KernelResult {
+            series: k.series,
+            release: k.release,
+            tally,
+            finished: boot.finished,
+            timed_out: boot.timed_out,
+            wall: boot.wall,
+            register_writes: writes,
+        };
+        if !r.ok() {
+            println!("[{}] the whole console is in {}", k.series, log.display());
+        }
+        results.push(r);
+    }
+    Ok(results)
+}
