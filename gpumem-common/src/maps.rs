@@ -14,6 +14,7 @@ pub mod map_name {
     pub const THREAD_CTX: &str = "THREAD_CTX";
     pub const VMM_MAPPINGS: &str = "VMM_MAPPINGS";
     pub const LIMITS: &str = "LIMITS";
+    pub const LIMIT_STATE: &str = "LIMIT_STATE";
     pub const LIMIT_INDEX: &str = "LIMIT_INDEX";
     pub const COMM_LIMITS: &str = "COMM_LIMITS";
     pub const LIMITS_IN_FORCE: &str = "LIMITS_IN_FORCE";
@@ -220,18 +221,14 @@ pub struct LimitKey {
     pub id: u64,
 }
 
-/// One limit slot. Written by the agent (all fields but `usage` and
-/// `soft_over`), counted by the kernel.
+/// One limit slot's rule: written by the agent only (at start-up and when
+/// limits change at run time), read by the kernel.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct LimitRule {
     pub hard: u64,
     /// 0: no soft limit.
     pub soft: u64,
-    /// Bytes charged (or reserved by calls in flight) under this limit.
-    pub usage: u64,
-    /// 1 while usage is above the soft limit (one record per crossing).
-    pub soft_over: u64,
     /// One of [`limit_action`].
     pub action: u32,
     pub signal: u32,
@@ -239,6 +236,17 @@ pub struct LimitRule {
     pub device: u32,
     /// 1 while the rule is in force.
     pub active: u32,
+}
+
+/// One limit slot's count: written by the kernel only, so the agent can
+/// rewrite the rule while calls are counted.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LimitState {
+    /// Bytes charged (or reserved by calls in flight) under this limit.
+    pub usage: u64,
+    /// 1 while usage is above the soft limit (one record per crossing).
+    pub soft_over: u64,
 }
 
 #[cfg(feature = "user")]
@@ -253,6 +261,7 @@ mod pod {
     unsafe impl aya::Pod for super::CtxKey {}
     unsafe impl aya::Pod for super::LimitKey {}
     unsafe impl aya::Pod for super::LimitRule {}
+    unsafe impl aya::Pod for super::LimitState {}
     unsafe impl aya::Pod for crate::EventRecord {}
 }
 
@@ -261,7 +270,8 @@ const _: () = {
     assert!(core::mem::size_of::<PendingKey>() == 16);
     assert!(core::mem::size_of::<LiveAlloc>() == 64);
     assert!(core::mem::size_of::<LimitKey>() == 16);
-    assert!(core::mem::size_of::<LimitRule>() == 48);
+    assert!(core::mem::size_of::<LimitRule>() == 32);
+    assert!(core::mem::size_of::<LimitState>() == 16);
     assert!(core::mem::size_of::<LiveKey>() == 16);
     assert!(core::mem::size_of::<CtxKey>() == 16);
     assert!(core::mem::size_of::<ProcUsage>() == 16 + 16 * PROC_CGROUP_SLOTS + 16 * PROC_LIMIT_SLOTS);

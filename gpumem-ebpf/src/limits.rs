@@ -22,7 +22,7 @@ use gpumem_common::{
 use crate::{
     account::{claim, emit},
     atomic::{add_nofetch, compare_exchange},
-    maps::{COMM_LIMITS, LIMITS, LIMITS_IN_FORCE, LIMIT_INDEX},
+    maps::{COMM_LIMITS, LIMITS, LIMITS_IN_FORCE, LIMIT_INDEX, LIMIT_STATE},
 };
 
 /// The outcome of [`admit`].
@@ -95,13 +95,15 @@ pub fn admit(size: u64, device: u32, api: u32, can_deny: bool) -> Admission {
     while i < LIMITS_PER_CALL {
         let Some(slot) = slot_at(candidates, i) else { break };
         i += 1;
-        let Some(rule) = LIMITS.get_ptr_mut(slot) else { continue };
+        let (Some(rule), Some(state)) = (LIMITS.get_ptr(slot), LIMIT_STATE.get_ptr_mut(slot)) else {
+            continue;
+        };
         // SAFETY: checked map value pointer; fields read once.
         let r = unsafe { core::ptr::read_volatile(rule) };
         if r.active == 0 || (r.device != DEVICE_ANY && r.device != device) {
             continue;
         }
-        let usage = unsafe { core::ptr::addr_of_mut!((*rule).usage) };
+        let usage = unsafe { core::ptr::addr_of_mut!((*state).usage) };
         unsafe { add_nofetch(usage, size) };
         let after = unsafe { core::ptr::read_volatile(usage) };
         if after > r.hard {
@@ -118,7 +120,7 @@ pub fn admit(size: u64, device: u32, api: u32, can_deny: bool) -> Admission {
             }
         }
         if r.soft != 0 && after > r.soft {
-            let flag = unsafe { core::ptr::addr_of_mut!((*rule).soft_over) };
+            let flag = unsafe { core::ptr::addr_of_mut!((*state).soft_over) };
             if unsafe { compare_exchange(flag, 0, 1) } == 0 {
                 report(event_type::LIMIT_SOFT, slot, size, after - size, r.soft, api, r.action, 0);
             }
@@ -137,13 +139,16 @@ pub fn adjust(slots: u64, delta: u64) {
     }
     let mut i = 0;
     while i < LIMITS_PER_CALL {
-        if let Some(rule) = slot_at(slots, i).and_then(|s| LIMITS.get_ptr_mut(s)) {
-            // SAFETY: checked map value pointer.
-            let usage = unsafe { core::ptr::addr_of_mut!((*rule).usage) };
+        let slot = slot_at(slots, i);
+        if let (Some(rule), Some(state)) =
+            (slot.and_then(|s| LIMITS.get_ptr(s)), slot.and_then(|s| LIMIT_STATE.get_ptr_mut(s)))
+        {
+            // SAFETY: checked map value pointers.
+            let usage = unsafe { core::ptr::addr_of_mut!((*state).usage) };
             unsafe { add_nofetch(usage, delta) };
             let soft = unsafe { core::ptr::read_volatile(core::ptr::addr_of!((*rule).soft)) };
             if soft != 0 && unsafe { core::ptr::read_volatile(usage) } <= soft {
-                unsafe { core::ptr::write_volatile(core::ptr::addr_of_mut!((*rule).soft_over), 0) };
+                unsafe { core::ptr::write_volatile(core::ptr::addr_of_mut!((*state).soft_over), 0) };
             }
         }
         i += 1;

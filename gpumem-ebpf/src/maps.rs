@@ -6,9 +6,9 @@ use aya_ebpf::{
     maps::{Array, HashMap, LruHashMap, PerCpuArray, RingBuf},
 };
 use gpumem_common::{
-    stat, CtxKey, LimitKey, LimitRule, LiveAlloc, LiveKey, Pending, PendingKey, ProcUsage, CGROUP_ENTRIES,
-    CTX_ENTRIES, EVENTS_BYTES, LIVE_ENTRIES, MAX_LIMITS, PENDING_ENTRIES, PROC_ENTRIES, THREAD_CTX_ENTRIES,
-    VMM_MAPPING_ENTRIES,
+    stat, CtxKey, LimitKey, LimitRule, LimitState, LiveAlloc, LiveKey, Pending, PendingKey, ProcUsage,
+    CGROUP_ENTRIES, CTX_ENTRIES, EVENTS_BYTES, LIVE_ENTRIES, MAX_LIMITS, PENDING_ENTRIES, PROC_ENTRIES,
+    THREAD_CTX_ENTRIES, VMM_MAPPING_ENTRIES,
 };
 
 /// Records to user space.
@@ -61,6 +61,10 @@ pub static VMM_MAPPINGS: HashMap<LiveKey, u64> =
 /// Limit rules, by slot (written by the agent).
 #[map]
 pub static LIMITS: Array<LimitRule> = Array::with_max_entries(MAX_LIMITS, 0);
+
+/// Usage under each limit slot (counted here).
+#[map]
+pub static LIMIT_STATE: Array<LimitState> = Array::with_max_entries(MAX_LIMITS, 0);
 
 /// Which slot limits a process (tgid) or a cgroup (id).
 #[map]

@@ -56,6 +56,11 @@ impl Agent {
     }
 
     /// Names the installed limit rules (by slot) for `limit` records.
+    /// The kernel's usage maps.
+    pub fn kernel(&self) -> &KernelMaps {
+        &self.kernel
+    }
+
     pub fn set_limits(&mut self, names: HashMap<u32, (String, Action)>) {
         self.limit_names = names;
     }

@@ -25,6 +25,9 @@ pub enum Command {
     Run(RunArgs),
     /// Ask the running agent what each process and cgroup holds now.
     Status(StatusArgs),
+    /// Change the running agent's limits without restarting it (as root).
+    /// `gpumem run` with --config also rereads its file on SIGHUP.
+    Limit(LimitArgs),
     /// Report what this kernel allows: uprobes, ring buffer, BTF, cgroup v2,
     /// signals from BPF, uprobe register writes (needed by deny).
     Probe(ProbeArgs),
@@ -106,6 +109,38 @@ pub struct StatusArgs {
     pub json: bool,
 }
 
+#[derive(Debug, Parser)]
+pub struct LimitArgs {
+    #[command(subcommand)]
+    pub action: LimitAction,
+    /// The running agent's control socket.
+    #[arg(long, value_name = "PATH", default_value = DEFAULT_SOCKET, global = true)]
+    pub socket: PathBuf,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum LimitAction {
+    /// The limits in force, with what each counts now.
+    List {
+        /// Print them as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Set a limit, in --limit's syntax (`cgroup:/team-a=8GiB,soft=6GiB,action=deny`).
+    /// A target with a limit keeps its usage and gets the new numbers and
+    /// action; a new target must hold no GPU memory yet (memory taken
+    /// before cannot be counted under it: put it in --config and restart).
+    Set {
+        #[arg(value_name = "SPEC")]
+        spec: String,
+    },
+    /// Take the limit on TARGET (`cgroup:/path`, `pid:N`, `comm:NAME`) out of force.
+    Clear {
+        #[arg(value_name = "TARGET")]
+        target: String,
+    },
+}
+
 /// A positive, finite number of seconds.
 pub fn parse_secs(s: &str) -> Result<f64, String> {
     let v: f64 = s.parse().map_err(|_| format!("`{s}` is not a number of seconds"))?;
@@ -146,5 +181,15 @@ mod tests {
             let err = Cli::try_parse_from(["gpumem", "run", "--duration", bad]).unwrap_err().to_string();
             assert!(err.contains(bad), "{err}");
         }
+    }
+
+    #[test]
+    fn limit_takes_a_verb_and_the_socket_anywhere() {
+        let cli = Cli::try_parse_from(["gpumem", "limit", "set", "pid:1=1GiB", "--socket", "/s"]).unwrap();
+        let Command::Limit(l) = cli.command else { panic!("not limit") };
+        assert_eq!(l.socket, PathBuf::from("/s"));
+        assert!(matches!(l.action, LimitAction::Set { ref spec } if spec == "pid:1=1GiB"));
+        assert!(Cli::try_parse_from(["gpumem", "limit"]).is_err(), "a verb is required");
+        assert!(Cli::try_parse_from(["gpumem", "limit", "list", "--json"]).is_ok());
     }
 }

@@ -159,6 +159,33 @@ impl Agent {
         self.stderr.lock().unwrap().join("\n")
     }
 
+    /// Sends `signal` to the agent (SIGHUP: reread --config).
+    pub fn signal(&self, signal: i32) {
+        let pid = self.child.as_ref().expect("the agent runs").id();
+        // SAFETY: signalling our own child.
+        unsafe { libc::kill(pid as i32, signal) };
+    }
+
+    /// `gpumem limit ARGS` against this agent: (success, stdout, stderr).
+    pub fn limit(&self, args: &[&str]) -> (bool, String, String) {
+        let out = Command::new(paths().agent)
+            .arg("limit")
+            .args(args)
+            .arg("--socket")
+            .arg(&self.socket)
+            .output()
+            .expect("running gpumem limit");
+        let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+        (out.status.success(), text(&out.stdout), text(&out.stderr))
+    }
+
+    /// `gpumem limit list --json`, parsed.
+    pub fn limits(&self) -> Vec<Value> {
+        let (ok, out, err) = self.limit(&["list", "--json"]);
+        assert!(ok, "gpumem limit list failed: {err}");
+        serde_json::from_str::<Value>(&out).expect("a JSON list").as_array().cloned().unwrap_or_default()
+    }
+
     /// Every complete line the agent has written so far, parsed (a read can
     /// land in the middle of a write: a last line without its newline is
     /// not complete yet).

@@ -1,9 +1,15 @@
-//! Writing the policy into the kernel's limit maps: one `LIMITS` slot per
-//! rule, indexed by process, cgroup or comm.
-use std::{collections::HashMap, path::Path};
+//! The kernel's limit maps: one `LIMITS` slot per rule, indexed by process,
+//! cgroup or comm; written at start-up and changed at run time
+//! (`gpumem limit set|clear`, SIGHUP).
+use std::{
+    collections::HashMap,
+    path::{Path, PathBuf},
+};
 
 use aya::maps::{Array, HashMap as BpfHashMap, MapData};
-use gpumem_common::{limit_action, limit_scope, map_name, LimitKey, LimitRule, DEVICE_ANY, MAX_LIMITS};
+use gpumem_common::{
+    limit_action, limit_scope, map_name, LimitKey, LimitRule, LimitState, DEVICE_ANY, MAX_LIMITS,
+};
 
 use super::{BpfError, Tracer};
 use crate::policy::{config::Policy, Action, Limit, Target};
@@ -25,6 +31,15 @@ pub enum LimitError {
          not ({reason}); add a fallback, e.g. `,fallback=signal:SIGTERM`"
     )]
     DenyUnsupported { target: String, reason: String },
+    #[error(
+        "{target} already holds {bytes} bytes, which a limit set now could not count; put it in --config \
+         (or --limit) and restart the agent, or set it before the target allocates"
+    )]
+    AlreadyHolds { target: String, bytes: u64 },
+    #[error("no limit on {0} is in force (see `gpumem limit list`)")]
+    NoSuchLimit(String),
+    #[error("all {MAX_LIMITS} limit slots were used since the agent started; restart it to reuse them")]
+    NoSlot,
     #[error("{target}: cannot find cgroup {path} under {root}")]
     NoCgroup { target: String, path: String, root: String },
     #[error("writing limit for {target} into the kernel failed")]
@@ -53,24 +68,181 @@ pub fn effective_action(
     }
 }
 
-/// Writes every rule of `policy` into the kernel.
-pub fn install(
-    tracer: &mut Tracer,
-    policy: &Policy,
-    cgroup_root: Option<&Path>,
-    deny_reason: Option<&str>,
-) -> Result<Vec<Installed>, LimitError> {
-    if policy.limits.len() > MAX_LIMITS as usize {
-        return Err(LimitError::TooMany(policy.limits.len()));
+/// A rule's place in the kernel and what it counts now, as `gpumem limit
+/// list` shows it.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize, PartialEq, Eq)]
+pub struct LimitStatus {
+    pub target: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device: Option<u32>,
+    pub hard: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub soft: Option<u64>,
+    pub action: String,
+    /// Bytes charged or reserved under it, as the kernel counts them.
+    pub usage: u64,
+}
+
+/// The kernel's limit maps and the rules in them. Rules are written here
+/// only; the kernel writes usage (`LIMIT_STATE`) only, so a rule can be
+/// rewritten while calls are being counted. A slot, once used, is never
+/// given to another target while the agent runs: allocations counted under
+/// it keep releasing from it when freed.
+pub struct LimitTable {
+    rules: Array<MapData, LimitRule>,
+    state: Array<MapData, LimitState>,
+    index: BpfHashMap<MapData, LimitKey, u32>,
+    comms: BpfHashMap<MapData, [u8; 16], u32>,
+    in_force: Array<MapData, u32>,
+    cgroup_root: Option<PathBuf>,
+    deny_reason: Option<String>,
+    default_action: Action,
+    /// By slot: the rule, and whether it is in force (false: cleared).
+    slots: Vec<(Installed, bool)>,
+}
+
+impl LimitTable {
+    /// Takes the limit maps out of `tracer`. `deny_reason`: why this kernel
+    /// cannot deny (None: it can).
+    pub fn open(
+        tracer: &mut Tracer,
+        cgroup_root: Option<PathBuf>,
+        deny_reason: Option<String>,
+        default_action: Action,
+    ) -> Result<Self, LimitError> {
+        Ok(Self {
+            rules: tracer.take_map(map_name::LIMITS)?,
+            state: tracer.take_map(map_name::LIMIT_STATE)?,
+            index: tracer.take_map(map_name::LIMIT_INDEX)?,
+            comms: tracer.take_map(map_name::COMM_LIMITS)?,
+            in_force: tracer.take_map(map_name::LIMITS_IN_FORCE)?,
+            cgroup_root,
+            deny_reason,
+            default_action,
+            slots: Vec::new(),
+        })
     }
-    let mut rules: Array<MapData, LimitRule> = tracer.take_map(map_name::LIMITS)?;
-    let mut index: BpfHashMap<MapData, LimitKey, u32> = tracer.take_map(map_name::LIMIT_INDEX)?;
-    let mut comms: BpfHashMap<MapData, [u8; 16], u32> = tracer.take_map(map_name::COMM_LIMITS)?;
-    let mut installed = Vec::new();
-    for (slot, limit) in policy.limits.iter().enumerate() {
-        let slot = slot as u32;
+
+    /// Writes every rule of `policy` (at start-up: nothing is held under
+    /// any of them yet).
+    pub fn install(&mut self, policy: &Policy) -> Result<Vec<Installed>, LimitError> {
+        if policy.limits.len() > MAX_LIMITS as usize {
+            return Err(LimitError::TooMany(policy.limits.len()));
+        }
+        self.default_action = policy.default_action;
+        let mut out = Vec::new();
+        for limit in &policy.limits {
+            out.push(self.add(limit)?);
+        }
+        self.update_in_force()?;
+        Ok(out)
+    }
+
+    /// Sets `limit` at run time: a target with a rule in force gets the new
+    /// numbers and action, its usage kept; a new target gets a slot, but
+    /// only while it holds nothing (`holds`, bytes the kernel counts for
+    /// it now): memory it took before cannot be counted under a new rule.
+    pub fn set(&mut self, limit: &Limit, holds: u64) -> Result<Installed, LimitError> {
         let target = limit.target.to_string();
-        let action = effective_action(limit, policy.default_action, deny_reason)?;
+        if let Some(slot) = self.slot_of(&limit.target) {
+            let action = effective_action(limit, self.default_action, self.deny_reason.as_deref())?;
+            self.write_rule(slot, limit, action, true)?;
+            let installed = Installed { slot, limit: limit.clone(), action };
+            self.slots[slot as usize] = (installed.clone(), true);
+            return Ok(installed);
+        }
+        if holds > 0 {
+            return Err(LimitError::AlreadyHolds { target, bytes: holds });
+        }
+        let installed = self.add(limit)?;
+        self.update_in_force()?;
+        Ok(installed)
+    }
+
+    /// Takes the rule for `target` out of force.
+    pub fn clear(&mut self, target: &Target) -> Result<Installed, LimitError> {
+        let Some(slot) = self.slot_of(target) else {
+            return Err(LimitError::NoSuchLimit(target.to_string()));
+        };
+        let name = target.to_string();
+        let write = |e| LimitError::Write { target: name.clone(), source: Box::new(e) };
+        match target {
+            Target::Comm(comm) => self.comms.remove(&comm_key(comm)).map_err(write)?,
+            other => self.index.remove(&self.index_key(other)?).map_err(write)?,
+        }
+        let (installed, _) = self.slots[slot as usize].clone();
+        self.write_rule(slot, &installed.limit, installed.action, false)?;
+        self.slots[slot as usize].1 = false;
+        self.update_in_force()?;
+        Ok(installed)
+    }
+
+    /// The rules in force, with their usage.
+    pub fn list(&self) -> Vec<LimitStatus> {
+        self.slots
+            .iter()
+            .filter(|(_, active)| *active)
+            .map(|(i, _)| LimitStatus {
+                target: i.limit.target.to_string(),
+                device: i.limit.device,
+                hard: i.limit.hard,
+                soft: i.limit.soft,
+                action: i.action.to_string(),
+                usage: self.state.get(&i.slot, 0).map(|s| s.usage).unwrap_or(0),
+            })
+            .collect()
+    }
+
+    /// Names of every rule ever installed, by slot, for the records.
+    pub fn names(&self) -> HashMap<u32, (String, Action)> {
+        self.slots.iter().map(|(i, _)| (i.slot, (i.limit.target.to_string(), i.action))).collect()
+    }
+
+    /// The action of rules that name none (a reloaded file may change it).
+    pub fn set_default_action(&mut self, action: Action) {
+        self.default_action = action;
+    }
+
+    /// The targets of the rules in force.
+    pub fn targets(&self) -> Vec<Target> {
+        self.slots.iter().filter(|(_, a)| *a).map(|(i, _)| i.limit.target.clone()).collect()
+    }
+
+    fn slot_of(&self, target: &Target) -> Option<u32> {
+        self.slots.iter().find(|(i, active)| *active && &i.limit.target == target).map(|(i, _)| i.slot)
+    }
+
+    /// Puts `limit` in a fresh slot and indexes it.
+    fn add(&mut self, limit: &Limit) -> Result<Installed, LimitError> {
+        let slot = self.slots.len() as u32;
+        if slot >= MAX_LIMITS {
+            return Err(LimitError::NoSlot);
+        }
+        let action = effective_action(limit, self.default_action, self.deny_reason.as_deref())?;
+        let key = match &limit.target {
+            Target::Comm(_) => None,
+            other => Some(self.index_key(other)?),
+        };
+        self.write_rule(slot, limit, action, true)?;
+        let target = limit.target.to_string();
+        let write = |e| LimitError::Write { target: target.clone(), source: Box::new(e) };
+        match (&limit.target, key) {
+            (Target::Comm(comm), _) => self.comms.insert(comm_key(comm), slot, 0).map_err(write)?,
+            (_, Some(key)) => self.index.insert(key, slot, 0).map_err(write)?,
+            (_, None) => unreachable!("every non-comm target has an index key"),
+        }
+        let installed = Installed { slot, limit: limit.clone(), action };
+        self.slots.push((installed.clone(), true));
+        Ok(installed)
+    }
+
+    fn write_rule(
+        &mut self,
+        slot: u32,
+        limit: &Limit,
+        action: Action,
+        active: bool,
+    ) -> Result<(), LimitError> {
         let (code, signal) = match action {
             Action::Audit => (limit_action::AUDIT, 0),
             Action::Signal(s) => (limit_action::SIGNAL, s as u32),
@@ -82,48 +254,86 @@ pub fn install(
             action: code,
             signal,
             device: limit.device.unwrap_or(DEVICE_ANY),
-            active: 1,
-            ..LimitRule::default()
+            active: active as u32,
         };
-        let write = |e| LimitError::Write { target: target.clone(), source: Box::new(e) };
-        rules.set(slot, rule, 0).map_err(write)?;
-        match &limit.target {
-            Target::Pid(pid) => {
-                let key = LimitKey { scope: limit_scope::PROCESS, _pad: 0, id: *pid as u64 };
-                index.insert(key, slot, 0).map_err(write)?;
-            }
+        let target = limit.target.to_string();
+        self.rules.set(slot, rule, 0).map_err(|e| LimitError::Write { target, source: Box::new(e) })
+    }
+
+    fn index_key(&self, target: &Target) -> Result<LimitKey, LimitError> {
+        Ok(match target {
+            Target::Pid(pid) => LimitKey { scope: limit_scope::PROCESS, _pad: 0, id: *pid as u64 },
             Target::Cgroup(path) => {
-                let id = cgroup_root
-                    .and_then(|root| {
-                        crate::enrich::cgroup::cgroup_id(&root.join(path.trim_start_matches('/'))).ok()
-                    })
-                    .ok_or_else(|| LimitError::NoCgroup {
-                        target: target.clone(),
-                        path: path.clone(),
-                        root: cgroup_root.map_or("(no cgroup2 mount)".into(), |r| r.display().to_string()),
-                    })?;
-                let key = LimitKey { scope: limit_scope::CGROUP, _pad: 0, id };
-                index.insert(key, slot, 0).map_err(write)?;
+                let id = self.cgroup_dir(path).and_then(|d| crate::enrich::cgroup::cgroup_id(&d).ok());
+                let id = id.ok_or_else(|| LimitError::NoCgroup {
+                    target: target.to_string(),
+                    path: path.clone(),
+                    root: self
+                        .cgroup_root
+                        .as_ref()
+                        .map_or("(no cgroup2 mount)".into(), |r| r.display().to_string()),
+                })?;
+                LimitKey { scope: limit_scope::CGROUP, _pad: 0, id }
             }
-            Target::Comm(comm) => {
-                let mut key = [0u8; 16];
-                key[..comm.len()].copy_from_slice(comm.as_bytes());
-                comms.insert(key, slot, 0).map_err(write)?;
+            Target::Comm(_) => unreachable!("comm targets are kept in COMM_LIMITS"),
+        })
+    }
+
+    fn cgroup_dir(&self, path: &str) -> Option<PathBuf> {
+        self.cgroup_root.as_ref().map(|r| r.join(path.trim_start_matches('/')))
+    }
+
+    /// What `target` holds now as the kernel counts it: the process, the
+    /// processes of that comm, or the cgroup and every cgroup below it.
+    pub fn holdings(&self, target: &Target, kernel: &super::kernel::KernelMaps) -> u64 {
+        match target {
+            Target::Pid(pid) => kernel.processes().get(pid).copied().unwrap_or(0),
+            Target::Comm(comm) => kernel
+                .processes()
+                .iter()
+                .filter(|(pid, _)| {
+                    std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim_end() == comm)
+                })
+                .map(|(_, b)| b)
+                .sum(),
+            Target::Cgroup(path) => {
+                let cgroups = kernel.cgroups();
+                self.cgroup_dir(path)
+                    .map_or(0, |d| subtree_ids(&d).iter().filter_map(|id| cgroups.get(id)).sum())
             }
         }
-        installed.push(Installed { slot, limit: limit.clone(), action });
     }
-    // Last: the kernel starts applying limits once every rule is in place.
-    let mut in_force: Array<MapData, u32> = tracer.take_map(map_name::LIMITS_IN_FORCE)?;
-    in_force
-        .set(0, installed.len() as u32, 0)
-        .map_err(|e| LimitError::Write { target: "(all)".into(), source: Box::new(e) })?;
-    Ok(installed)
+
+    /// LIMITS_IN_FORCE: nonzero while any rule is; zero skips the limit
+    /// path at every call.
+    fn update_in_force(&mut self) -> Result<(), LimitError> {
+        let n = self.slots.iter().filter(|(_, a)| *a).count() as u32;
+        self.in_force
+            .set(0, n, 0)
+            .map_err(|e| LimitError::Write { target: "(all)".into(), source: Box::new(e) })
+    }
 }
 
-/// Names of installed rules by slot, for the records.
-pub fn names(installed: &[Installed]) -> HashMap<u32, (String, Action)> {
-    installed.iter().map(|i| (i.slot, (i.limit.target.to_string(), i.action))).collect()
+/// The cgroup ids (directory inodes) of `dir` and everything below it.
+fn subtree_ids(dir: &Path) -> Vec<u64> {
+    let mut ids = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let Ok(id) = crate::enrich::cgroup::cgroup_id(&d) else { continue };
+        ids.push(id);
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            if e.file_type().is_ok_and(|t| t.is_dir()) {
+                stack.push(e.path());
+            }
+        }
+    }
+    ids
+}
+
+fn comm_key(comm: &str) -> [u8; 16] {
+    let mut key = [0u8; 16];
+    key[..comm.len()].copy_from_slice(comm.as_bytes());
+    key
 }
 
 #[cfg(test)]

@@ -1,5 +1,6 @@
 //! One module per subcommand.
 pub mod floor;
+pub mod limit;
 pub mod probe;
 pub mod run;
 pub mod status;

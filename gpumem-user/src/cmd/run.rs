@@ -16,6 +16,7 @@ use crate::{
     bpf::{
         discover::{self, Library},
         kernel::KernelMaps,
+        limits::{Installed, LimitTable},
         AttachReport, Tracer,
     },
     cli::{Format, RunArgs},
@@ -37,7 +38,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     let sink = open_sink(args.output.as_deref(), args.format)?;
 
     let mut tracer = Tracer::load()?;
-    let installed = install_limits(&mut tracer, &args)?;
+    let mut limits = install_limits(&mut tracer, &args)?;
     let mut names = Vec::new();
     for lib in &libs.libs {
         let report = tracer.attach(lib)?;
@@ -51,12 +52,13 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         .map_err(|e| anyhow::anyhow!("watching the ring buffer: {e}"))?;
     let kernel = KernelMaps::take(&mut tracer)?;
     let mut agent = Agent::new(sink, kernel, names);
-    agent.set_limits(crate::bpf::limits::names(&installed));
+    agent.set_limits(limits.names());
 
     let (req_tx, mut req_rx) = mpsc::channel::<control::Request>(16);
     let server = control::serve(&args.socket, req_tx).await?;
     let mut sigint = signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
     let mut sigterm = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
+    let mut sighup = signal(SignalKind::hangup()).context("installing the SIGHUP handler")?;
     let deadline = async {
         match args.duration {
             Some(s) => tokio::time::sleep(Duration::from_secs_f64(s)).await,
@@ -90,8 +92,13 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
                     // includes them.
                     drain(ring.get_mut(), &mut agent)?;
                     agent.flush().context("writing records")?;
-                    let _ = reply.send(answer(&mut agent, &command));
+                    let text = match command.strip_prefix("limit ") {
+                        Some(rest) => limit_command(&mut limits, &mut agent, rest),
+                        None => answer(&mut agent, &command),
+                    };
+                    let _ = reply.send(text);
                 }
+                _ = sighup.recv() => reload(&mut limits, &mut agent, &args),
                 _ = drain_tick.tick() => {
                     drain(ring.get_mut(), &mut agent)?;
                     agent.flush().context("writing records")?;
@@ -120,33 +127,101 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+fn cgroup_root() -> Option<std::path::PathBuf> {
+    std::fs::read_to_string("/proc/self/mountinfo")
+        .ok()
+        .and_then(|m| crate::enrich::cgroup::cgroup2_mount(&m))
+}
+
+/// --config, --limit and --default-action, checked as a whole.
+fn policy(args: &RunArgs) -> anyhow::Result<crate::policy::config::Policy> {
+    let file = args.config.as_deref().map(crate::policy::config::load).transpose()?;
+    let root = cgroup_root();
+    let exists = |p: &str| root.as_ref().is_some_and(|r| r.join(p.trim_start_matches('/')).is_dir());
+    Ok(crate::policy::config::combine(file, args.limits.clone(), args.default_action, exists)?)
+}
+
+fn say_limit(verb: &str, i: &Installed) {
+    let soft = i.limit.soft.map_or(String::new(), |s| format!(", soft {s} bytes"));
+    let dev = i.limit.device.map_or(String::new(), |d| format!(" on device {d}"));
+    eprintln!("gpumem: {verb}{}{dev}: {} bytes{soft}, action {}", i.limit.target, i.limit.hard, i.action);
+}
+
 /// Reads and checks the policy (--config, --limit, --default-action) and
 /// writes it into the kernel, saying what each limit will do.
-fn install_limits(tracer: &mut Tracer, args: &RunArgs) -> anyhow::Result<Vec<crate::bpf::limits::Installed>> {
-    let file = args.config.as_deref().map(crate::policy::config::load).transpose()?;
-    let cgroup_root = std::fs::read_to_string("/proc/self/mountinfo")
-        .ok()
-        .and_then(|m| crate::enrich::cgroup::cgroup2_mount(&m));
-    let exists = |p: &str| cgroup_root.as_ref().is_some_and(|r| r.join(p.trim_start_matches('/')).is_dir());
-    let policy = crate::policy::config::combine(file, args.limits.clone(), args.default_action, exists)?;
-    let wants_deny = policy
-        .limits
-        .iter()
-        .any(|l| l.action.unwrap_or(policy.default_action) == crate::policy::Action::Deny);
-    let deny_reason = if wants_deny { tracer.register_write_refusal() } else { None };
-    if wants_deny && deny_reason.is_none() {
-        // This kernel lets uprobe programs write registers: load the
-        // programs again with the deny path live (see gpumem-ebpf's deny.rs).
+fn install_limits(tracer: &mut Tracer, args: &RunArgs) -> anyhow::Result<LimitTable> {
+    let policy = policy(args)?;
+    // Where the kernel lets uprobe programs write registers, the programs
+    // are loaded with the deny path live (see gpumem-ebpf's deny.rs), so a
+    // deny limit set at run time works too.
+    let deny_reason = tracer.register_write_refusal();
+    if deny_reason.is_none() {
         *tracer = Tracer::load_with(true)?;
     }
-    let installed =
-        crate::bpf::limits::install(tracer, &policy, cgroup_root.as_deref(), deny_reason.as_deref())?;
-    for i in &installed {
-        let soft = i.limit.soft.map_or(String::new(), |s| format!(", soft {s} bytes"));
-        let dev = i.limit.device.map_or(String::new(), |d| format!(" on device {d}"));
-        eprintln!("gpumem: limit {}{dev}: {} bytes{soft}, action {}", i.limit.target, i.limit.hard, i.action);
+    let mut table = LimitTable::open(tracer, cgroup_root(), deny_reason, policy.default_action)?;
+    for i in &table.install(&policy)? {
+        say_limit("limit ", i);
     }
-    Ok(installed)
+    Ok(table)
+}
+
+/// `limit list`, `limit set SPEC`, `limit clear TARGET` from the socket.
+fn limit_command(limits: &mut LimitTable, agent: &mut Agent, command: &str) -> String {
+    let (verb, rest) = command.split_once(' ').unwrap_or((command, ""));
+    let result: Result<serde_json::Value, String> = match verb {
+        "list" => serde_json::to_value(limits.list()).map_err(|e| e.to_string()),
+        "set" => crate::policy::Limit::parse(rest.trim()).and_then(|limit| {
+            let holds = limits.holdings(&limit.target, agent.kernel());
+            let i = limits.set(&limit, holds).map_err(|e| e.to_string())?;
+            say_limit("limit set ", &i);
+            Ok(serde_json::json!({ "set": i.limit.target.to_string(), "action": i.action.to_string() }))
+        }),
+        "clear" => crate::policy::spec::parse_target(rest.trim()).and_then(|target| {
+            let i = limits.clear(&target).map_err(|e| e.to_string())?;
+            eprintln!("gpumem: limit cleared on {}", i.limit.target);
+            Ok(serde_json::json!({ "cleared": i.limit.target.to_string() }))
+        }),
+        other => Err(format!("unknown limit command `{other}`; this agent answers `limit list|set|clear`")),
+    };
+    agent.set_limits(limits.names());
+    match result {
+        Ok(v) => v.to_string(),
+        Err(e) => error_json(&e),
+    }
+}
+
+/// SIGHUP: reads --config again and applies the difference: changed and
+/// new rules are set, rules no longer there cleared. A rule that cannot be
+/// applied is reported and the others still are.
+fn reload(limits: &mut LimitTable, agent: &mut Agent, args: &RunArgs) {
+    let Some(path) = args.config.as_deref() else {
+        eprintln!("gpumem: SIGHUP: no --config to reload; nothing changed");
+        return;
+    };
+    let policy = match policy(args) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("gpumem: SIGHUP: {} not reloaded, the limits in force stay: {e:#}", path.display());
+            return;
+        }
+    };
+    limits.set_default_action(policy.default_action);
+    for target in limits.targets() {
+        if !policy.limits.iter().any(|l| l.target == target) {
+            match limits.clear(&target) {
+                Ok(_) => eprintln!("gpumem: SIGHUP: limit cleared on {target}"),
+                Err(e) => eprintln!("gpumem: SIGHUP: {e}"),
+            }
+        }
+    }
+    for limit in &policy.limits {
+        let holds = limits.holdings(&limit.target, agent.kernel());
+        match limits.set(limit, holds) {
+            Ok(i) => say_limit("SIGHUP: limit ", &i),
+            Err(e) => eprintln!("gpumem: SIGHUP: {e}"),
+        }
+    }
+    agent.set_limits(limits.names());
 }
 
 /// Attaches to every `libcuda.so*` that a process mapped since the last

@@ -1,0 +1,139 @@
+//! Limits changed while the agent runs, without losing what is counted:
+//! `gpumem limit set|clear|list` over the control socket, and SIGHUP
+//! rereading --config.
+use std::os::unix::process::ExitStatusExt;
+
+use gpumem_tests::harness::*;
+use serde_json::Value;
+
+const MIB: u64 = 1 << 20;
+
+/// `steps` with --pause: one checkpoint per `size` allocated.
+fn paused_steps(cg: &Cgroup, size: u64, n: u32) -> Workload {
+    let (size, n) = (size.to_string(), n.to_string());
+    Workload::spawn(&["--scenario", "steps", "--size", &size, "--iterations", &n, "--pause"], Some(cg), &[])
+}
+
+fn rule<'a>(limits: &'a [Value], target: &str) -> Option<&'a Value> {
+    limits.iter().find(|l| l["target"] == target)
+}
+
+#[test]
+fn a_limit_lowered_at_run_time_keeps_its_usage_and_stops_the_next_crossing() {
+    if !privileged("a_limit_lowered_at_run_time_keeps_its_usage_and_stops_the_next_crossing") {
+        return;
+    }
+    let cg = Cgroup::create("limit-change");
+    let target = format!("cgroup:{}", cg.path);
+    let agent = Agent::start(&["--limit", &format!("{target}=100MiB,action=audit")]);
+    let mut w = paused_steps(&cg, 4 * MIB, 6);
+    let pid = w.pid();
+    for _ in 0..2 {
+        let c = w.checkpoint();
+        agent.wait_for_checkpoint(&c);
+        w.resume();
+    }
+    let c = w.checkpoint(); // step-3: 12 MiB held
+    agent.wait_for_checkpoint(&c);
+    let limits = agent.limits();
+    let r = rule(&limits, &target).unwrap_or_else(|| panic!("{limits:?}"));
+    assert_eq!(
+        (r["usage"].as_u64(), r["hard"].as_u64(), r["action"].as_str()),
+        (Some(12 * MIB), Some(100 * MIB), Some("audit"))
+    );
+
+    // Lowered under what is held: usage stays, the next call crosses.
+    let (ok, _, err) = agent.limit(&["set", &format!("{target}=14MiB,action=signal:SIGKILL")]);
+    assert!(ok, "{err}");
+    let limits = agent.limits();
+    let r = rule(&limits, &target).unwrap();
+    assert_eq!(
+        (r["usage"].as_u64(), r["hard"].as_u64(), r["action"].as_str()),
+        (Some(12 * MIB), Some(14 * MIB), Some("signal:9"))
+    );
+    let (seen, status) = w.until_exit();
+    assert!(seen.is_empty(), "the 4th 4 MiB call crosses 14 MiB: {seen:?}");
+    assert_eq!(status.signal(), Some(libc::SIGKILL), "{status:?}");
+    let lines = agent.wait_for("the exit record", |l| count(l, pid, "exit") == 1);
+    let l: Vec<_> = lines.iter().filter(|l| l["event"] == "limit" && l["pid"] == pid).collect();
+    assert_eq!(l.len(), 1, "{l:?}");
+    assert_eq!((l[0]["usage"].as_u64(), l[0]["limit_bytes"].as_u64()), (Some(12 * MIB), Some(14 * MIB)));
+    assert_eq!(l[0]["action"], "signal:9");
+    wait_until("the limit to count nothing after the exit", || {
+        rule(&agent.limits(), &target).unwrap()["usage"] == 0
+    });
+
+    // Cleared: the same pattern runs to the end.
+    let (ok, _, err) = agent.limit(&["clear", &target]);
+    assert!(ok, "{err}");
+    assert!(rule(&agent.limits(), &target).is_none());
+    let (seen, status) = paused_steps(&cg, 4 * MIB, 6).until_exit();
+    assert!(status.success(), "{status:?}");
+    assert_eq!(seen.last().unwrap().checkpoint, "done");
+    let (ok, _, err) = agent.limit(&["clear", &target]);
+    assert!(!ok && err.contains("no limit on"), "{err}");
+}
+
+#[test]
+fn a_new_target_is_refused_while_it_holds_memory_and_taken_when_it_holds_none() {
+    if !privileged("a_new_target_is_refused_while_it_holds_memory_and_taken_when_it_holds_none") {
+        return;
+    }
+    let cg = Cgroup::create("limit-new");
+    let agent = Agent::start(&[]);
+    let mut w = paused_steps(&cg, 4 * MIB, 3);
+    let c = w.checkpoint();
+    agent.wait_for_checkpoint(&c);
+    let (ok, _, err) = agent.limit(&["set", &format!("pid:{}=1GiB", w.pid())]);
+    assert!(!ok, "a process holding 4 MiB cannot get a new limit");
+    assert!(err.contains("already holds 4194304 bytes") && err.contains("restart"), "{err}");
+    let (ok, _, err) = agent.limit(&["set", &format!("cgroup:{}=1GiB", cg.path)]);
+    assert!(!ok && err.contains("already holds 4194304 bytes"), "{err}");
+    w.run_to_end();
+    wait_until("the cgroup to hold nothing", || {
+        cgroup_entry(&agent.status(), cg.id).is_none_or(|e| e.kernel_bytes == 0)
+    });
+
+    // Empty now: the limit is taken and applies to the next workload.
+    let (ok, _, err) = agent.limit(&["set", &format!("cgroup:{}=6MiB", cg.path)]);
+    assert!(ok, "{err}");
+    let (seen, status) = paused_steps(&cg, 4 * MIB, 3).until_exit();
+    assert_eq!(seen.len(), 1, "4 MiB fits under 6 MiB, 8 does not");
+    assert_eq!(status.signal(), Some(libc::SIGKILL));
+    // Bad input is refused by the CLI before it reaches the agent.
+    let (ok, _, err) = agent.limit(&["set", "cgroup:/x=0"]);
+    assert!(!ok && err.contains("cgroup:/x=0"), "{err}");
+}
+
+#[test]
+fn sighup_rereads_the_config_file() {
+    if !privileged("sighup_rereads_the_config_file") {
+        return;
+    }
+    let cg = Cgroup::create("limit-hup");
+    let scratch = Scratch::new("limit-hup");
+    let config = scratch.0.join("gpumem.toml");
+    let write = |text: String| std::fs::write(&config, text).unwrap();
+    write(format!("[[limit]]\ncgroup = \"{}\"\nhard = \"100MiB\"\naction = \"audit\"\n", cg.path));
+    let agent = Agent::start(&["--config", config.to_str().unwrap()]);
+    let target = format!("cgroup:{}", cg.path);
+    assert_eq!(rule(&agent.limits(), &target).unwrap()["hard"], 100 * MIB);
+
+    write(format!("[[limit]]\ncgroup = \"{}\"\nhard = \"6MiB\"\n", cg.path));
+    agent.signal(libc::SIGHUP);
+    wait_until("the reloaded limit", || rule(&agent.limits(), &target).is_some_and(|r| r["hard"] == 6 * MIB));
+    let (seen, status) = paused_steps(&cg, 4 * MIB, 3).until_exit();
+    assert_eq!(seen.len(), 1);
+    assert_eq!(status.signal(), Some(libc::SIGKILL), "the file's default action: signal:SIGKILL");
+
+    // A broken file changes nothing and says why.
+    write("[[limit]]\ncgroup = \"/no/such/cgroup\"\nhard = \"1GiB\"\n".to_string());
+    agent.signal(libc::SIGHUP);
+    wait_until("the reload error", || agent.stderr().contains("not reloaded"));
+    assert_eq!(rule(&agent.limits(), &target).unwrap()["hard"], 6 * MIB);
+
+    // A rule taken out of the file is cleared.
+    write(String::new());
+    agent.signal(libc::SIGHUP);
+    wait_until("the limit cleared", || agent.limits().is_empty());
+}
