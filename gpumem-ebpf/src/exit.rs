@@ -38,12 +38,12 @@ pub fn process_exit(_ctx: RawTracePointContext) -> i32 {
     let now = unsafe { bpf_ktime_get_ns() };
     if tgid == pid_tgid as u32 {
         let _ = LEADER_GONE.insert(tgid, now, 0);
-        release(pid_tgid, event_type::EXIT);
+        release(pid_tgid, event_type::EXIT, unsafe { bpf_get_current_cgroup_id() });
     } else if let Some(gone) = LEADER_GONE.get_ptr(tgid) {
         // Only the killed group's own threads, which exit right after their
         // leader: not a later process that reused the pid.
         if now.wrapping_sub(unsafe { *gone }) < LATE_THREAD_NS {
-            release(pid_tgid, event_type::EXIT);
+            release(pid_tgid, event_type::EXIT, unsafe { bpf_get_current_cgroup_id() });
         }
     }
     0
@@ -56,7 +56,7 @@ pub fn process_exec(_ctx: RawTracePointContext) -> i32 {
     let pid_tgid = bpf_get_current_pid_tgid();
     // The tgid lives on in the new image (a reused pid too).
     let _ = LEADER_GONE.remove((pid_tgid >> 32) as u32);
-    release(pid_tgid, event_type::EXEC);
+    release(pid_tgid, event_type::EXEC, unsafe { bpf_get_current_cgroup_id() });
     0
 }
 
@@ -70,13 +70,35 @@ fn forget_pending(pid_tgid: u64) {
     }
 }
 
+/// Never attached: the agent runs it (BPF_PROG_TEST_RUN, the tgid in
+/// args[0]) for a process that is gone while the kernel still counts
+/// memory for it, because the kernel skipped `process_exit`'s run (it does
+/// when a run of the same program is preempted on that CPU, seen on 7.x
+/// kernels). Releases it as its exit would have, with an `exit` record.
+#[raw_tracepoint(tracepoint = "sched_process_exit")]
+pub fn release_gone(ctx: RawTracePointContext) -> i32 {
+    // SAFETY: args[0] of the raw tracepoint context the agent passed in.
+    let tgid = unsafe { *(aya_ebpf::EbpfContext::as_ptr(&ctx) as *const u64) } as u32;
+    if tgid != 0 {
+        release(((tgid as u64) << 32) | tgid as u64, event_type::EXIT, 0);
+    }
+    0
+}
+
+/// `cgroup_id`: the record's cgroup (0: the first the process charged).
 #[inline(always)]
-fn release(pid_tgid: u64, event: u32) {
+fn release(pid_tgid: u64, event: u32, cgroup_id: u64) {
     let tgid = (pid_tgid >> 32) as u32;
     // SAFETY: copied out before removal.
     let Some(usage) = (unsafe { PROC_USAGE.get(tgid) }).copied() else {
         return; // never touched CUDA: the common case, and cheap
     };
+    // Claim it: of two releases at once (two threads of a killed group
+    // exiting on two CPUs, or the agent's release of a gone process), only
+    // the one whose delete succeeds goes on.
+    if PROC_USAGE.remove(tgid).is_err() {
+        return;
+    }
     let mut i = 0;
     while i < PROC_CGROUP_SLOTS {
         let (id, bytes) = (usage.cgroup_ids[i], usage.cgroup_bytes[i]);
@@ -88,8 +110,7 @@ fn release(pid_tgid: u64, event: u32) {
         i += 1;
     }
     crate::limits::release_process(&usage);
-    let _ = PROC_USAGE.remove(tgid);
-    let cgroup_id = unsafe { bpf_get_current_cgroup_id() };
+    let cgroup_id = if cgroup_id == 0 { usage.cgroup_ids[0] } else { cgroup_id };
     emit(EventRecord {
         pid_tgid,
         cgroup_id,

@@ -33,6 +33,10 @@ pub struct Agent {
     libraries: Vec<String>,
     records: u64,
     malformed: u64,
+    /// Processes found gone while the kernel still counted memory for them
+    /// (their exit's program run was skipped), released by the agent.
+    missed_exits: u64,
+    reported_missed_exits: u64,
     reported: Stats,
     reported_malformed: u64,
 }
@@ -50,6 +54,8 @@ impl Agent {
             libraries,
             records: 0,
             malformed: 0,
+            missed_exits: 0,
+            reported_missed_exits: 0,
             reported: Stats::default(),
             reported_malformed: 0,
         }
@@ -114,10 +120,25 @@ impl Agent {
         self.sink.flush()
     }
 
+    /// Releases every process the kernel still counts memory for but that
+    /// no longer exists: the kernel skipped its exit. Its `exit` record
+    /// comes through the ring buffer as a normal one would.
+    fn release_gone(&mut self) {
+        for tgid in self.kernel.processes().into_keys() {
+            if !std::path::Path::new(&format!("/proc/{tgid}")).exists() && self.kernel.release_gone(tgid) {
+                self.missed_exits += 1;
+            }
+        }
+    }
+
     /// Writes a `dropped` line when any kernel counter moved.
     pub fn check_stats(&mut self) -> io::Result<()> {
         let now = self.kernel.stats();
-        if now == self.reported && self.malformed == self.reported_malformed {
+        self.release_gone();
+        if now == self.reported
+            && self.malformed == self.reported_malformed
+            && self.missed_exits == self.reported_missed_exits
+        {
             return Ok(());
         }
         let line = DroppedLine {
@@ -131,7 +152,9 @@ impl Agent {
             out_ptr_unreadable: now.out_ptr_unreadable,
             skipped_runs: now.skipped_runs,
             malformed: self.malformed,
+            missed_exits: self.missed_exits,
         };
+        self.reported_missed_exits = self.missed_exits;
         self.reported = now;
         self.reported_malformed = self.malformed;
         self.sink.write(&Line::Dropped(line))?;

@@ -135,6 +135,9 @@ pub struct DroppedLine {
     /// was running on that CPU): calls gpumem did not see whole.
     pub skipped_runs: u64,
     pub malformed: u64,
+    /// Processes gone without their exit seen (a skipped run), released
+    /// by the agent since it started.
+    pub missed_exits: u64,
 }
 
 /// A limit decision (`limit`) or a soft limit crossed (`limit_soft`).

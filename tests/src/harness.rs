@@ -229,6 +229,28 @@ impl Agent {
         })
     }
 
+    /// Waits until `cond` holds for `gpumem status`; fails with the last
+    /// status and the agent's `dropped` and `exit` records.
+    pub fn wait_for_status(&self, what: &str, cond: impl Fn(&StatusReport) -> bool) -> StatusReport {
+        let until = Instant::now() + DEADLINE;
+        loop {
+            let s = self.status();
+            if cond(&s) {
+                return s;
+            }
+            if Instant::now() > until {
+                let lines: Vec<String> = self
+                    .lines()
+                    .iter()
+                    .filter(|l| l["event"] == "dropped" || l["event"] == "exit")
+                    .map(Value::to_string)
+                    .collect();
+                panic!("timed out waiting for {what}; status: {s:#?}\nrecords:\n{}", lines.join("\n"));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     /// `gpumem status --json`, through the CLI.
     pub fn status(&self) -> StatusReport {
         let out = Command::new(paths().agent)

@@ -20,6 +20,7 @@ pub struct KernelMaps {
     stats: PerCpuArray<MapData, u64>,
     /// Every loaded program, for the runs the kernel skipped.
     programs: Vec<ProgramFd>,
+    release_gone: Option<ProgramFd>,
 }
 
 /// Kernel counters, summed over CPUs (see `gpumem_common::stat`).
@@ -43,7 +44,25 @@ impl KernelMaps {
             cgroups: tracer.take_map(map_name::CGROUP_USAGE)?,
             stats: tracer.take_map(map_name::STATS)?,
             programs: tracer.program_fds(),
+            release_gone: tracer.release_gone_fd(),
         })
+    }
+
+    /// Releases, in the kernel, what process `tgid` held, as its exit
+    /// would have (an `exit` record follows): for a process that is gone
+    /// while the kernel still counts memory for it. False if the kernel
+    /// refused to run the program.
+    pub fn release_gone(&self, tgid: u32) -> bool {
+        use aya_obj::generated::{bpf_attr, bpf_cmd};
+        let Some(fd) = &self.release_gone else { return false };
+        let mut args = [tgid as u64];
+        // SAFETY: plain-old-data kernel struct; all-zero is its initial state.
+        let mut attr: bpf_attr = unsafe { std::mem::zeroed() };
+        attr.test.prog_fd = fd.as_fd().as_raw_fd() as u32;
+        attr.test.ctx_in = args.as_mut_ptr() as u64;
+        attr.test.ctx_size_in = std::mem::size_of_val(&args) as u32;
+        // SAFETY: the kernel reads ctx_size_in bytes of `args`.
+        unsafe { bpf(bpf_cmd::BPF_PROG_TEST_RUN, &mut attr) }
     }
 
     /// Bytes held per process, as the kernel counts them.
@@ -82,13 +101,23 @@ fn recursion_misses(fd: &ProgramFd) -> Option<u64> {
     attr.info.info_len = std::mem::size_of::<bpf_prog_info>() as u32;
     attr.info.info = std::ptr::addr_of_mut!(info) as u64;
     // SAFETY: the kernel writes at most info_len bytes into `info`.
+    unsafe { bpf(bpf_cmd::BPF_OBJ_GET_INFO_BY_FD, &mut attr) }.then_some(info.recursion_misses)
+}
+
+/// The bpf(2) system call, for the commands aya 0.14 does not wrap; true
+/// when it succeeded.
+///
+/// # Safety
+/// `attr` must be filled in as `cmd` requires, its pointers valid.
+unsafe fn bpf(cmd: aya_obj::generated::bpf_cmd, attr: &mut aya_obj::generated::bpf_attr) -> bool {
+    // SAFETY: as the caller promises.
     let r = unsafe {
         libc::syscall(
             libc::SYS_bpf,
-            bpf_cmd::BPF_OBJ_GET_INFO_BY_FD as libc::c_int,
-            std::ptr::addr_of_mut!(attr),
-            std::mem::size_of::<bpf_attr>(),
+            cmd as libc::c_int,
+            std::ptr::from_mut(attr),
+            std::mem::size_of::<aya_obj::generated::bpf_attr>(),
         )
     };
-    (r == 0).then_some(info.recursion_misses)
+    r == 0
 }

@@ -63,6 +63,17 @@ pub enum BpfError {
     Map { name: &'static str, source: Box<aya::maps::MapError> },
 }
 
+/// Program `name` of the object, as its type.
+fn program<'a, P>(ebpf: &'a mut Ebpf, name: &'static str) -> Result<&'a mut P, BpfError>
+where
+    &'a mut P: TryFrom<&'a mut aya::programs::Program, Error = ProgramError>,
+{
+    ebpf.program_mut(name)
+        .ok_or(BpfError::MissingProgram(name))?
+        .try_into()
+        .map_err(|e| BpfError::Program { name, source: Box::new(e) })
+}
+
 /// What attaching to one library did.
 #[derive(Debug, Clone)]
 pub struct AttachReport {
@@ -105,26 +116,21 @@ impl Tracer {
             .load(OBJECT)
             .map_err(|e| BpfError::Load(Box::new(e)))?;
         for name in probes::programs() {
-            let prog: &mut UProbe = ebpf
-                .program_mut(name)
-                .ok_or(BpfError::MissingProgram(name))?
-                .try_into()
-                .map_err(|e| BpfError::Program { name, source: Box::new(e) })?;
+            let prog: &mut UProbe = program(&mut ebpf, name)?;
             prog.load().map_err(|e| BpfError::Program { name, source: Box::new(e) })?;
         }
         let mut tracepoint_links = Vec::new();
         for &(name, tracepoint) in probes::TRACEPOINTS {
-            let prog: &mut RawTracePoint = ebpf
-                .program_mut(name)
-                .ok_or(BpfError::MissingProgram(name))?
-                .try_into()
-                .map_err(|e| BpfError::Program { name, source: Box::new(e) })?;
+            let prog: &mut RawTracePoint = program(&mut ebpf, name)?;
             prog.load().map_err(|e| BpfError::Program { name, source: Box::new(e) })?;
             let link = prog
                 .attach(tracepoint)
                 .map_err(|e| BpfError::Tracepoint { tracepoint, source: Box::new(e) })?;
             tracepoint_links.push(link);
         }
+        let name = probes::RELEASE_GONE;
+        let prog: &mut RawTracePoint = program(&mut ebpf, name)?;
+        prog.load().map_err(|e| BpfError::Program { name, source: Box::new(e) })?;
         Ok(Self { ebpf, links: Vec::new(), _tracepoint_links: tracepoint_links })
     }
 
@@ -266,6 +272,11 @@ impl Tracer {
 
     pub fn libraries(&self) -> impl Iterator<Item = &Library> {
         self.links.iter().map(|(l, _)| l)
+    }
+
+    /// The program that releases a process whose exit was missed.
+    pub fn release_gone_fd(&self) -> Option<aya::programs::ProgramFd> {
+        self.ebpf.program(probes::RELEASE_GONE)?.fd().ok()?.try_clone().ok()
     }
 
     /// A handle on every loaded program (for the kernel's per-program

@@ -165,6 +165,10 @@ pub const PROBES: &[Probe] = &[
 pub const TRACEPOINTS: &[(&str, &str)] =
     &[("process_exit", "sched_process_exit"), ("process_exec", "sched_process_exec")];
 
+/// Never attached: run by the agent for a process whose exit the kernel
+/// skipped (see gpumem-ebpf's exit.rs).
+pub const RELEASE_GONE: &str = "release_gone";
+
 /// The empty programs `gpumem floor` attaches at the same sites (bench).
 pub const FLOOR: (&str, &str) = ("floor_entry", "floor_return");
 

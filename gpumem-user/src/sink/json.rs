@@ -60,6 +60,7 @@ mod tests {
                 out_ptr_unreadable: 0,
                 skipped_runs: 0,
                 malformed: 0,
+                missed_exits: 0,
             };
             s.write(&Line::Dropped(d.clone())).unwrap();
             s.write(&Line::Dropped(d)).unwrap();

@@ -89,7 +89,7 @@ impl<W: Write + Send> Sink for TextSink<W> {
             ),
             Line::Dropped(d) => writeln!(
                 self.out,
-                "{:>12}  DROPPED      {} records lost ({} in total); map_full {} unmatched {} slots_full {} unreadable {} skipped_runs {} malformed {}",
+                "{:>12}  DROPPED      {} records lost ({} in total); map_full {} unmatched {} slots_full {} unreadable {} skipped_runs {} malformed {} missed_exits {}",
                 d.ts_ns / 1000,
                 d.records,
                 d.total,
@@ -98,7 +98,8 @@ impl<W: Write + Send> Sink for TextSink<W> {
                 d.cgroup_slots_full,
                 d.out_ptr_unreadable,
                 d.skipped_runs,
-                d.malformed
+                d.malformed,
+                d.missed_exits
             ),
         }
     }

@@ -28,12 +28,17 @@ pub struct Boot {
 /// Boots `vmlinuz` with `initrd`, echoing the guest's own output (from
 /// its first GPUMEM-VM- line on) to stdout prefixed with `tag`, and keeping
 /// the whole console in `log`. Kills the guest after `limit`.
-pub fn boot(vmlinuz: &Path, initrd: &Path, tag: &str, log: &Path, limit: Duration) -> anyhow::Result<Boot> {
+pub fn boot(
+    vmlinuz: &Path,
+    initrd: &Path,
+    cpu: &str,
+    tag: &str,
+    log: &Path,
+    limit: Duration,
+) -> anyhow::Result<Boot> {
     let start = Instant::now();
     let mut child = Command::new("qemu-system-x86_64")
-        // qemu64, not max: with max, a 6.12 guest took a double fault in
-        // the slab allocator's cmpxchg16b under TCG (QEMU 7.2).
-        .args(["-accel", "tcg", "-cpu", "qemu64", "-smp", &smp(), "-m", "2048"])
+        .args(["-accel", "tcg", "-cpu", cpu, "-smp", &smp(), "-m", "2048"])
         .args(["-nographic", "-no-reboot", "-monitor", "none", "-serial", "stdio"])
         .arg("-kernel")
         .arg(vmlinuz)
