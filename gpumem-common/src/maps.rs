@@ -15,6 +15,7 @@ pub mod map_name {
     pub const VMM_MAPPINGS: &str = "VMM_MAPPINGS";
     pub const LIMITS: &str = "LIMITS";
     pub const LIMIT_STATE: &str = "LIMIT_STATE";
+    pub const LIMIT_BASE: &str = "LIMIT_BASE";
     pub const LIMIT_INDEX: &str = "LIMIT_INDEX";
     pub const COMM_LIMITS: &str = "COMM_LIMITS";
     pub const LIMITS_IN_FORCE: &str = "LIMITS_IN_FORCE";

@@ -22,7 +22,7 @@ use gpumem_common::{
 use crate::{
     account::{claim, emit},
     atomic::{add_nofetch, compare_exchange},
-    maps::{COMM_LIMITS, LIMITS, LIMITS_IN_FORCE, LIMIT_INDEX, LIMIT_STATE},
+    maps::{COMM_LIMITS, LIMITS, LIMITS_IN_FORCE, LIMIT_BASE, LIMIT_INDEX, LIMIT_STATE},
 };
 
 /// The outcome of [`admit`].
@@ -105,7 +105,8 @@ pub fn admit(size: u64, device: u32, api: u32, can_deny: bool) -> Admission {
         }
         let usage = unsafe { core::ptr::addr_of_mut!((*state).usage) };
         unsafe { add_nofetch(usage, size) };
-        let after = unsafe { core::ptr::read_volatile(usage) };
+        let base = LIMIT_BASE.get(slot).copied().unwrap_or(0);
+        let after = unsafe { core::ptr::read_volatile(usage) }.wrapping_add(base);
         if after > r.hard {
             report(event_type::LIMIT, slot, size, after - size, r.hard, api, r.action, r.signal);
             let deny = r.action == limit_action::DENY && can_deny;
@@ -147,7 +148,8 @@ pub fn adjust(slots: u64, delta: u64) {
             let usage = unsafe { core::ptr::addr_of_mut!((*state).usage) };
             unsafe { add_nofetch(usage, delta) };
             let soft = unsafe { core::ptr::read_volatile(core::ptr::addr_of!((*rule).soft)) };
-            if soft != 0 && unsafe { core::ptr::read_volatile(usage) } <= soft {
+            let base = slot.and_then(|s| LIMIT_BASE.get(s).copied()).unwrap_or(0);
+            if soft != 0 && unsafe { core::ptr::read_volatile(usage) }.wrapping_add(base) <= soft {
                 unsafe { core::ptr::write_volatile(core::ptr::addr_of_mut!((*state).soft_over), 0) };
             }
         }

@@ -66,6 +66,12 @@ pub static LIMITS: Array<LimitRule> = Array::with_max_entries(MAX_LIMITS, 0);
 #[map]
 pub static LIMIT_STATE: Array<LimitState> = Array::with_max_entries(MAX_LIMITS, 0);
 
+/// What each limit's target held before the limit was set at run time,
+/// still live (written by the agent, see gpumem-user's carried.rs): counted
+/// with the usage.
+#[map]
+pub static LIMIT_BASE: Array<u64> = Array::with_max_entries(MAX_LIMITS, 0);
+
 /// Which slot limits a process (tgid) or a cgroup (id).
 #[map]
 pub static LIMIT_INDEX: HashMap<LimitKey, u32> = HashMap::with_max_entries(1024, 0);

@@ -5,10 +5,14 @@ use std::io;
 
 use std::collections::HashMap;
 
-use gpumem_common::{event_type, EventRecord};
+use gpumem_common::{event_type, ns, EventRecord, FLAG_UNTRACKED};
 
 use crate::{
-    bpf::kernel::{KernelMaps, Stats},
+    bpf::{
+        kernel::{KernelMaps, Stats},
+        limits::{Installed, LimitError, LimitTable},
+    },
+    carried::{Carried, Entry},
     control::{StatusEntry, StatusReport},
     enrich::{
         cgroup::CgroupResolver,
@@ -18,7 +22,7 @@ use crate::{
     },
     ledger::Ledger,
     output::{monotonic_ns, Caller, DroppedLine, EventLine, LimitLine, Line, UsageLine},
-    policy::Action,
+    policy::{Action, Limit, Target},
     sink::Sink,
 };
 
@@ -27,6 +31,10 @@ pub struct Agent {
     cgroups: CgroupResolver,
     procs: Processes,
     limit_names: HashMap<u32, (String, Action)>,
+    /// The kernel's limit maps and rules (None until installed).
+    pub limits: Option<LimitTable>,
+    /// What targets held when their limits were set at run time.
+    carried: Carried,
     devices: Devices,
     sink: Box<dyn Sink>,
     kernel: KernelMaps,
@@ -48,6 +56,8 @@ impl Agent {
             cgroups: CgroupResolver::new(),
             procs: Processes::default(),
             limit_names: HashMap::new(),
+            limits: None,
+            carried: Carried::default(),
             devices: Devices::open(),
             sink,
             kernel,
@@ -98,6 +108,65 @@ impl Agent {
         self.libraries.push(path);
     }
 
+    /// Installs the limit table, with the rules of start-up in it.
+    pub fn set_limit_table(&mut self, table: LimitTable) {
+        self.limit_names = table.names();
+        self.limits = Some(table);
+    }
+
+    /// Sets a limit at run time (see `LimitTable::set`); a new target's
+    /// live allocations are carried in its base until freed.
+    pub fn set_limit(&mut self, limit: &Limit) -> Result<Installed, LimitError> {
+        let table = self.limits.as_mut().ok_or(LimitError::NoTable)?;
+        let m = table.matcher(&limit.target, limit.device);
+        let entries: Vec<Entry> = self
+            .ledger
+            .live_allocations()
+            .into_iter()
+            .filter(|a| m.covers(a.tgid, a.comm, a.cgroup_id, a.device))
+            .map(|a| (a.tgid, a.key, a.size))
+            .collect();
+        let total = entries.iter().map(|e| e.2).sum();
+        let (installed, new) = table.set(limit, total)?;
+        if new {
+            self.carried.carry(installed.slot, &entries);
+        }
+        self.limit_names = table.names();
+        Ok(installed)
+    }
+
+    /// Takes the limit on `target` out of force.
+    pub fn clear_limit(&mut self, target: &Target) -> Result<Installed, LimitError> {
+        let table = self.limits.as_mut().ok_or(LimitError::NoTable)?;
+        let installed = table.clear(target)?;
+        self.carried.drop_slot(installed.slot);
+        table.write_base(installed.slot, 0)?;
+        self.limit_names = table.names();
+        Ok(installed)
+    }
+
+    /// Carried memory freed or gone with its process: lower the bases.
+    fn carry_on(&mut self, rec: &EventRecord) {
+        let tgid = rec.tgid();
+        let changed = match rec.event {
+            // An allocation at a carried address replaces one whose free
+            // was never seen, as the kernel treats it.
+            event_type::ALLOC => self.carried.freed(tgid, (ns::for_kind(rec.kind), rec.addr)),
+            event_type::FREE if rec.flags & FLAG_UNTRACKED == 0 => {
+                self.carried.freed(tgid, (ns::for_kind(rec.kind), rec.addr))
+            }
+            event_type::EXIT | event_type::EXEC => self.carried.exited(tgid),
+            _ => return,
+        };
+        if let Some(table) = self.limits.as_mut() {
+            for (slot, base) in changed {
+                if let Err(e) = table.write_base(slot, base) {
+                    eprintln!("gpumem: {e:#}");
+                }
+            }
+        }
+    }
+
     /// Handles one ring-buffer item.
     pub fn on_bytes(&mut self, bytes: &[u8]) -> io::Result<()> {
         let Some(rec) = EventRecord::from_bytes(bytes) else {
@@ -109,6 +178,7 @@ impl Agent {
             return self.on_limit(&rec);
         }
         self.ledger.apply(&rec);
+        self.carry_on(&rec);
         if rec.event == event_type::EXIT || rec.event == event_type::EXEC {
             self.procs.forget(rec.tgid());
         }

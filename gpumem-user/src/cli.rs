@@ -128,8 +128,8 @@ pub enum LimitAction {
     },
     /// Set a limit, in --limit's syntax (`cgroup:/team-a=8GiB,soft=6GiB,action=deny`).
     /// A target with a limit keeps its usage and gets the new numbers and
-    /// action; a new target must hold no GPU memory yet (memory taken
-    /// before cannot be counted under it: put it in --config and restart).
+    /// action; a new target's limit counts what it already holds (a process
+    /// running away can be capped where it stands).
     Set {
         #[arg(value_name = "SPEC")]
         spec: String,

@@ -40,6 +40,18 @@ struct Live {
     device: u32,
 }
 
+/// A live allocation, as [`Ledger::live_allocations`] lists it.
+#[derive(Debug, Clone, Copy)]
+pub struct LiveAllocation<'a> {
+    pub tgid: u32,
+    pub comm: &'a str,
+    /// (namespace, address).
+    pub key: (u32, u64),
+    pub size: u64,
+    pub cgroup_id: u64,
+    pub device: u32,
+}
+
 /// One process in the ledger.
 #[derive(Debug, Default, Clone)]
 pub struct Process {
@@ -105,6 +117,23 @@ impl Ledger {
             }
             _ => {}
         }
+    }
+
+    /// Every live allocation.
+    pub fn live_allocations(&self) -> Vec<LiveAllocation<'_>> {
+        self.procs
+            .iter()
+            .flat_map(|(&tgid, p)| {
+                p.live.iter().map(move |(&key, l)| LiveAllocation {
+                    tgid,
+                    comm: &p.comm,
+                    key,
+                    size: l.size,
+                    cgroup_id: l.cgroup_id,
+                    device: l.device,
+                })
+            })
+            .collect()
     }
 
     pub fn process(&self, tgid: u32) -> Option<&Process> {
@@ -192,6 +221,18 @@ mod tests {
         assert!(l.cgroup(7).is_none());
         assert_eq!(l.cgroup(8).unwrap().bytes, 5);
         assert_eq!(l.process(11).unwrap().usage.bytes, 5);
+    }
+
+    #[test]
+    fn live_allocations_list_each_with_its_process_cgroup_and_device() {
+        let mut l = Ledger::default();
+        l.apply(&rec(event_type::ALLOC, 10, 7, 0x1000, 5));
+        l.apply(&rec(event_type::ALLOC, 10, 7, 0x2000, 6));
+        l.apply(&rec(event_type::FREE, 10, 7, 0x1000, 5));
+        let live = l.live_allocations();
+        assert_eq!(live.len(), 1);
+        let a = live[0];
+        assert_eq!((a.tgid, a.key.1, a.size, a.cgroup_id), (10, 0x2000, 6, 7));
     }
 
     #[test]

@@ -6,6 +6,7 @@
 //! serves `gpumem status`.
 pub mod agent;
 pub mod bpf;
+pub mod carried;
 pub mod cli;
 pub mod cmd;
 pub mod control;

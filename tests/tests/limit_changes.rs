@@ -75,31 +75,63 @@ fn a_limit_lowered_at_run_time_keeps_its_usage_and_stops_the_next_crossing() {
 }
 
 #[test]
-fn a_new_target_is_refused_while_it_holds_memory_and_taken_when_it_holds_none() {
-    if !privileged("a_new_target_is_refused_while_it_holds_memory_and_taken_when_it_holds_none") {
+fn a_limit_set_on_a_process_already_holding_memory_counts_that_memory() {
+    if !privileged("a_limit_set_on_a_process_already_holding_memory_counts_that_memory") {
         return;
     }
     let cg = Cgroup::create("limit-new");
     let agent = Agent::start(&[]);
-    let mut w = paused_steps(&cg, 4 * MIB, 3);
-    let c = w.checkpoint();
-    agent.wait_for_checkpoint(&c);
-    let (ok, _, err) = agent.limit(&["set", &format!("pid:{}=1GiB", w.pid())]);
-    assert!(!ok, "a process holding 4 MiB cannot get a new limit");
-    assert!(err.contains("already holds 4194304 bytes") && err.contains("restart"), "{err}");
-    let (ok, _, err) = agent.limit(&["set", &format!("cgroup:{}=1GiB", cg.path)]);
-    assert!(!ok && err.contains("already holds 4194304 bytes"), "{err}");
-    w.run_to_end();
-    wait_until("the cgroup to hold nothing", || {
-        cgroup_entry(&agent.status(), cg.id).is_none_or(|e| e.kernel_bytes == 0)
-    });
-
-    // Empty now: the limit is taken and applies to the next workload.
-    let (ok, _, err) = agent.limit(&["set", &format!("cgroup:{}=6MiB", cg.path)]);
+    let mut w = paused_steps(&cg, 4 * MIB, 5);
+    let pid = w.pid();
+    let mut c = w.checkpoint();
+    for _ in 0..1 {
+        agent.wait_for_checkpoint(&c);
+        w.resume();
+        c = w.checkpoint();
+    }
+    agent.wait_for_checkpoint(&c); // step-2: 8 MiB held
+    let target = format!("pid:{pid}");
+    let (ok, _, err) = agent.limit(&["set", &format!("{target}=14MiB")]);
     assert!(ok, "{err}");
-    let (seen, status) = paused_steps(&cg, 4 * MIB, 3).until_exit();
-    assert_eq!(seen.len(), 1, "4 MiB fits under 6 MiB, 8 does not");
-    assert_eq!(status.signal(), Some(libc::SIGKILL));
+    assert_eq!(rule(&agent.limits(), &target).unwrap()["usage"], 8 * MIB, "what it held counts");
+    let (seen, status) = w.until_exit();
+    let names: Vec<&str> = seen.iter().map(|c| c.checkpoint.as_str()).collect();
+    assert_eq!(names, ["step-3"], "8 + 4 fits under 14 MiB, 8 + 4 + 4 does not");
+    assert_eq!(status.signal(), Some(libc::SIGKILL), "{status:?}");
+    let lines = agent.wait_for("the exit record", |l| count(l, pid, "exit") == 1);
+    let l: Vec<_> = lines.iter().filter(|l| l["event"] == "limit" && l["pid"] == pid).collect();
+    assert_eq!(
+        (l.len(), l[0]["usage"].as_u64(), l[0]["request"].as_u64()),
+        (1, Some(12 * MIB), Some(4 * MIB))
+    );
+    wait_until("the carried memory to leave with the process", || {
+        rule(&agent.limits(), &target).unwrap()["usage"] == 0
+    });
+}
+
+#[test]
+fn carried_memory_leaves_the_limit_as_it_is_freed() {
+    if !privileged("carried_memory_leaves_the_limit_as_it_is_freed") {
+        return;
+    }
+    let cg = Cgroup::create("limit-carried");
+    let target = format!("cgroup:{}", cg.path);
+    let agent = Agent::start(&[]);
+    let mut w = Workload::spawn(&["--scenario", "basic", "--pause"], Some(&cg), &[]);
+    let allocated = w.checkpoint();
+    agent.wait_for_checkpoint(&allocated);
+    let (ok, _, err) = agent.limit(&["set", &format!("{target}=1GiB,action=audit")]);
+    assert!(ok, "{err}");
+    assert_eq!(rule(&agent.limits(), &target).unwrap()["usage"], allocated.held);
+    w.resume();
+    let freed = w.checkpoint();
+    agent.wait_for_checkpoint(&freed);
+    assert!(freed.held < allocated.held);
+    wait_until("the freed memory to leave the limit", || {
+        rule(&agent.limits(), &target).unwrap()["usage"] == freed.held
+    });
+    w.run_to_end();
+    wait_until("the rest to leave at exit", || rule(&agent.limits(), &target).unwrap()["usage"] == 0);
     // Bad input is refused by the CLI before it reaches the agent.
     let (ok, _, err) = agent.limit(&["set", "cgroup:/x=0"]);
     assert!(!ok && err.contains("cgroup:/x=0"), "{err}");

@@ -31,11 +31,8 @@ pub enum LimitError {
          not ({reason}); add a fallback, e.g. `,fallback=signal:SIGTERM`"
     )]
     DenyUnsupported { target: String, reason: String },
-    #[error(
-        "{target} already holds {bytes} bytes, which a limit set now could not count; put it in --config \
-         (or --limit) and restart the agent, or set it before the target allocates"
-    )]
-    AlreadyHolds { target: String, bytes: u64 },
+    #[error("the agent has no limit table (gpumem's eBPF object lacks its limit maps)")]
+    NoTable,
     #[error("no limit on {0} is in force (see `gpumem limit list`)")]
     NoSuchLimit(String),
     #[error("all {MAX_LIMITS} limit slots were used since the agent started; restart it to reuse them")]
@@ -91,6 +88,7 @@ pub struct LimitStatus {
 pub struct LimitTable {
     rules: Array<MapData, LimitRule>,
     state: Array<MapData, LimitState>,
+    base: Array<MapData, u64>,
     index: BpfHashMap<MapData, LimitKey, u32>,
     comms: BpfHashMap<MapData, [u8; 16], u32>,
     in_force: Array<MapData, u32>,
@@ -113,6 +111,7 @@ impl LimitTable {
         Ok(Self {
             rules: tracer.take_map(map_name::LIMITS)?,
             state: tracer.take_map(map_name::LIMIT_STATE)?,
+            base: tracer.take_map(map_name::LIMIT_BASE)?,
             index: tracer.take_map(map_name::LIMIT_INDEX)?,
             comms: tracer.take_map(map_name::COMM_LIMITS)?,
             in_force: tracer.take_map(map_name::LIMITS_IN_FORCE)?,
@@ -139,24 +138,43 @@ impl LimitTable {
     }
 
     /// Sets `limit` at run time: a target with a rule in force gets the new
-    /// numbers and action, its usage kept; a new target gets a slot, but
-    /// only while it holds nothing (`holds`, bytes the kernel counts for
-    /// it now): memory it took before cannot be counted under a new rule.
-    pub fn set(&mut self, limit: &Limit, holds: u64) -> Result<Installed, LimitError> {
+    /// numbers and action, its usage kept; a new target gets a slot, with
+    /// `carried` (what it holds now, see `carried.rs`) as its base. The
+    /// bool: whether the slot is new.
+    pub fn set(&mut self, limit: &Limit, carried: u64) -> Result<(Installed, bool), LimitError> {
         let target = limit.target.to_string();
         if let Some(slot) = self.slot_of(&limit.target) {
             let action = effective_action(limit, self.default_action, self.deny_reason.as_deref())?;
             self.write_rule(slot, limit, action, true)?;
             let installed = Installed { slot, limit: limit.clone(), action };
             self.slots[slot as usize] = (installed.clone(), true);
-            return Ok(installed);
+            return Ok((installed, false));
         }
-        if holds > 0 {
-            return Err(LimitError::AlreadyHolds { target, bytes: holds });
+        // The base goes in before the rule is indexed: the first call
+        // checked against it already sees what the target holds.
+        let slot = self.slots.len() as u32;
+        if slot < MAX_LIMITS {
+            self.write_base(slot, carried).map_err(|e| match e {
+                LimitError::Write { source, .. } => LimitError::Write { target: target.clone(), source },
+                other => other,
+            })?;
         }
         let installed = self.add(limit)?;
         self.update_in_force()?;
-        Ok(installed)
+        Ok((installed, true))
+    }
+
+    /// LIMIT_BASE[slot]: what the target held when its limit was set and
+    /// still holds.
+    pub fn write_base(&mut self, slot: u32, bytes: u64) -> Result<(), LimitError> {
+        self.base
+            .set(slot, bytes, 0)
+            .map_err(|e| LimitError::Write { target: format!("slot {slot}"), source: Box::new(e) })
+    }
+
+    /// The next slot a new target would get.
+    pub fn next_slot(&self) -> u32 {
+        self.slots.len() as u32
     }
 
     /// Takes the rule for `target` out of force.
@@ -188,7 +206,12 @@ impl LimitTable {
                 hard: i.limit.hard,
                 soft: i.limit.soft,
                 action: i.action.to_string(),
-                usage: self.state.get(&i.slot, 0).map(|s| s.usage).unwrap_or(0),
+                usage: self
+                    .state
+                    .get(&i.slot, 0)
+                    .map(|s| s.usage)
+                    .unwrap_or(0)
+                    .wrapping_add(self.base.get(&i.slot, 0).unwrap_or(0)),
             })
             .collect()
     }
@@ -283,25 +306,16 @@ impl LimitTable {
         self.cgroup_root.as_ref().map(|r| r.join(path.trim_start_matches('/')))
     }
 
-    /// What `target` holds now as the kernel counts it: the process, the
-    /// processes of that comm, or the cgroup and every cgroup below it.
-    pub fn holdings(&self, target: &Target, kernel: &super::kernel::KernelMaps) -> u64 {
-        match target {
-            Target::Pid(pid) => kernel.processes().get(pid).copied().unwrap_or(0),
-            Target::Comm(comm) => kernel
-                .processes()
-                .iter()
-                .filter(|(pid, _)| {
-                    std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim_end() == comm)
-                })
-                .map(|(_, b)| b)
-                .sum(),
-            Target::Cgroup(path) => {
-                let cgroups = kernel.cgroups();
-                self.cgroup_dir(path)
-                    .map_or(0, |d| subtree_ids(&d).iter().filter_map(|id| cgroups.get(id)).sum())
-            }
-        }
+    /// What decides whether an allocation counts under a rule on `target`.
+    pub fn matcher(&self, target: &Target, device: Option<u32>) -> Matcher {
+        let who = match target {
+            Target::Pid(pid) => Who::Pid(*pid),
+            Target::Comm(c) => Who::Comm(c.clone()),
+            Target::Cgroup(path) => Who::Cgroups(
+                self.cgroup_dir(path).map(|d| subtree_ids(&d)).unwrap_or_default().into_iter().collect(),
+            ),
+        };
+        Matcher { who, device }
     }
 
     /// LIMITS_IN_FORCE: nonzero while any rule is; zero skips the limit
@@ -311,6 +325,33 @@ impl LimitTable {
         self.in_force
             .set(0, n, 0)
             .map_err(|e| LimitError::Write { target: "(all)".into(), source: Box::new(e) })
+    }
+}
+
+/// Which allocations a rule covers (see [`LimitTable::matcher`]).
+pub struct Matcher {
+    who: Who,
+    device: Option<u32>,
+}
+
+enum Who {
+    Pid(u32),
+    Comm(String),
+    Cgroups(std::collections::HashSet<u64>),
+}
+
+impl Matcher {
+    /// Whether an allocation of process `tgid` (named `comm`, charged to
+    /// `cgroup_id`, on `device`) counts under the rule.
+    pub fn covers(&self, tgid: u32, comm: &str, cgroup_id: u64, device: u32) -> bool {
+        if self.device.is_some_and(|d| d != device) {
+            return false;
+        }
+        match &self.who {
+            Who::Pid(pid) => *pid == tgid,
+            Who::Comm(c) => c == comm,
+            Who::Cgroups(ids) => ids.contains(&cgroup_id),
+        }
     }
 }
 

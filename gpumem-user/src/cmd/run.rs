@@ -38,7 +38,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     let sink = open_sink(args.output.as_deref(), args.format)?;
 
     let mut tracer = Tracer::load()?;
-    let mut limits = install_limits(&mut tracer, &args)?;
+    let limits = install_limits(&mut tracer, &args)?;
     let mut names = Vec::new();
     for lib in &libs.libs {
         let report = tracer.attach(lib)?;
@@ -52,7 +52,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         .map_err(|e| anyhow::anyhow!("watching the ring buffer: {e}"))?;
     let kernel = KernelMaps::take(&mut tracer)?;
     let mut agent = Agent::new(sink, kernel, names);
-    agent.set_limits(limits.names());
+    agent.set_limit_table(limits);
 
     let (req_tx, mut req_rx) = mpsc::channel::<control::Request>(16);
     let server = control::serve(&args.socket, req_tx).await?;
@@ -93,12 +93,12 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
                     drain(ring.get_mut(), &mut agent)?;
                     agent.flush().context("writing records")?;
                     let text = match command.strip_prefix("limit ") {
-                        Some(rest) => limit_command(&mut limits, &mut agent, rest),
+                        Some(rest) => limit_command(&mut agent, rest),
                         None => answer(&mut agent, &command),
                     };
                     let _ = reply.send(text);
                 }
-                _ = sighup.recv() => reload(&mut limits, &mut agent, &args),
+                _ = sighup.recv() => reload(&mut agent, &args),
                 _ = drain_tick.tick() => {
                     drain(ring.get_mut(), &mut agent)?;
                     agent.flush().context("writing records")?;
@@ -166,24 +166,23 @@ fn install_limits(tracer: &mut Tracer, args: &RunArgs) -> anyhow::Result<LimitTa
 }
 
 /// `limit list`, `limit set SPEC`, `limit clear TARGET` from the socket.
-fn limit_command(limits: &mut LimitTable, agent: &mut Agent, command: &str) -> String {
+fn limit_command(agent: &mut Agent, command: &str) -> String {
     let (verb, rest) = command.split_once(' ').unwrap_or((command, ""));
     let result: Result<serde_json::Value, String> = match verb {
-        "list" => serde_json::to_value(limits.list()).map_err(|e| e.to_string()),
+        "list" => serde_json::to_value(agent.limits.as_ref().map(LimitTable::list).unwrap_or_default())
+            .map_err(|e| e.to_string()),
         "set" => crate::policy::Limit::parse(rest.trim()).and_then(|limit| {
-            let holds = limits.holdings(&limit.target, agent.kernel());
-            let i = limits.set(&limit, holds).map_err(|e| e.to_string())?;
+            let i = agent.set_limit(&limit).map_err(|e| e.to_string())?;
             say_limit("limit set ", &i);
             Ok(serde_json::json!({ "set": i.limit.target.to_string(), "action": i.action.to_string() }))
         }),
         "clear" => crate::policy::spec::parse_target(rest.trim()).and_then(|target| {
-            let i = limits.clear(&target).map_err(|e| e.to_string())?;
+            let i = agent.clear_limit(&target).map_err(|e| e.to_string())?;
             eprintln!("gpumem: limit cleared on {}", i.limit.target);
             Ok(serde_json::json!({ "cleared": i.limit.target.to_string() }))
         }),
         other => Err(format!("unknown limit command `{other}`; this agent answers `limit list|set|clear`")),
     };
-    agent.set_limits(limits.names());
     match result {
         Ok(v) => v.to_string(),
         Err(e) => error_json(&e),
@@ -193,7 +192,7 @@ fn limit_command(limits: &mut LimitTable, agent: &mut Agent, command: &str) -> S
 /// SIGHUP: reads --config again and applies the difference: changed and
 /// new rules are set, rules no longer there cleared. A rule that cannot be
 /// applied is reported and the others still are.
-fn reload(limits: &mut LimitTable, agent: &mut Agent, args: &RunArgs) {
+fn reload(agent: &mut Agent, args: &RunArgs) {
     let Some(path) = args.config.as_deref() else {
         eprintln!("gpumem: SIGHUP: no --config to reload; nothing changed");
         return;
@@ -205,23 +204,22 @@ fn reload(limits: &mut LimitTable, agent: &mut Agent, args: &RunArgs) {
             return;
         }
     };
-    limits.set_default_action(policy.default_action);
-    for target in limits.targets() {
+    let Some(table) = agent.limits.as_mut() else { return };
+    table.set_default_action(policy.default_action);
+    for target in table.targets() {
         if !policy.limits.iter().any(|l| l.target == target) {
-            match limits.clear(&target) {
+            match agent.clear_limit(&target) {
                 Ok(_) => eprintln!("gpumem: SIGHUP: limit cleared on {target}"),
                 Err(e) => eprintln!("gpumem: SIGHUP: {e}"),
             }
         }
     }
     for limit in &policy.limits {
-        let holds = limits.holdings(&limit.target, agent.kernel());
-        match limits.set(limit, holds) {
+        match agent.set_limit(limit) {
             Ok(i) => say_limit("SIGHUP: limit ", &i),
             Err(e) => eprintln!("gpumem: SIGHUP: {e}"),
         }
     }
-    agent.set_limits(limits.names());
 }
 
 /// Attaches to every `libcuda.so*` that a process mapped since the last

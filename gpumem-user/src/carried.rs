@@ -1,0 +1,87 @@
+//! Memory a target already held when a limit on it was set at run time.
+//! The kernel counts under a limit only the calls it admitted after the
+//! limit existed; what the target held before is carried in the limit's
+//! base (`LIMIT_BASE`, written by the agent), and leaves it as the agent
+//! sees those allocations freed or their process exit. Pure bookkeeping:
+//! the agent writes the totals this returns.
+use std::collections::HashMap;
+
+/// An allocation: (tgid, (namespace, address)) and its size.
+pub type Entry = (u32, (u32, u64), u64);
+
+/// Carried allocations by process, then by (namespace, address): sizes.
+type ByProcess = HashMap<u32, HashMap<(u32, u64), u64>>;
+
+#[derive(Debug, Default)]
+pub struct Carried {
+    /// By limit slot: the allocations carried, by process.
+    slots: HashMap<u32, ByProcess>,
+}
+
+impl Carried {
+    /// Starts carrying `entries` under `slot`; returns the base.
+    pub fn carry(&mut self, slot: u32, entries: &[Entry]) -> u64 {
+        let procs = self.slots.entry(slot).or_default();
+        for &(tgid, key, size) in entries {
+            procs.entry(tgid).or_default().insert(key, size);
+        }
+        total(procs)
+    }
+
+    /// An allocation freed (or replaced at its address): the new base of
+    /// every slot that carried it.
+    pub fn freed(&mut self, tgid: u32, key: (u32, u64)) -> Vec<(u32, u64)> {
+        self.update(|procs| procs.get_mut(&tgid).and_then(|m| m.remove(&key)).is_some())
+    }
+
+    /// A process exited or exec'd: the new base of every slot that carried
+    /// some of it.
+    pub fn exited(&mut self, tgid: u32) -> Vec<(u32, u64)> {
+        self.update(|procs| procs.remove(&tgid).is_some())
+    }
+
+    /// Forgets a slot (its limit was cleared).
+    pub fn drop_slot(&mut self, slot: u32) {
+        self.slots.remove(&slot);
+    }
+
+    fn update(
+        &mut self,
+        mut change: impl FnMut(&mut HashMap<u32, HashMap<(u32, u64), u64>>) -> bool,
+    ) -> Vec<(u32, u64)> {
+        let mut out = Vec::new();
+        for (&slot, procs) in &mut self.slots {
+            if change(procs) {
+                procs.retain(|_, m| !m.is_empty());
+                out.push((slot, total(procs)));
+            }
+        }
+        self.slots.retain(|_, p| !p.is_empty());
+        out
+    }
+}
+
+fn total(procs: &ByProcess) -> u64 {
+    procs.values().flat_map(|m| m.values()).sum()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_base_falls_as_carried_memory_is_freed_or_its_process_exits() {
+        let mut c = Carried::default();
+        assert_eq!(c.carry(3, &[(10, (0, 0x1000), 100), (10, (0, 0x2000), 50), (11, (0, 0x1000), 7)]), 157);
+        assert_eq!(c.freed(10, (0, 0x2000)), [(3, 107)]);
+        assert!(c.freed(10, (0, 0x2000)).is_empty(), "freed once");
+        assert!(c.freed(12, (0, 0x1000)).is_empty(), "another process's address");
+        assert!(c.freed(10, (1, 0x1000)).is_empty(), "another namespace");
+        assert_eq!(c.exited(11), [(3, 100)]);
+        assert_eq!(c.exited(10), [(3, 0)]);
+        assert!(c.exited(10).is_empty());
+        assert_eq!(c.carry(4, &[]), 0);
+        c.drop_slot(4);
+        assert!(c.freed(10, (0, 0x1000)).is_empty());
+    }
+}
