@@ -18,7 +18,7 @@ use aya_ebpf::{
 use gpumem_common::{event_type, EventRecord, PendingKey, DEVICE_UNKNOWN, PROC_CGROUP_SLOTS};
 
 use crate::{
-    account::{current, emit, sub},
+    account::{current, sub, Place},
     maps::{CGROUP_USAGE, LEADER_GONE, PENDING, PROC_USAGE},
 };
 
@@ -60,12 +60,21 @@ pub fn process_exec(_ctx: RawTracePointContext) -> i32 {
     0
 }
 
-/// Removes the calls a dying thread was inside (killed before their return).
+/// Removes the calls a dying thread was inside (killed before their
+/// return) and gives back what they had reserved under limits, which no
+/// return will commit or roll back now.
 #[inline(always)]
 fn forget_pending(pid_tgid: u64) {
     let mut api = 1;
     while api <= gpumem_common::id::MAX {
-        let _ = PENDING.remove(PendingKey { pid_tgid, api, _pad: 0 });
+        let key = PendingKey { pid_tgid, api, _pad: 0 };
+        if let Some(p) = PENDING.get_ptr(key) {
+            // SAFETY: checked map value pointer; fields read before removal.
+            let (slots, reserved) = unsafe { ((*p).live.limit_slots, (*p).reserved) };
+            if PENDING.remove(key).is_ok() {
+                crate::limits::release(slots, reserved);
+            }
+        }
         api += 1;
     }
 }
@@ -99,6 +108,9 @@ fn release(pid_tgid: u64, event: u32, cgroup_id: u64) {
     if PROC_USAGE.remove(tgid).is_err() {
         return;
     }
+    // After the claim: a charge whose record comes later charged a new
+    // entry, which a later exit releases (see `Place`).
+    let place = Place::reserve();
     let mut i = 0;
     while i < PROC_CGROUP_SLOTS {
         let (id, bytes) = (usage.cgroup_ids[i], usage.cgroup_bytes[i]);
@@ -111,7 +123,7 @@ fn release(pid_tgid: u64, event: u32, cgroup_id: u64) {
     }
     crate::limits::release_process(&usage);
     let cgroup_id = if cgroup_id == 0 { usage.cgroup_ids[0] } else { cgroup_id };
-    emit(EventRecord {
+    place.send(EventRecord {
         pid_tgid,
         cgroup_id,
         cgroup_total: current(tgid, cgroup_id).cgroup_total,

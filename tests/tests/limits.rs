@@ -112,6 +112,12 @@ fn racing_processes_under_one_cgroup_limit_never_pass_it_together() {
         cgroup_entry(s, cg.id).is_none_or(|e| e.bytes == 0 && e.kernel_bytes == 0)
     });
     assert_cgroup_holds(&agent.status(), &cg, 0);
+    // Calls in flight when their threads were killed never return: their
+    // reservations are given back at the threads' exits.
+    let usage = || {
+        agent.limits().iter().find(|l| l["target"] == format!("cgroup:{}", cg.path)).unwrap()["usage"].clone()
+    };
+    wait_until("the limit's usage to fall back to 0", || usage() == 0);
 }
 
 #[test]
