@@ -44,8 +44,13 @@ enum Scenario {
     Deny,
     /// For the bench: `--iterations` alloc+free pairs of `--size` bytes in
     /// a tight loop (with `--mix`, rotating through the families), timed;
-    /// prints `{"bench": .., "pairs": .., "ns_per_pair": ..}`.
+    /// prints `{"bench": .., "pairs": .., "ns_per_pair": ..}`. With
+    /// `--rate`, paced to that many pairs per second.
     Loop,
+    /// `--iterations` allocations of `--size` bytes, checkpoint `held`,
+    /// free them all, checkpoint `freed`: for the bench's agent memory with
+    /// many live allocations (use `--pause` to hold them).
+    Hold,
 }
 
 #[derive(Debug, Parser)]
@@ -79,6 +84,9 @@ struct Args {
     /// a line on stdin before the scenario starts.
     #[arg(long)]
     hold_at_start: bool,
+    /// `loop`: pairs per second (0: as fast as it can).
+    #[arg(long, default_value_t = 0)]
+    rate: u64,
     /// Chunk size for `oom`.
     #[arg(long, default_value_t = 1 << 20)]
     size: usize,
@@ -102,6 +110,7 @@ fn main() -> anyhow::Result<()> {
         Scenario::Steps => w.steps(),
         Scenario::Deny => w.until_refused(),
         Scenario::Loop => w.bench_loop(),
+        Scenario::Hold => w.hold(),
         Scenario::Families => {
             gpumem_tests::families::run(&w.driver, &w.truth, w.ctx, &|name| w.checkpoint(name))
         }
@@ -240,7 +249,15 @@ impl Workload<'_> {
                 mixed::free(&self.driver, &self.truth, h, true)?;
             }
         } else {
-            for _ in 0..n {
+            let period =
+                (self.args.rate > 0).then(|| std::time::Duration::from_secs(1) / self.args.rate as u32);
+            for i in 0..n {
+                if let Some(period) = period {
+                    // A load generator's pacing: the i-th pair starts at
+                    // i x period (catching up at once when behind).
+                    let due = start + period * i as u32;
+                    std::thread::sleep(due.saturating_duration_since(std::time::Instant::now()));
+                }
                 let p = self.driver.alloc(size).map_err(|e| anyhow::anyhow!("cuMemAlloc_v2 returned {e}"))?;
                 self.driver.free(p)?;
             }
@@ -249,6 +266,19 @@ impl Workload<'_> {
         let name = if self.args.mix { "mixed" } else { "alloc_free" };
         println!("{}", serde_json::json!({ "bench": name, "pairs": n, "ns_per_pair": ns }));
         Ok(())
+    }
+
+    fn hold(&self) -> anyhow::Result<()> {
+        let size = self.args.size;
+        let mut held = Vec::with_capacity(self.args.iterations);
+        for _ in 0..self.args.iterations {
+            held.push(self.alloc(size)?);
+        }
+        self.checkpoint("held")?;
+        for p in held {
+            self.free(p, size)?;
+        }
+        self.checkpoint("freed")
     }
 
     fn steps(&self) -> anyhow::Result<()> {

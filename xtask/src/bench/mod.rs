@@ -3,7 +3,11 @@
 //! drift). Each repetition runs every configuration in turn (interleaved),
 //! each configuration runs a tight cuMemAlloc_v2+cuMemFree_v2 loop and a
 //! loop mixing the families, and the report takes the median per cell.
-//! Writes target/bench/report.md and target/bench/report.json.
+//! Then one agent is measured under load (see `load`). Writes
+//! target/bench/report.md and target/bench/report.json (`report`).
+mod load;
+mod report;
+
 use std::{
     collections::BTreeMap,
     io::{BufRead, BufReader},
@@ -93,6 +97,12 @@ impl Tracer {
             }
         }
         Ok((Self(Some(child)), t0.elapsed()))
+    }
+}
+
+impl Tracer {
+    fn pid(&self) -> Option<u32> {
+        self.0.as_ref().map(Child::id)
     }
 }
 
@@ -195,69 +205,14 @@ pub fn bench(quick: bool) -> anyhow::Result<()> {
         }
     }
     let _ = std::fs::remove_file(b.out.join("events.jsonl"));
-    report(&b.out, &samples, median(attach_ms), bpftrace.err(), reps, pairs, mixed_pairs)
-}
-
-fn report(
-    out: &Path,
-    samples: &BTreeMap<(&str, &str), Vec<f64>>,
-    attach_ms: Option<f64>,
-    bpftrace_missing: Option<String>,
-    reps: usize,
-    pairs: usize,
-    mixed_pairs: usize,
-) -> anyhow::Result<()> {
-    let med = |c: &str, l: &str| samples.get(&(c, l)).and_then(|v| median(v.clone()));
-    let ratio = |a: &str, b: &str| match (med(a, "alloc_free"), med(b, "alloc_free")) {
-        (Some(x), Some(y)) if y > 0.0 => Some(x / y),
-        _ => None,
+    eprintln!("xtask: bench: the agent under load");
+    let load = load::measure(&b, quick)?;
+    let run = report::Run {
+        reps,
+        pairs,
+        mixed_pairs,
+        attach_ms: median(attach_ms),
+        bpftrace_missing: bpftrace.err(),
     };
-    let mut pair_ns = serde_json::Map::new();
-    for c in CONFIGS {
-        let mut row = serde_json::Map::new();
-        for l in LOOPS {
-            row.insert(l.into(), med(c, l).map_or(serde_json::Value::Null, |v| serde_json::json!(v)));
-        }
-        pair_ns.insert(c.into(), row.into());
-    }
-    let machine = format!(
-        "{} cores, kernel {}",
-        std::thread::available_parallelism().map_or(0, |n| n.get()),
-        std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default().trim()
-    );
-    let json = serde_json::json!({
-        "machine": machine,
-        "repetitions": reps,
-        "pairs": { "alloc_free": pairs, "mixed": mixed_pairs },
-        "pair_ns": pair_ns,
-        "ratio_vs_floor": ratio("gpumem", "floor"),
-        "ratio_limits_vs_floor": ratio("gpumem+limits", "floor"),
-        "ratio_vs_bpftrace": ratio("gpumem", "bpftrace"),
-        "attach_ms": attach_ms,
-        "bpftrace": bpftrace_missing.clone().unwrap_or_else(|| "measured".into()),
-        "not_measured_yet": ["saturation_events_per_s", "lost_records", "agent_cpu_pct_at_10k", "agent_rss_mb_100k_live"],
-    });
-    std::fs::write(out.join("report.json"), serde_json::to_string_pretty(&json)?)?;
-    let f = |v: Option<f64>| v.map_or("–".to_string(), |v| format!("{v:.0}"));
-    let r = |v: Option<f64>| v.map_or("–".to_string(), |v| format!("{v:.3}"));
-    let mut md = format!(
-        "# gpumem bench\n\n{machine}; {reps} interleaved repetitions, median; {pairs} alloc+free pairs, {mixed_pairs} mixed pairs.\n\n| configuration | ns per alloc+free pair | ns per mixed pair |\n| --- | --- | --- |\n"
-    );
-    for c in CONFIGS {
-        md += &format!("| {c} | {} | {} |\n", f(med(c, "alloc_free")), f(med(c, "mixed")));
-    }
-    md += &format!(
-        "\n| ratio | value |\n| --- | --- |\n| gpumem / floor | {} |\n| gpumem+limits / floor | {} |\n| gpumem / bpftrace | {} |\n| start to attached (ms) | {} |\n",
-        r(ratio("gpumem", "floor")),
-        r(ratio("gpumem+limits", "floor")),
-        r(ratio("gpumem", "bpftrace")),
-        f(attach_ms)
-    );
-    if let Some(why) = bpftrace_missing {
-        md += &format!("\nbpftrace not measured: {why}\n");
-    }
-    std::fs::write(out.join("report.md"), &md)?;
-    println!("{md}");
-    println!("written: {} and report.json", out.join("report.md").display());
-    Ok(())
+    report::write(&b.out, &samples, &run, &load)
 }

@@ -1,0 +1,230 @@
+//! The agent under load: its CPU (% of one core) and peak RSS while the
+//! probes produce 1k and 10k records per second, at saturation (every core
+//! allocating, one process per core) and with many allocations held; and
+//! whether every record the probes produced reached it or was counted lost.
+use std::{
+    io::{BufRead, BufReader, Write},
+    path::Path,
+    process::{Command, Stdio},
+    time::{Duration, Instant},
+};
+
+use anyhow::{bail, Context};
+
+use super::{Built, Tracer};
+use crate::util::output;
+
+/// One measured load.
+#[derive(Debug, serde::Serialize)]
+pub struct LoadRow {
+    pub load: String,
+    /// Records per second the probes produced (alloc and free records).
+    pub events_per_s: f64,
+    /// Agent CPU time over the load's wall time, in % of one core.
+    pub agent_cpu_pct: f64,
+    /// The agent's peak resident memory during the load.
+    pub agent_peak_rss_mb: f64,
+}
+
+#[derive(Debug)]
+pub struct AgentLoad {
+    pub rows: Vec<LoadRow>,
+    pub saturation_events_per_s: f64,
+    /// Records the kernel counted lost (ring buffer full) over all loads.
+    pub lost_records: u64,
+    /// Records produced by the workloads (2 per alloc+free pair).
+    pub produced_records: u64,
+    /// Records the agent applied.
+    pub delivered_records: u64,
+    pub agent_rss_mb_100k_live: f64,
+    pub live_allocations: usize,
+}
+
+/// The agent's counters, from `gpumem status --json`.
+fn counters(b: &Built, socket: &Path) -> anyhow::Result<(u64, u64)> {
+    let text = output(Command::new(&b.agent).args(["status", "--json", "--socket"]).arg(socket))?;
+    let v: serde_json::Value = serde_json::from_str(&text).context("gpumem status --json")?;
+    Ok((v["records"].as_u64().unwrap_or(0), v["dropped"].as_u64().unwrap_or(0)))
+}
+
+/// Waits until the agent has applied, or the kernel counted lost, `n`
+/// records since `since` (the counters then); returns both counts.
+fn wait_for_records(
+    b: &Built,
+    socket: &Path,
+    since: (u64, u64),
+    n: u64,
+    load: &str,
+) -> anyhow::Result<(u64, u64)> {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let (r, l) = counters(b, socket)?;
+        let (r, l) = (r - since.0, l - since.1);
+        if r + l >= n {
+            return Ok((r, l));
+        }
+        if Instant::now() > deadline {
+            bail!("{load}: after 120 s the agent has applied {r} records and the kernel lost {l}, of {n} produced");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// CPU time of every thread of `pid` so far (schedstat: ns on a CPU).
+fn cpu_ns(pid: u32) -> u64 {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return 0 };
+    tasks
+        .flatten()
+        .filter_map(|t| std::fs::read_to_string(t.path().join("schedstat")).ok())
+        .filter_map(|s| s.split_whitespace().next().and_then(|n| n.parse::<u64>().ok()))
+        .sum()
+}
+
+/// A field of /proc/PID/status in MB (`VmHWM`: peak RSS, `VmRSS`: now).
+fn status_mb(pid: u32, field: &str) -> f64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with(field))
+                .and_then(|l| l.split_whitespace().nth(1).and_then(|kb| kb.parse::<f64>().ok()))
+        })
+        .map_or(0.0, |kb| kb / 1024.0)
+}
+
+/// Starts a new peak for `VmHWM` (proc(5), clear_refs "5").
+fn reset_peak(pid: u32) {
+    let _ = std::fs::write(format!("/proc/{pid}/clear_refs"), "5");
+}
+
+/// Measures one load: runs `start` (which returns the records its
+/// workloads will produce and a way to wait for them), then waits for the
+/// agent to have every record applied or counted lost.
+struct Meter<'a> {
+    b: &'a Built,
+    socket: &'a Path,
+    pid: u32,
+    lost: u64,
+    produced: u64,
+    delivered: u64,
+}
+
+impl Meter<'_> {
+    fn measure(
+        &mut self,
+        load: &str,
+        run: impl FnOnce() -> anyhow::Result<u64>,
+    ) -> anyhow::Result<(LoadRow, Duration)> {
+        let (records0, lost0) = counters(self.b, self.socket)?;
+        reset_peak(self.pid);
+        let (cpu0, t0) = (cpu_ns(self.pid), Instant::now());
+        let produced = run()?;
+        let produce_time = t0.elapsed();
+        let (records, lost) = wait_for_records(self.b, self.socket, (records0, lost0), produced, load)?;
+        let wall = t0.elapsed();
+        self.lost += lost;
+        self.produced += produced;
+        self.delivered += records;
+        let row = LoadRow {
+            load: load.to_string(),
+            events_per_s: produced as f64 / produce_time.as_secs_f64(),
+            agent_cpu_pct: (cpu_ns(self.pid) - cpu0) as f64 / wall.as_nanos() as f64 * 100.0,
+            agent_peak_rss_mb: status_mb(self.pid, "VmHWM:"),
+        };
+        eprintln!("xtask: bench {load}: {row:?}");
+        Ok((row, produce_time))
+    }
+}
+
+fn loop_cmd(b: &Built, pairs: u64, rate: u64) -> Command {
+    let mut c = Command::new(&b.workload);
+    c.arg("--libcuda").arg(&b.libcuda).args(["--scenario", "loop", "--size", "4096"]);
+    c.args(["--iterations", &pairs.to_string(), "--rate", &rate.to_string()]);
+    c.stdout(Stdio::null());
+    c
+}
+
+fn run_all(mut cmds: Vec<Command>) -> anyhow::Result<()> {
+    let children =
+        cmds.iter_mut().map(|c| c.spawn().context("starting a workload")).collect::<Result<Vec<_>, _>>()?;
+    for mut child in children {
+        let status = child.wait()?;
+        if !status.success() {
+            bail!("a bench workload failed: {status}");
+        }
+    }
+    Ok(())
+}
+
+/// Runs every load against one agent.
+pub fn measure(b: &Built, quick: bool) -> anyhow::Result<AgentLoad> {
+    let socket = b.out.join("load.sock");
+    let mut c = Command::new(&b.agent);
+    c.arg("run").arg("--libcuda").arg(&b.libcuda).arg("--output").arg(b.out.join("load.jsonl"));
+    c.arg("--socket").arg(&socket).args(["--rescan", "0"]);
+    let (agent, _) = Tracer::start(c, "gpumem: ready")?;
+    let pid = agent.pid().context("the agent is not running")?;
+    let mut m = Meter { b, socket: &socket, pid, lost: 0, produced: 0, delivered: 0 };
+    let seconds = if quick { 3 } else { 10 };
+    let mut rows = Vec::new();
+    for (load, pairs_per_s) in [("1k/s", 500), ("10k/s", 5_000)] {
+        let pairs = pairs_per_s * seconds;
+        let (row, _) = m.measure(load, || {
+            run_all(vec![loop_cmd(b, pairs, pairs_per_s)])?;
+            Ok(2 * pairs)
+        })?;
+        rows.push(row);
+    }
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as u64;
+    let pairs = if quick { 50_000 } else { 200_000 };
+    let (row, _) = m.measure("saturation", || {
+        run_all((0..cores).map(|_| loop_cmd(b, pairs, 0)).collect())?;
+        Ok(2 * pairs * cores)
+    })?;
+    let saturation_events_per_s = row.events_per_s;
+    rows.push(row);
+    let live = 100_000;
+    let (row, _) = m.measure("100k live", || hold(b, &socket, live))?;
+    let agent_rss_mb_100k_live = row.agent_peak_rss_mb;
+    rows.push(row);
+    drop(agent);
+    let _ = std::fs::remove_file(b.out.join("load.jsonl"));
+    Ok(AgentLoad {
+        rows,
+        saturation_events_per_s,
+        lost_records: m.lost,
+        produced_records: m.produced,
+        delivered_records: m.delivered,
+        agent_rss_mb_100k_live,
+        live_allocations: live,
+    })
+}
+
+/// `live` allocations held until the agent has them all in its ledger,
+/// then freed; returns the records produced.
+fn hold(b: &Built, socket: &Path, live: usize) -> anyhow::Result<u64> {
+    let (records0, lost0) = counters(b, socket)?;
+    let mut c = Command::new(&b.workload);
+    c.arg("--libcuda").arg(&b.libcuda).args(["--scenario", "hold", "--size", "4096", "--pause"]);
+    c.args(["--iterations", &live.to_string()]);
+    let mut child =
+        c.stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().context("starting the hold workload")?;
+    let mut stdin = child.stdin.take().context("workload stdin")?;
+    let mut lines = BufReader::new(child.stdout.take().context("workload stdout")?).lines();
+    for checkpoint in ["held", "freed"] {
+        let line = lines.next().context("the hold workload ended early")??;
+        if !line.contains(&format!("\"{checkpoint}\"")) {
+            bail!("the hold workload printed `{line}`, expected checkpoint {checkpoint}");
+        }
+        if checkpoint == "held" {
+            wait_for_records(b, socket, (records0, lost0), live as u64, "100k live")?;
+        }
+        writeln!(stdin)?;
+    }
+    drop(stdin);
+    let status = child.wait()?;
+    if !status.success() {
+        bail!("the hold workload failed: {status}");
+    }
+    Ok(2 * live as u64)
+}
