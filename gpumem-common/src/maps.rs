@@ -94,7 +94,10 @@ pub mod ns {
     }
 }
 
-/// A call between its entry and its return, keyed by [`PendingKey`].
+/// A thread's call to one API, keyed by [`PendingKey`]: between its entry
+/// and its return `armed` is 1. The entry stays in the map (disarmed)
+/// until the thread exits, so the next call writes it in place instead of
+/// inserting (a map update costs several times a lookup).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Pending {
@@ -121,6 +124,9 @@ pub struct Pending {
     /// Bytes reserved at entry under `live.limit_slots`' limits.
     pub reserved: u64,
     pub live: LiveAlloc,
+    /// 1 from the entry to the return.
+    pub armed: u32,
+    pub _pad: u32,
 }
 
 /// Entry/return correlation: the full pid_tgid (a thread) and the API, so
@@ -267,7 +273,7 @@ mod pod {
 }
 
 const _: () = {
-    assert!(core::mem::size_of::<Pending>() == 128);
+    assert!(core::mem::size_of::<Pending>() == 136);
     assert!(core::mem::size_of::<PendingKey>() == 16);
     assert!(core::mem::size_of::<LiveAlloc>() == 64);
     assert!(core::mem::size_of::<LimitKey>() == 16);

@@ -238,30 +238,41 @@ pub fn cookie<C: aya_ebpf::EbpfContext>(ctx: &C) -> u64 {
     unsafe { aya_ebpf::helpers::generated::bpf_get_attach_cookie(ctx.as_ptr()) }
 }
 
-/// Takes the entry-time state of this thread's call to `api`.
+/// Takes the entry-time state of this thread's call to `api` (and
+/// disarms it).
 #[inline(always)]
 pub fn take_pending(api: u32) -> Option<gpumem_common::Pending> {
-    let key = pending_key(api);
-    // SAFETY: copied out before the entry is removed.
-    let p = unsafe { crate::maps::PENDING.get(key) }.copied();
-    match p {
-        Some(p) => {
-            let _ = crate::maps::PENDING.remove(key);
+    let slot = crate::maps::PENDING.get_ptr_mut(pending_key(api));
+    // SAFETY: checked map value pointer; only this thread uses its key.
+    let p = slot.map(|s| unsafe { core::ptr::read_volatile(s) }).filter(|p| p.armed == 1);
+    match (slot, p) {
+        (Some(slot), Some(p)) => {
+            unsafe { core::ptr::write_volatile(core::ptr::addr_of_mut!((*slot).armed), 0) };
             Some(p)
         }
-        None => {
+        _ => {
             count(stat::UNMATCHED_RETURNS);
             None
         }
     }
 }
 
-/// Remembers the entry-time state of this thread's call to `api`.
+/// Remembers the entry-time state of this thread's call to `api`: in place
+/// when the thread called it before, else as a new entry (and its process
+/// is marked as having some, for its threads' exits to remove).
 #[inline(always)]
 pub fn put_pending(api: u32, p: &gpumem_common::Pending) {
-    if crate::maps::PENDING.insert(pending_key(api), p, 0).is_err() {
+    let key = pending_key(api);
+    let armed = gpumem_common::Pending { armed: 1, ..*p };
+    if let Some(slot) = crate::maps::PENDING.get_ptr_mut(key) {
+        // SAFETY: checked map value pointer; only this thread uses its key.
+        unsafe { core::ptr::write_volatile(slot, armed) };
+        return;
+    }
+    if crate::maps::PENDING.insert(key, armed, 0).is_err() {
         count(stat::MAP_FULL);
     }
+    let _ = crate::maps::CALLERS.insert((key.pid_tgid >> 32) as u32, 1, 0);
 }
 
 #[inline(always)]

@@ -24,7 +24,7 @@ use crate::{
     account::{charge, cookie, count, current, emit, is_current, put_pending, take_pending, uncharge, Place},
     context::current_device,
     limits::{adjust, admit, commit, release},
-    maps::{LIVE, PROC_USAGE},
+    maps::LIVE,
 };
 
 /// The entry-time state every allocation shares: caller's cgroup and
@@ -161,15 +161,11 @@ pub fn record_alloc(rec: &mut EventRecord, tgid: u32, namespace: u32, addr: u64,
         if is_current(tgid, &stale) {
             uncharge(tgid, stale.cgroup_id, stale.cgroup_slot, stale.size);
             release(stale.limit_slots, stale.size);
-            if let Some(proc) = PROC_USAGE.get_ptr_mut(tgid) {
-                commit(proc, stale.limit_slots, stale.size.wrapping_neg());
-            }
+            commit(tgid, stale.limit_slots, stale.size.wrapping_neg());
         }
     }
     let t = charge(tgid, rec.cgroup_id, rec.size);
-    if let Some(proc) = PROC_USAGE.get_ptr_mut(tgid) {
-        commit(proc, limit_slots, rec.size);
-    }
+    commit(tgid, limit_slots, rec.size);
     let live = LiveAlloc {
         size: rec.size,
         cgroup_id: rec.cgroup_id,

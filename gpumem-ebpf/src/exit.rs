@@ -19,7 +19,7 @@ use gpumem_common::{event_type, EventRecord, PendingKey, DEVICE_UNKNOWN, PROC_CG
 
 use crate::{
     account::{current, sub, Place},
-    maps::{CGROUP_USAGE, LEADER_GONE, PENDING, PROC_USAGE},
+    maps::{CALLERS, CGROUP_USAGE, LEADER_GONE, PENDING, PROC_USAGE},
 };
 
 /// How long after its leader a thread of a killed group may still exit.
@@ -31,7 +31,7 @@ const LATE_THREAD_NS: u64 = 10_000_000_000;
 pub fn process_exit(_ctx: RawTracePointContext) -> i32 {
     let pid_tgid = bpf_get_current_pid_tgid();
     let tgid = (pid_tgid >> 32) as u32;
-    if PROC_USAGE.get_ptr(tgid).is_some() || LEADER_GONE.get_ptr(tgid).is_some() {
+    if CALLERS.get_ptr(tgid).is_some() || LEADER_GONE.get_ptr(tgid).is_some() {
         forget_pending(pid_tgid);
     }
     // SAFETY: plain helper call.
@@ -60,9 +60,9 @@ pub fn process_exec(_ctx: RawTracePointContext) -> i32 {
     0
 }
 
-/// Removes the calls a dying thread was inside (killed before their
-/// return) and gives back what they had reserved under limits, which no
-/// return will commit or roll back now.
+/// Removes a dying thread's `PENDING` entries, giving back what the calls
+/// it was inside (killed before their return) had reserved under limits:
+/// no return will commit or roll that back now.
 #[inline(always)]
 fn forget_pending(pid_tgid: u64) {
     let mut api = 1;
@@ -70,8 +70,8 @@ fn forget_pending(pid_tgid: u64) {
         let key = PendingKey { pid_tgid, api, _pad: 0 };
         if let Some(p) = PENDING.get_ptr(key) {
             // SAFETY: checked map value pointer; fields read before removal.
-            let (slots, reserved) = unsafe { ((*p).live.limit_slots, (*p).reserved) };
-            if PENDING.remove(key).is_ok() {
+            let (armed, slots, reserved) = unsafe { ((*p).armed, (*p).live.limit_slots, (*p).reserved) };
+            if PENDING.remove(key).is_ok() && armed == 1 {
                 crate::limits::release(slots, reserved);
             }
         }

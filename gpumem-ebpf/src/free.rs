@@ -92,9 +92,7 @@ pub fn record_untracked_free(place: Place, rec: &mut EventRecord, tgid: u32, cgr
 pub fn record_free(place: Place, rec: &mut EventRecord, tgid: u32, live: &LiveAlloc) {
     let t = uncharge(tgid, live.cgroup_id, live.cgroup_slot, live.size);
     crate::limits::release(live.limit_slots, live.size);
-    if let Some(proc) = crate::maps::PROC_USAGE.get_ptr_mut(tgid) {
-        crate::limits::commit(proc, live.limit_slots, live.size.wrapping_neg());
-    }
+    crate::limits::commit(tgid, live.limit_slots, live.size.wrapping_neg());
     rec.event = event_type::FREE;
     rec.cgroup_id = live.cgroup_id;
     rec.size = live.size;

@@ -22,7 +22,7 @@ use gpumem_common::{
 use crate::{
     account::{claim, emit},
     atomic::{add_nofetch, compare_exchange},
-    maps::{COMM_LIMITS, LIMITS, LIMITS_IN_FORCE, LIMIT_BASE, LIMIT_INDEX, LIMIT_STATE},
+    maps::{COMM_LIMITS, LIMITS, LIMITS_IN_FORCE, LIMIT_BASE, LIMIT_INDEX, LIMIT_STATE, PROC_USAGE},
 };
 
 /// The outcome of [`admit`].
@@ -163,10 +163,14 @@ pub fn release(slots: u64, size: u64) {
     adjust(slots, size.wrapping_neg());
 }
 
-/// Adds `delta` (wrapping) to what the process holds under each limit of
-/// `slots`, claiming its per-process records as needed (for its exit).
+/// Adds `delta` (wrapping) to what process `tgid` holds under each limit
+/// of `slots`, claiming its per-process records as needed (for its exit).
 #[inline(always)]
-pub fn commit(proc: *mut ProcUsage, slots: u64, delta: u64) {
+pub fn commit(tgid: u32, slots: u64, delta: u64) {
+    if slots == 0 {
+        return; // no limit applies: the common case, and cheap
+    }
+    let Some(proc) = PROC_USAGE.get_ptr_mut(tgid) else { return };
     let mut i = 0;
     while i < LIMITS_PER_CALL {
         if let Some(slot) = slot_at(slots, i) {

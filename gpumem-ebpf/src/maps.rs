@@ -15,10 +15,10 @@ use gpumem_common::{
 #[map]
 pub static EVENTS: RingBuf = RingBuf::with_byte_size(EVENTS_BYTES, 0);
 
-/// Calls between entry and return. Not LRU: an LRU map evicts live
-/// entries well before it is full (seen on 7.x kernels with a few threads:
-/// returns without their entry); a thread's leftovers (killed inside a
-/// call) are removed at its exit instead (exit.rs).
+/// Calls between entry and return, one entry per thread and API, kept
+/// (disarmed) between calls and removed at the thread's exit (exit.rs).
+/// Not LRU: an LRU map evicts live entries well before it is full (seen on
+/// 7.x kernels with a few threads: returns without their entry).
 #[map]
 pub static PENDING: HashMap<PendingKey, Pending> = HashMap::with_max_entries(PENDING_ENTRIES, 0);
 
@@ -29,6 +29,11 @@ pub static LIVE: HashMap<LiveKey, LiveAlloc> = HashMap::with_max_entries(LIVE_EN
 /// Bytes held per process (tgid), with its per-cgroup split.
 #[map]
 pub static PROC_USAGE: HashMap<u32, ProcUsage> = HashMap::with_max_entries(PROC_ENTRIES, 0);
+
+/// Processes with a thread that called the driver (see `Pending`): their
+/// threads' exits remove the threads' `PENDING` entries.
+#[map]
+pub static CALLERS: LruHashMap<u32, u8> = LruHashMap::with_max_entries(PROC_ENTRIES, 0);
 
 /// When each thread group's leader exited (ktime ns): a thread still in
 /// the kernel (returning from a driver call when the group was killed) may
