@@ -168,64 +168,34 @@ pub fn current(tgid: u32, cgroup_id: u64) -> Totals {
     Totals { proc_total, cgroup_total, slot: NO_SLOT, generation: 0 }
 }
 
-/// A record's place in the stream, taken before the change it reports.
+/// Fills in the timestamp and comm, then sends `rec`; counts a drop when
+/// the ring buffer is full.
 ///
-/// The ring buffer hands records to the agent in the order their places
-/// were reserved. Reserving before charging (or uncharging) keeps the
-/// stream in the order of the changes: a thread charging while its killed
-/// group's leader releases everything on another CPU either charged first
-/// (and its record comes before the `exit` that released it) or charged
-/// after (a late charge, released by a later `exit`). Sending after the
-/// change, the `alloc` could land behind the `exit` that already released
-/// it, and the agent would hold it forever.
-#[must_use]
-pub struct Place(Option<aya_ebpf::maps::ring_buf::RingBufEntry<EventRecord>>);
-
-impl Place {
-    /// Reserves the next place (none when the ring buffer is full; the
-    /// drop is counted when the record is sent).
-    #[inline(always)]
-    pub fn reserve() -> Place {
-        Place(EVENTS.reserve::<EventRecord>(0))
-    }
-
-    /// Fills in the timestamp and comm, then sends `rec` in this place.
-    #[inline(always)]
-    pub fn send(self, mut rec: EventRecord) {
-        rec.ts_ns = unsafe { bpf_ktime_get_ns() };
-        rec.comm = bpf_get_current_comm().unwrap_or([0; 16]);
-        // Waking the agent for every record costs the caller more than the
-        // record itself: records are submitted quietly and the agent drains
-        // on a short timer, unless a backlog builds up (then it is woken at
-        // once).
-        let flags = if EVENTS.query(BPF_RB_AVAIL_DATA as u64) >= WAKEUP_BACKLOG {
-            BPF_RB_FORCE_WAKEUP as u64
-        } else {
-            BPF_RB_NO_WAKEUP as u64
-        };
-        match self.0 {
-            Some(mut slot) => {
-                slot.write(rec);
-                slot.submit(flags);
-            }
-            None => count(stat::RINGBUF_DROPS),
-        }
-    }
-
-    /// Gives the place back: there is nothing to report after all.
-    #[inline(always)]
-    pub fn cancel(self) {
-        if let Some(slot) = self.0 {
-            slot.discard(BPF_RB_NO_WAKEUP as u64);
-        }
-    }
-}
-
-/// Sends `rec`, which reports no change to the totals (or one made before
-/// by a path that keeps its own order), at the end of the stream.
+/// Records are reserved after the change they report. Reserving first
+/// would order the stream by the changes (a charge racing its killed
+/// group's release can otherwise land behind the `exit` record), but a
+/// reservation held across the accounting stalled the whole stream on a
+/// 7.2 kernel under QEMU (every later record stuck behind one never seen
+/// committed), so it is not done.
 #[inline(always)]
-pub fn emit(rec: EventRecord) {
-    Place::reserve().send(rec);
+pub fn emit(mut rec: EventRecord) {
+    rec.ts_ns = unsafe { bpf_ktime_get_ns() };
+    rec.comm = bpf_get_current_comm().unwrap_or([0; 16]);
+    // Waking the agent for every record costs the caller more than the
+    // record itself: records are submitted quietly and the agent drains on
+    // a short timer, unless a backlog builds up (then it is woken at once).
+    let flags = if EVENTS.query(BPF_RB_AVAIL_DATA as u64) >= WAKEUP_BACKLOG {
+        BPF_RB_FORCE_WAKEUP as u64
+    } else {
+        BPF_RB_NO_WAKEUP as u64
+    };
+    match EVENTS.reserve::<EventRecord>(0) {
+        Some(mut slot) => {
+            slot.write(rec);
+            slot.submit(flags);
+        }
+        None => count(stat::RINGBUF_DROPS),
+    }
 }
 
 /// Bytes waiting in the ring buffer above which a record wakes the agent.

@@ -21,7 +21,7 @@ use gpumem_common::{
 };
 
 use crate::{
-    account::{charge, cookie, count, current, emit, is_current, put_pending, take_pending, uncharge, Place},
+    account::{charge, cookie, count, current, emit, is_current, put_pending, take_pending, uncharge},
     context::current_device,
     limits::{adjust, admit, commit, release},
     maps::LIVE,
@@ -150,7 +150,6 @@ pub fn alloc_return(ctx: RetProbeContext) -> u32 {
 /// (which carries size, cgroup, kind, device and api already).
 #[inline(always)]
 pub fn record_alloc(rec: &mut EventRecord, tgid: u32, namespace: u32, addr: u64, limit_slots: u64) {
-    let place = Place::reserve();
     let key = LiveKey { tgid, ns: namespace, addr };
     // An entry at this key is an allocation whose free gpumem never saw:
     // of this image (drop its charge so it is not counted twice), or of an
@@ -187,5 +186,5 @@ pub fn record_alloc(rec: &mut EventRecord, tgid: u32, namespace: u32, addr: u64,
     if t.slot == gpumem_common::NO_SLOT {
         rec.flags |= gpumem_common::FLAG_CGROUP_SLOTS_FULL;
     }
-    place.send(*rec);
+    emit(*rec);
 }

@@ -18,7 +18,7 @@ use aya_ebpf::{
 use gpumem_common::{event_type, EventRecord, PendingKey, DEVICE_UNKNOWN, PROC_CGROUP_SLOTS};
 
 use crate::{
-    account::{current, sub, Place},
+    account::{current, emit, sub},
     maps::{CALLERS, CGROUP_USAGE, LEADER_GONE, PENDING, PROC_USAGE},
 };
 
@@ -108,9 +108,6 @@ fn release(pid_tgid: u64, event: u32, cgroup_id: u64) {
     if PROC_USAGE.remove(tgid).is_err() {
         return;
     }
-    // After the claim: a charge whose record comes later charged a new
-    // entry, which a later exit releases (see `Place`).
-    let place = Place::reserve();
     let mut i = 0;
     while i < PROC_CGROUP_SLOTS {
         let (id, bytes) = (usage.cgroup_ids[i], usage.cgroup_bytes[i]);
@@ -123,7 +120,7 @@ fn release(pid_tgid: u64, event: u32, cgroup_id: u64) {
     }
     crate::limits::release_process(&usage);
     let cgroup_id = if cgroup_id == 0 { usage.cgroup_ids[0] } else { cgroup_id };
-    place.send(EventRecord {
+    emit(EventRecord {
         pid_tgid,
         cgroup_id,
         cgroup_total: current(tgid, cgroup_id).cgroup_total,

@@ -14,7 +14,7 @@ use gpumem_common::{
 };
 
 use crate::{
-    account::{cookie, count, current, is_current, put_pending, take_pending, uncharge, Place},
+    account::{cookie, count, current, emit, is_current, put_pending, take_pending, uncharge},
     maps::LIVE,
 };
 
@@ -63,20 +63,18 @@ pub fn free_return(ctx: RetProbeContext) -> u32 {
         kind,
         ..EventRecord::default()
     };
-    let place = Place::reserve();
     if p.found == 1 && is_current(key.tgid, &p.live) {
-        record_free(place, &mut rec, key.tgid, &p.live);
+        record_free(&mut rec, key.tgid, &p.live);
     } else {
-        record_untracked_free(place, &mut rec, key.tgid, p.cgroup_id);
+        record_untracked_free(&mut rec, key.tgid, p.cgroup_id);
     }
     0
 }
 
 /// Sends `rec` as a free of something gpumem never saw allocated: nothing
-/// is uncharged. `place` was reserved before the caller decided which free
-/// this is (see `Place`).
+/// is uncharged.
 #[inline(always)]
-pub fn record_untracked_free(place: Place, rec: &mut EventRecord, tgid: u32, cgroup_id: u64) {
+pub fn record_untracked_free(rec: &mut EventRecord, tgid: u32, cgroup_id: u64) {
     let t = current(tgid, cgroup_id);
     rec.event = event_type::FREE;
     rec.cgroup_id = cgroup_id;
@@ -84,12 +82,12 @@ pub fn record_untracked_free(place: Place, rec: &mut EventRecord, tgid: u32, cgr
     rec.flags = FLAG_UNTRACKED;
     rec.proc_total = t.proc_total;
     rec.cgroup_total = t.cgroup_total;
-    place.send(*rec);
+    emit(*rec);
 }
 
 /// Uncharges a live allocation that is gone and sends `rec` as its free.
 #[inline(always)]
-pub fn record_free(place: Place, rec: &mut EventRecord, tgid: u32, live: &LiveAlloc) {
+pub fn record_free(rec: &mut EventRecord, tgid: u32, live: &LiveAlloc) {
     let t = uncharge(tgid, live.cgroup_id, live.cgroup_slot, live.size);
     crate::limits::release(live.limit_slots, live.size);
     crate::limits::commit(tgid, live.limit_slots, live.size.wrapping_neg());
@@ -100,7 +98,7 @@ pub fn record_free(place: Place, rec: &mut EventRecord, tgid: u32, live: &LiveAl
     rec.device = live.device;
     rec.proc_total = t.proc_total;
     rec.cgroup_total = t.cgroup_total;
-    place.send(*rec);
+    emit(*rec);
 }
 
 #[inline(always)]

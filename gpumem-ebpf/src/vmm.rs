@@ -17,7 +17,7 @@ use aya_ebpf::{
 use gpumem_common::{cookie_api, kind, ns, stat, EventRecord, LiveKey, Pending, CUDA_SUCCESS};
 
 use crate::{
-    account::{cookie, count, is_current, put_pending, take_pending, Place},
+    account::{cookie, count, is_current, put_pending, take_pending},
     alloc::pending_alloc,
     atomic::fetch_add,
     free::{live_key, record_free, record_untracked_free},
@@ -99,11 +99,10 @@ pub fn vmm_release_return(ctx: RetProbeContext) -> u32 {
         kind: kind::VMM,
         ..EventRecord::default()
     };
-    let place = Place::reserve();
     if p.found == 1 && is_current(key.tgid, &p.live) {
-        record_free(place, &mut rec, key.tgid, &p.live);
+        record_free(&mut rec, key.tgid, &p.live);
     } else {
-        record_untracked_free(place, &mut rec, key.tgid, p.cgroup_id);
+        record_untracked_free(&mut rec, key.tgid, p.cgroup_id);
     }
     0
 }
@@ -179,12 +178,9 @@ pub fn vmm_unmap_return(ctx: RetProbeContext) -> u32 {
             return 0;
         };
         let _ = LIVE.remove(key);
-        let place = Place::reserve();
         if is_current(tgid, &gone) {
             let mut rec = EventRecord { pid_tgid, addr: handle, result, api, ..EventRecord::default() };
-            record_free(place, &mut rec, tgid, &gone);
-        } else {
-            place.cancel();
+            record_free(&mut rec, tgid, &gone);
         }
     }
     0
