@@ -295,6 +295,11 @@ pub fn wait_until(what: &str, cond: impl Fn() -> bool) {
     }
 }
 
+/// The rule for `target` in `gpumem limit list --json`'s answer.
+pub fn rule<'a>(limits: &'a [Value], target: &str) -> Option<&'a Value> {
+    limits.iter().find(|l| l["target"] == target)
+}
+
 /// Records of `event` for process `pid`.
 pub fn count(lines: &[Value], pid: u32, event: &str) -> u64 {
     lines.iter().filter(|l| l["event"] == event && l["pid"] == pid).count() as u64

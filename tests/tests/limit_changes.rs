@@ -4,7 +4,6 @@
 use std::os::unix::process::ExitStatusExt;
 
 use gpumem_tests::harness::*;
-use serde_json::Value;
 
 const MIB: u64 = 1 << 20;
 
@@ -12,10 +11,6 @@ const MIB: u64 = 1 << 20;
 fn paused_steps(cg: &Cgroup, size: u64, n: u32) -> Workload {
     let (size, n) = (size.to_string(), n.to_string());
     Workload::spawn(&["--scenario", "steps", "--size", &size, "--iterations", &n, "--pause"], Some(cg), &[])
-}
-
-fn rule<'a>(limits: &'a [Value], target: &str) -> Option<&'a Value> {
-    limits.iter().find(|l| l["target"] == target)
 }
 
 #[test]

@@ -114,10 +114,10 @@ fn racing_processes_under_one_cgroup_limit_never_pass_it_together() {
     assert_cgroup_holds(&agent.status(), &cg, 0);
     // Calls in flight when their threads were killed never return: their
     // reservations are given back at the threads' exits.
-    let usage = || {
-        agent.limits().iter().find(|l| l["target"] == format!("cgroup:{}", cg.path)).unwrap()["usage"].clone()
-    };
-    wait_until("the limit's usage to fall back to 0", || usage() == 0);
+    let target = format!("cgroup:{}", cg.path);
+    wait_until("the limit's usage to fall back to 0", || {
+        rule(&agent.limits(), &target).unwrap()["usage"] == 0
+    });
 }
 
 #[test]

@@ -110,11 +110,7 @@ struct Meter<'a> {
 }
 
 impl Meter<'_> {
-    fn measure(
-        &mut self,
-        load: &str,
-        run: impl FnOnce() -> anyhow::Result<u64>,
-    ) -> anyhow::Result<(LoadRow, Duration)> {
+    fn measure(&mut self, load: &str, run: impl FnOnce() -> anyhow::Result<u64>) -> anyhow::Result<LoadRow> {
         let (records0, lost0) = counters(self.b, self.socket)?;
         reset_peak(self.pid);
         let (cpu0, t0) = (cpu_ns(self.pid), Instant::now());
@@ -132,7 +128,7 @@ impl Meter<'_> {
             agent_peak_rss_mb: status_mb(self.pid, "VmHWM:"),
         };
         eprintln!("xtask: bench {load}: {row:?}");
-        Ok((row, produce_time))
+        Ok(row)
     }
 }
 
@@ -169,7 +165,7 @@ pub fn measure(b: &Built, quick: bool) -> anyhow::Result<AgentLoad> {
     let mut rows = Vec::new();
     for (load, pairs_per_s) in [("1k/s", 500), ("10k/s", 5_000)] {
         let pairs = pairs_per_s * seconds;
-        let (row, _) = m.measure(load, || {
+        let row = m.measure(load, || {
             run_all(vec![loop_cmd(b, pairs, pairs_per_s)])?;
             Ok(2 * pairs)
         })?;
@@ -177,14 +173,14 @@ pub fn measure(b: &Built, quick: bool) -> anyhow::Result<AgentLoad> {
     }
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as u64;
     let pairs = if quick { 50_000 } else { 200_000 };
-    let (row, _) = m.measure("saturation", || {
+    let row = m.measure("saturation", || {
         run_all((0..cores).map(|_| loop_cmd(b, pairs, 0)).collect())?;
         Ok(2 * pairs * cores)
     })?;
     let saturation_events_per_s = row.events_per_s;
     rows.push(row);
     let live = 100_000;
-    let (row, _) = m.measure("100k live", || hold(b, &socket, live))?;
+    let row = m.measure("100k live", || hold(b, &socket, live))?;
     let agent_rss_mb_100k_live = row.agent_peak_rss_mb;
     rows.push(row);
     drop(agent);
