@@ -54,7 +54,7 @@ pub const FLAG_CGROUP_SLOTS_FULL: u32 = 2;
 /// `device` when the calling thread's current context is not known.
 pub const DEVICE_UNKNOWN: u32 = u32::MAX;
 
-/// One record in the ring buffer. 96 bytes, no padding.
+/// One record in the ring buffer. 104 bytes, no padding.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct EventRecord {
@@ -86,9 +86,16 @@ pub struct EventRecord {
     pub flags: u32,
     /// `comm` of the calling thread, NUL-padded.
     pub comm: [u8; 16],
+    /// The process image the record's bytes belong to (its kernel
+    /// `ProcUsage::generation`; 0 when none): `alloc` the image it charged,
+    /// `free` the image the allocation was charged to, `exit`/`exec` the
+    /// image released. The ledger drops an `alloc` or `free` of an image it
+    /// has already seen released (a charge racing its killed group's release
+    /// can reach the ring buffer after the `exit` record).
+    pub generation: u64,
 }
 
-const _: () = assert!(core::mem::size_of::<EventRecord>() == 96);
+const _: () = assert!(core::mem::size_of::<EventRecord>() == 104);
 
 impl EventRecord {
     /// Thread group id (the process id as user space knows it).

@@ -181,6 +181,7 @@ pub fn record_alloc(rec: &mut EventRecord, tgid: u32, namespace: u32, addr: u64,
     }
     rec.event = event_type::ALLOC;
     rec.addr = addr;
+    rec.generation = t.generation;
     rec.proc_total = t.proc_total;
     rec.cgroup_total = t.cgroup_total;
     if t.slot == gpumem_common::NO_SLOT {

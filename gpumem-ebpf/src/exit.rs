@@ -127,6 +127,7 @@ fn release(pid_tgid: u64, event: u32, cgroup_id: u64) {
         event,
         size: usage.bytes,
         device: DEVICE_UNKNOWN,
+        generation: usage.generation,
         ..EventRecord::default()
     });
 }

@@ -96,6 +96,7 @@ pub fn record_free(rec: &mut EventRecord, tgid: u32, live: &LiveAlloc) {
     rec.size = live.size;
     rec.kind = live.kind;
     rec.device = live.device;
+    rec.generation = live.generation;
     rec.proc_total = t.proc_total;
     rec.cgroup_total = t.cgroup_total;
     emit(*rec);

@@ -295,6 +295,7 @@ impl Agent {
             cgroups,
             records: self.records,
             dropped: self.kernel.stats().ringbuf_drops,
+            late_records: self.ledger.late_records(),
         }
     }
 

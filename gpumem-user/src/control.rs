@@ -58,6 +58,10 @@ pub struct StatusReport {
     pub records: u64,
     /// Records lost in the kernel (ring buffer full) so far.
     pub dropped: u64,
+    /// `alloc`/`free` records that reached the agent after the `exit` of
+    /// the process image they belong to (already released with it).
+    #[serde(default)]
+    pub late_records: u64,
 }
 
 /// A request from a client, with where to send the answer.

@@ -74,12 +74,36 @@ impl Process {
 pub struct Ledger {
     procs: HashMap<u32, Process>,
     cgroups: HashMap<u64, Usage>,
+    /// The newest process image released per tgid, with when (record
+    /// time): an `alloc` or `free` of that image or an older one arrives
+    /// late and changes nothing.
+    released: HashMap<u32, Released>,
+    late: u64,
 }
+
+#[derive(Debug, Clone, Copy)]
+struct Released {
+    generation: u64,
+    at_ns: u64,
+}
+
+/// Released images remembered at most this long after their release once
+/// many are kept (late records arrive within microseconds of it).
+const RELEASED_KEEP_NS: u64 = 60_000_000_000;
+const RELEASED_PRUNE_ABOVE: usize = 4096;
 
 impl Ledger {
     /// Applies one kernel record.
     pub fn apply(&mut self, r: &EventRecord) {
         let tgid = r.tgid();
+        if matches!(r.event, event_type::ALLOC | event_type::FREE)
+            && self.of_released_image(tgid, r.generation)
+        {
+            // Its bytes went with the image's `exit`/`exec` record, which
+            // reached the ring buffer first.
+            self.late += 1;
+            return;
+        }
         match r.event {
             event_type::ALLOC => {
                 let p = self.procs.entry(tgid).or_default();
@@ -104,6 +128,7 @@ impl Ledger {
                 uncharge_cgroup(&mut self.cgroups, &freed);
             }
             event_type::EXIT | event_type::EXEC => {
+                self.remember_released(tgid, r.generation, r.ts_ns);
                 if let Some(p) = self.procs.remove(&tgid) {
                     for live in p.live.values() {
                         uncharge_cgroup(&mut self.cgroups, live);
@@ -116,6 +141,27 @@ impl Ledger {
                 }
             }
             _ => {}
+        }
+    }
+
+    /// `alloc` and `free` records that arrived after the release of the
+    /// process image they belong to, and so changed nothing.
+    pub fn late_records(&self) -> u64 {
+        self.late
+    }
+
+    fn of_released_image(&self, tgid: u32, generation: u64) -> bool {
+        generation != 0 && self.released.get(&tgid).is_some_and(|r| generation <= r.generation)
+    }
+
+    fn remember_released(&mut self, tgid: u32, generation: u64, at_ns: u64) {
+        if generation == 0 {
+            return;
+        }
+        let newest = self.released.get(&tgid).map_or(0, |r| r.generation).max(generation);
+        self.released.insert(tgid, Released { generation: newest, at_ns });
+        if self.released.len() > RELEASED_PRUNE_ABOVE {
+            self.released.retain(|_, r| at_ns.saturating_sub(r.at_ns) < RELEASED_KEEP_NS);
         }
     }
 
@@ -279,6 +325,42 @@ mod tests {
         let split = &l.process(10).unwrap().usage.split;
         assert_eq!(split.get(&(kind::DEVICE, 1)), Some(&10));
         assert_eq!(split.get(&(kind::MANAGED, 0)), Some(&20));
+    }
+
+    #[test]
+    fn records_of_a_released_image_arriving_after_its_exit_change_nothing() {
+        let mut l = Ledger::default();
+        let image = |mut r: EventRecord, generation| {
+            r.generation = generation;
+            r
+        };
+        l.apply(&image(rec(event_type::ALLOC, 10, 7, 0x1000, 10), 5));
+        l.apply(&image(rec(event_type::EXIT, 10, 7, 0, 30), 5));
+        // Charged (and released) before the exit, sent after it.
+        l.apply(&image(rec(event_type::ALLOC, 10, 7, 0x2000, 20), 5));
+        l.apply(&image(rec(event_type::FREE, 10, 7, 0x1000, 10), 5));
+        assert!(l.process(10).is_none());
+        assert!(l.cgroup(7).is_none());
+        assert_eq!(l.late_records(), 2);
+        // A later image of the same tgid counts again.
+        l.apply(&image(rec(event_type::ALLOC, 10, 7, 0x2000, 20), 9));
+        assert_eq!(l.process(10).unwrap().usage.bytes, 20);
+        assert_eq!(l.cgroup(7).unwrap().bytes, 20);
+    }
+
+    #[test]
+    fn released_images_are_forgotten_a_while_after_release_once_many() {
+        let mut l = Ledger::default();
+        for tgid in 0..=RELEASED_PRUNE_ABOVE as u32 {
+            let mut exit = rec(event_type::EXIT, tgid, 7, 0, 0);
+            exit.generation = 1;
+            l.apply(&exit);
+        }
+        assert_eq!(l.released.len(), RELEASED_PRUNE_ABOVE + 1);
+        let mut late = rec(event_type::EXIT, 99_999, 7, 0, 0);
+        (late.generation, late.ts_ns) = (1, RELEASED_KEEP_NS);
+        l.apply(&late);
+        assert_eq!(l.released.len(), 1, "only the one released within the window is kept");
     }
 
     #[test]
