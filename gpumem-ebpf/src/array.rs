@@ -69,6 +69,6 @@ pub fn mipmap_entry(ctx: ProbeContext) -> u32 {
     let levels = ctx.arg::<u64>(2).unwrap_or(1) as u32;
     let size = unsafe { bpf_probe_read_user(desc) }
         .ok()
-        .map(|d| bytes(d.width, d.height, d.depth, d.format, d.channels, levels.min(16)));
+        .map(|d| bytes(d.width, d.height, d.depth, d.format, d.channels, levels));
     start(&ctx, size)
 }

@@ -7,6 +7,7 @@
 pub mod discover;
 pub mod kernel;
 pub mod limits;
+mod parallel_load;
 pub mod probes;
 pub mod symbols;
 
@@ -115,22 +116,18 @@ impl Tracer {
             .override_global("DENY_BY_REGISTERS", &flag, true)
             .load(OBJECT)
             .map_err(|e| BpfError::Load(Box::new(e)))?;
-        for name in probes::programs() {
-            let prog: &mut UProbe = program(&mut ebpf, name)?;
-            prog.load().map_err(|e| BpfError::Program { name, source: Box::new(e) })?;
-        }
+        let mut names = probes::programs();
+        names.extend(probes::TRACEPOINTS.iter().map(|&(name, _)| name));
+        names.push(probes::RELEASE_GONE);
+        parallel_load::load_programs(&mut ebpf, &names)?;
         let mut tracepoint_links = Vec::new();
         for &(name, tracepoint) in probes::TRACEPOINTS {
             let prog: &mut RawTracePoint = program(&mut ebpf, name)?;
-            prog.load().map_err(|e| BpfError::Program { name, source: Box::new(e) })?;
             let link = prog
                 .attach(tracepoint)
                 .map_err(|e| BpfError::Tracepoint { tracepoint, source: Box::new(e) })?;
             tracepoint_links.push(link);
         }
-        let name = probes::RELEASE_GONE;
-        let prog: &mut RawTracePoint = program(&mut ebpf, name)?;
-        prog.load().map_err(|e| BpfError::Program { name, source: Box::new(e) })?;
         Ok(Self { ebpf, links: Vec::new(), _tracepoint_links: tracepoint_links })
     }
 
