@@ -23,8 +23,10 @@ pub mod map_name {
 }
 
 /// Default ring buffer size in bytes (a power-of-two multiple of the page
-/// size): 8 MiB holds 87,381 records.
-pub const EVENTS_BYTES: u32 = 8 << 20;
+/// size; `gpumem run --ring-buffer` sets another): 4 MiB holds 37,449
+/// records, 80 ms of the most one 2-core host produced (`cargo xtask
+/// bench`, saturation), while the agent is woken at 256 KiB of backlog.
+pub const EVENTS_BYTES: u32 = 4 << 20;
 /// Calls in flight (between entry and return), all threads on the host.
 pub const PENDING_ENTRIES: u32 = 16384;
 /// Live allocations tracked at once, all processes on the host.

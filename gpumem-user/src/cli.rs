@@ -84,6 +84,13 @@ pub struct RunArgs {
     /// The action of limits that name none [default: signal:SIGKILL].
     #[arg(long, value_name = "ACTION", value_parser = crate::policy::Action::parse)]
     pub default_action: Option<crate::policy::Action>,
+    /// Size of the kernel ring buffer records wait in for the agent (a
+    /// power of two, 64KiB to 1GiB). Records that find it full are lost,
+    /// counted, and reported in `dropped` records; raise it if they are.
+    /// The agent's resident size includes it twice (the kernel maps it
+    /// twice, for records that wrap).
+    #[arg(long, value_name = "SIZE", default_value = "4MiB", value_parser = crate::policy::size::parse_ring_size)]
+    pub ring_buffer: u32,
 }
 
 #[derive(Debug, Parser)]

@@ -100,20 +100,22 @@ pub struct Tracer {
 impl Tracer {
     /// Loads the object and every program, and attaches the exit tracepoint.
     pub fn load() -> Result<Self, BpfError> {
-        Self::load_with(false)
+        Self::load_with(false, gpumem_common::EVENTS_BYTES)
     }
 
     /// [`Self::load`]; with `deny_by_registers`, limits with action deny
     /// make refused calls return `CUDA_ERROR_OUT_OF_MEMORY` (only where
     /// [`Self::register_write_refusal`] said None: elsewhere the programs
-    /// do not load).
-    pub fn load_with(deny_by_registers: bool) -> Result<Self, BpfError> {
+    /// do not load). The ring buffer holds `ring_bytes` (a power of two,
+    /// checked by the command line).
+    pub fn load_with(deny_by_registers: bool, ring_bytes: u32) -> Result<Self, BpfError> {
         if OBJECT.is_empty() {
             return Err(BpfError::NoObject);
         }
         let flag = u8::from(deny_by_registers);
         let mut ebpf = EbpfLoader::new()
             .override_global("DENY_BY_REGISTERS", &flag, true)
+            .map_max_entries(gpumem_common::map_name::EVENTS, ring_bytes)
             .load(OBJECT)
             .map_err(|e| BpfError::Load(Box::new(e)))?;
         let mut names = probes::programs();

@@ -37,7 +37,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         if args.libcuda.is_empty() { discover::discover()? } else { discover::explicit(&args.libcuda)? };
     let sink = open_sink(args.output.as_deref(), args.format)?;
 
-    let mut tracer = Tracer::load()?;
+    let mut tracer = Tracer::load_with(false, args.ring_buffer)?;
     let limits = install_limits(&mut tracer, &args)?;
     let mut names = Vec::new();
     for lib in &libs.libs {
@@ -156,7 +156,7 @@ fn install_limits(tracer: &mut Tracer, args: &RunArgs) -> anyhow::Result<LimitTa
     // deny limit set at run time works too.
     let deny_reason = tracer.register_write_refusal();
     if deny_reason.is_none() {
-        *tracer = Tracer::load_with(true)?;
+        *tracer = Tracer::load_with(true, args.ring_buffer)?;
     }
     let mut table = LimitTable::open(tracer, cgroup_root(), deny_reason, policy.default_action)?;
     for i in &table.install(&policy)? {

@@ -46,9 +46,33 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
     Ok(bytes)
 }
 
+/// Parses a ring buffer size for `--ring-buffer`: the kernel wants a power
+/// of two and a multiple of the page size.
+pub fn parse_ring_size(text: &str) -> Result<u32, String> {
+    const MIN: u64 = 64 << 10;
+    const MAX: u64 = 1 << 30;
+    let bytes = parse_size(text)?;
+    if !bytes.is_power_of_two() || !(MIN..=MAX).contains(&bytes) {
+        return Err(format!(
+            "`{text}`: the ring buffer must be a power of two from 64KiB to 1GiB (for example 4MiB)"
+        ));
+    }
+    Ok(bytes as u32)
+}
+
 #[cfg(test)]
 mod tests {
-    use super::parse_size;
+    use super::{parse_ring_size, parse_size};
+
+    #[test]
+    fn ring_sizes_are_powers_of_two_in_range() {
+        assert_eq!(parse_ring_size("4MiB"), Ok(4 << 20));
+        assert_eq!(parse_ring_size("65536"), Ok(64 << 10));
+        for bad in ["3MiB", "32KiB", "2GiB", "0", "x"] {
+            assert!(parse_ring_size(bad).is_err(), "{bad}");
+        }
+        assert!(parse_ring_size("3MiB").unwrap_err().contains("power of two"));
+    }
 
     #[test]
     fn units() {

@@ -86,8 +86,12 @@ pub fn write(
         );
     }
     md += &format!(
-        "\nRecords produced {}, applied by the agent {}, lost in the kernel (counted) {}. The `100k live` row holds {} allocations at once.\n",
-        load.produced_records, load.delivered_records, load.lost_records, load.live_allocations
+        "\nRecords produced {}, applied by the agent {}, lost in the kernel (counted) {}. The `100k live` row holds {} allocations at once. Peak RSS includes the kernel ring buffer ({} MiB by default) twice: the kernel maps its pages twice into the agent, for records that wrap.\n",
+        load.produced_records,
+        load.delivered_records,
+        load.lost_records,
+        load.live_allocations,
+        gpumem_common::EVENTS_BYTES >> 20
     );
     std::fs::write(out.join("report.md"), &md)?;
     println!("{md}");
