@@ -109,28 +109,45 @@ impl Tracer {
     /// do not load). The ring buffer holds `ring_bytes` (a power of two,
     /// checked by the command line).
     pub fn load_with(deny_by_registers: bool, ring_bytes: u32) -> Result<Self, BpfError> {
+        let mut tracer = Self::open(deny_by_registers, ring_bytes)?;
+        tracer.load_programs()?;
+        Ok(tracer)
+    }
+
+    /// The object with its maps created and no program loaded yet: enough
+    /// for [`Self::register_write_refusal`], which decides how to open it
+    /// for good before the costly part, [`Self::load_programs`].
+    pub fn open(deny_by_registers: bool, ring_bytes: u32) -> Result<Self, BpfError> {
         if OBJECT.is_empty() {
             return Err(BpfError::NoObject);
         }
         let flag = u8::from(deny_by_registers);
-        let mut ebpf = EbpfLoader::new()
+        let ebpf = EbpfLoader::new()
             .override_global("DENY_BY_REGISTERS", &flag, true)
             .map_max_entries(gpumem_common::map_name::EVENTS, ring_bytes)
             .load(OBJECT)
             .map_err(|e| BpfError::Load(Box::new(e)))?;
+        Ok(Self { ebpf, links: Vec::new(), _tracepoint_links: Vec::new() })
+    }
+
+    /// Loads (verifies) every program and attaches the exit and exec
+    /// tracepoints.
+    pub fn load_programs(&mut self) -> Result<(), BpfError> {
+        let ebpf = &mut self.ebpf;
         let mut names = probes::programs();
         names.extend(probes::TRACEPOINTS.iter().map(|&(name, _)| name));
         names.push(probes::RELEASE_GONE);
-        parallel_load::load_programs(&mut ebpf, &names)?;
+        parallel_load::load_programs(ebpf, &names)?;
         let mut tracepoint_links = Vec::new();
         for &(name, tracepoint) in probes::TRACEPOINTS {
-            let prog: &mut RawTracePoint = program(&mut ebpf, name)?;
+            let prog: &mut RawTracePoint = program(ebpf, name)?;
             let link = prog
                 .attach(tracepoint)
                 .map_err(|e| BpfError::Tracepoint { tracepoint, source: Box::new(e) })?;
             tracepoint_links.push(link);
         }
-        Ok(Self { ebpf, links: Vec::new(), _tracepoint_links: tracepoint_links })
+        self._tracepoint_links = tracepoint_links;
+        Ok(())
     }
 
     /// Attaches every probe-table row to `lib`. On failure nothing of this

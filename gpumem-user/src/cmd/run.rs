@@ -37,8 +37,8 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         if args.libcuda.is_empty() { discover::discover()? } else { discover::explicit(&args.libcuda)? };
     let sink = open_sink(args.output.as_deref(), args.format)?;
 
-    let mut tracer = Tracer::load_with(false, args.ring_buffer)?;
-    let limits = install_limits(&mut tracer, &args)?;
+    let (mut tracer, deny_reason) = open_tracer(args.ring_buffer)?;
+    let limits = install_limits(&mut tracer, &args, deny_reason)?;
     let mut names = Vec::new();
     for lib in &libs.libs {
         let report = tracer.attach(lib)?;
@@ -147,17 +147,30 @@ fn say_limit(verb: &str, i: &Installed) {
     eprintln!("gpumem: {verb}{}{dev}: {} bytes{soft}, action {}", i.limit.target, i.limit.hard, i.action);
 }
 
-/// Reads and checks the policy (--config, --limit, --default-action) and
-/// writes it into the kernel, saying what each limit will do.
-fn install_limits(tracer: &mut Tracer, args: &RunArgs) -> anyhow::Result<LimitTable> {
-    let policy = policy(args)?;
-    // Where the kernel lets uprobe programs write registers, the programs
-    // are loaded with the deny path live (see gpumem-ebpf's deny.rs), so a
-    // deny limit set at run time works too.
+/// The tracer with every program loaded, and why `deny` cannot rewrite
+/// registers on this kernel (None: it can). Where the kernel lets uprobe
+/// programs write registers, the programs are loaded with the deny path
+/// live (see gpumem-ebpf's deny.rs), so a deny limit set at run time works
+/// too. Asked before the programs are verified, so that they are verified
+/// once.
+fn open_tracer(ring_bytes: u32) -> anyhow::Result<(Tracer, Option<String>)> {
+    let mut tracer = Tracer::open(false, ring_bytes)?;
     let deny_reason = tracer.register_write_refusal();
     if deny_reason.is_none() {
-        *tracer = Tracer::load_with(true, args.ring_buffer)?;
+        tracer = Tracer::open(true, ring_bytes)?;
     }
+    tracer.load_programs()?;
+    Ok((tracer, deny_reason))
+}
+
+/// Reads and checks the policy (--config, --limit, --default-action) and
+/// writes it into the kernel, saying what each limit will do.
+fn install_limits(
+    tracer: &mut Tracer,
+    args: &RunArgs,
+    deny_reason: Option<String>,
+) -> anyhow::Result<LimitTable> {
+    let policy = policy(args)?;
     let mut table = LimitTable::open(tracer, cgroup_root(), deny_reason, policy.default_action)?;
     for i in &table.install(&policy)? {
         say_limit("limit ", i);
