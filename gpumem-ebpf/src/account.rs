@@ -141,8 +141,28 @@ pub fn charge(tgid: u32, cgroup_id: u64, size: u64) -> Totals {
 /// Uncharges `size` bytes charged earlier by [`charge`] with `slot`.
 #[inline(always)]
 pub fn uncharge(tgid: u32, cgroup_id: u64, slot: u32, size: u64) -> Totals {
+    uncharge_from(PROC_USAGE.get_ptr_mut(tgid), cgroup_id, slot, size)
+}
+
+/// Uncharges live allocation `live` if it belongs to process `tgid`'s
+/// current image (see `LiveAlloc::generation`), looking the process up
+/// once for both; None (nothing changed) if it does not.
+#[inline(always)]
+pub fn uncharge_current(tgid: u32, live: &gpumem_common::LiveAlloc) -> Option<Totals> {
+    let proc = PROC_USAGE.get_ptr_mut(tgid)?;
+    // SAFETY: checked map value pointer.
+    let generation = unsafe { core::ptr::read_volatile(core::ptr::addr_of!((*proc).generation)) };
+    if live.generation == 0 || live.generation != generation {
+        return None;
+    }
+    Some(uncharge_from(Some(proc), live.cgroup_id, live.cgroup_slot, live.size))
+}
+
+#[inline(always)]
+fn uncharge_from(proc: Option<*mut ProcUsage>, cgroup_id: u64, slot: u32, size: u64) -> Totals {
     let mut t = Totals { proc_total: 0, cgroup_total: 0, slot, generation: 0 };
-    if let Some(proc) = PROC_USAGE.get_ptr_mut(tgid) {
+    if let Some(proc) = proc {
+        // SAFETY: checked map value pointer.
         t.proc_total = sub(unsafe { core::ptr::addr_of_mut!((*proc).bytes) }, size);
         let slot = slot as usize;
         if slot < PROC_CGROUP_SLOTS {

@@ -14,7 +14,7 @@ use gpumem_common::{
 };
 
 use crate::{
-    account::{cookie, count, current, emit, is_current, put_pending, take_pending, uncharge},
+    account::{cookie, count, current, emit, put_pending, take_pending, uncharge_current},
     maps::LIVE,
 };
 
@@ -63,9 +63,7 @@ pub fn free_return(ctx: RetProbeContext) -> u32 {
         kind,
         ..EventRecord::default()
     };
-    if p.found == 1 && is_current(key.tgid, &p.live) {
-        record_free(&mut rec, key.tgid, &p.live);
-    } else {
+    if !(p.found == 1 && record_free(&mut rec, key.tgid, &p.live)) {
         record_untracked_free(&mut rec, key.tgid, p.cgroup_id);
     }
     0
@@ -85,10 +83,12 @@ pub fn record_untracked_free(rec: &mut EventRecord, tgid: u32, cgroup_id: u64) {
     emit(*rec);
 }
 
-/// Uncharges a live allocation that is gone and sends `rec` as its free.
+/// Uncharges a live allocation that is gone and sends `rec` as its free;
+/// false (nothing done) when it was charged to an earlier image of the
+/// process, released already.
 #[inline(always)]
-pub fn record_free(rec: &mut EventRecord, tgid: u32, live: &LiveAlloc) {
-    let t = uncharge(tgid, live.cgroup_id, live.cgroup_slot, live.size);
+pub fn record_free(rec: &mut EventRecord, tgid: u32, live: &LiveAlloc) -> bool {
+    let Some(t) = uncharge_current(tgid, live) else { return false };
     crate::limits::release(live.limit_slots, live.size);
     crate::limits::commit(tgid, live.limit_slots, live.size.wrapping_neg());
     rec.event = event_type::FREE;
@@ -100,6 +100,7 @@ pub fn record_free(rec: &mut EventRecord, tgid: u32, live: &LiveAlloc) {
     rec.proc_total = t.proc_total;
     rec.cgroup_total = t.cgroup_total;
     emit(*rec);
+    true
 }
 
 #[inline(always)]

@@ -17,7 +17,7 @@ use aya_ebpf::{
 use gpumem_common::{cookie_api, kind, ns, stat, EventRecord, LiveKey, Pending, CUDA_SUCCESS};
 
 use crate::{
-    account::{cookie, count, is_current, put_pending, take_pending},
+    account::{cookie, count, put_pending, take_pending},
     alloc::pending_alloc,
     atomic::fetch_add,
     free::{live_key, record_free, record_untracked_free},
@@ -99,9 +99,7 @@ pub fn vmm_release_return(ctx: RetProbeContext) -> u32 {
         kind: kind::VMM,
         ..EventRecord::default()
     };
-    if p.found == 1 && is_current(key.tgid, &p.live) {
-        record_free(&mut rec, key.tgid, &p.live);
-    } else {
+    if !(p.found == 1 && record_free(&mut rec, key.tgid, &p.live)) {
         record_untracked_free(&mut rec, key.tgid, p.cgroup_id);
     }
     0
@@ -178,10 +176,8 @@ pub fn vmm_unmap_return(ctx: RetProbeContext) -> u32 {
             return 0;
         };
         let _ = LIVE.remove(key);
-        if is_current(tgid, &gone) {
-            let mut rec = EventRecord { pid_tgid, addr: handle, result, api, ..EventRecord::default() };
-            record_free(&mut rec, tgid, &gone);
-        }
+        let mut rec = EventRecord { pid_tgid, addr: handle, result, api, ..EventRecord::default() };
+        record_free(&mut rec, tgid, &gone);
     }
     0
 }
