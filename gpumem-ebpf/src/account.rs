@@ -99,17 +99,27 @@ pub struct Totals {
 /// gpumem knows of).
 #[inline(always)]
 pub fn generation(tgid: u32) -> u64 {
-    PROC_USAGE
-        .get_ptr(tgid)
-        .map(|p| unsafe { core::ptr::read_volatile(core::ptr::addr_of!((*p).generation)) })
-        .unwrap_or(0)
+    PROC_USAGE.get_ptr(tgid).map(generation_at).unwrap_or(0)
+}
+
+/// The generation in a process's usage entry.
+#[inline(always)]
+fn generation_at(proc: *const ProcUsage) -> u64 {
+    // SAFETY: `proc` is a checked map value pointer.
+    unsafe { core::ptr::read_volatile(core::ptr::addr_of!((*proc).generation)) }
 }
 
 /// Whether a live entry belongs to the process's current image (see
 /// `LiveAlloc::generation`).
 #[inline(always)]
 pub fn is_current(tgid: u32, live: &gpumem_common::LiveAlloc) -> bool {
-    live.generation != 0 && live.generation == generation(tgid)
+    of_image(live, generation(tgid))
+}
+
+/// Whether a live entry was charged to the image of `generation`.
+#[inline(always)]
+fn of_image(live: &gpumem_common::LiveAlloc, generation: u64) -> bool {
+    live.generation != 0 && live.generation == generation
 }
 
 /// Charges `size` bytes to process `tgid` and cgroup `cgroup_id`.
@@ -118,7 +128,7 @@ pub fn charge(tgid: u32, cgroup_id: u64, size: u64) -> Totals {
     let mut t = Totals { proc_total: 0, cgroup_total: 0, slot: NO_SLOT, generation: 0 };
     let fresh = ProcUsage { generation: unsafe { bpf_ktime_get_ns() } | 1, ..ProcUsage::default() };
     if let Some(proc) = get_or_insert(&PROC_USAGE, &tgid, &fresh) {
-        t.generation = unsafe { core::ptr::read_volatile(core::ptr::addr_of!((*proc).generation)) };
+        t.generation = generation_at(proc);
         // SAFETY: checked map value pointer.
         t.proc_total = add(unsafe { core::ptr::addr_of_mut!((*proc).bytes) }, size);
         // SAFETY: checked map value pointer.
@@ -150,9 +160,7 @@ pub fn uncharge(tgid: u32, cgroup_id: u64, slot: u32, size: u64) -> Totals {
 #[inline(always)]
 pub fn uncharge_current(tgid: u32, live: &gpumem_common::LiveAlloc) -> Option<Totals> {
     let proc = PROC_USAGE.get_ptr_mut(tgid)?;
-    // SAFETY: checked map value pointer.
-    let generation = unsafe { core::ptr::read_volatile(core::ptr::addr_of!((*proc).generation)) };
-    if live.generation == 0 || live.generation != generation {
+    if !of_image(live, generation_at(proc)) {
         return None;
     }
     Some(uncharge_from(Some(proc), live.cgroup_id, live.cgroup_slot, live.size))

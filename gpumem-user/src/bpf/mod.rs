@@ -98,25 +98,21 @@ pub struct Tracer {
 }
 
 impl Tracer {
-    /// Loads the object and every program, and attaches the exit tracepoint.
+    /// Loads the object and every program, and attaches the exit and exec
+    /// tracepoints; deny off, the default ring buffer.
     pub fn load() -> Result<Self, BpfError> {
-        Self::load_with(false, gpumem_common::EVENTS_BYTES)
-    }
-
-    /// [`Self::load`]; with `deny_by_registers`, limits with action deny
-    /// make refused calls return `CUDA_ERROR_OUT_OF_MEMORY` (only where
-    /// [`Self::register_write_refusal`] said None: elsewhere the programs
-    /// do not load). The ring buffer holds `ring_bytes` (a power of two,
-    /// checked by the command line).
-    pub fn load_with(deny_by_registers: bool, ring_bytes: u32) -> Result<Self, BpfError> {
-        let mut tracer = Self::open(deny_by_registers, ring_bytes)?;
+        let mut tracer = Self::open(false, gpumem_common::EVENTS_BYTES)?;
         tracer.load_programs()?;
         Ok(tracer)
     }
 
     /// The object with its maps created and no program loaded yet: enough
     /// for [`Self::register_write_refusal`], which decides how to open it
-    /// for good before the costly part, [`Self::load_programs`].
+    /// for good before the costly part, [`Self::load_programs`]. With
+    /// `deny_by_registers`, limits with action deny make refused calls
+    /// return `CUDA_ERROR_OUT_OF_MEMORY` (only where the refusal said None:
+    /// elsewhere the programs do not load). The ring buffer holds
+    /// `ring_bytes` (a power of two, checked by the command line).
     pub fn open(deny_by_registers: bool, ring_bytes: u32) -> Result<Self, BpfError> {
         if OBJECT.is_empty() {
             return Err(BpfError::NoObject);
