@@ -9,9 +9,12 @@ use aya_ebpf::{
     helpers::{bpf_get_current_comm, bpf_ktime_get_ns},
     maps::HashMap,
 };
-use gpumem_common::{stat, EventRecord, ProcUsage, NO_SLOT, PROC_CGROUP_SLOTS};
+use gpumem_common::{stat, EventRecord, LiveAlloc, ProcUsage, NO_SLOT, PROC_CGROUP_SLOTS};
 
-use crate::maps::{CGROUP_USAGE, EVENTS, PROC_USAGE, STATS};
+use crate::{
+    held,
+    maps::{CGROUP_USAGE, EVENTS, PROC_USAGE, STATS},
+};
 
 /// Adds `v` to `*p` atomically and returns the new value.
 #[inline(always)]
@@ -95,93 +98,89 @@ pub struct Totals {
     pub generation: u64,
 }
 
-/// The generation of process `tgid`'s current image (0: it holds nothing
-/// gpumem knows of).
-#[inline(always)]
-pub fn generation(tgid: u32) -> u64 {
-    PROC_USAGE.get_ptr(tgid).map(generation_at).unwrap_or(0)
-}
-
-/// The generation in a process's usage entry.
+/// The generation in a process's usage entry, with `held::RELEASED` set
+/// once its release has begun.
 #[inline(always)]
 fn generation_at(proc: *const ProcUsage) -> u64 {
     // SAFETY: `proc` is a checked map value pointer.
     unsafe { core::ptr::read_volatile(core::ptr::addr_of!((*proc).generation)) }
 }
 
-/// Whether a live entry belongs to the process's current image (see
-/// `LiveAlloc::generation`).
+/// Whether a live entry was charged to the image of `generation` (a raw
+/// one: an image being released matches nothing).
 #[inline(always)]
-pub fn is_current(tgid: u32, live: &gpumem_common::LiveAlloc) -> bool {
-    of_image(live, generation(tgid))
-}
-
-/// Whether a live entry was charged to the image of `generation`.
-#[inline(always)]
-fn of_image(live: &gpumem_common::LiveAlloc, generation: u64) -> bool {
+fn of_image(live: &LiveAlloc, generation: u64) -> bool {
     live.generation != 0 && live.generation == generation
 }
 
-/// Charges `size` bytes to process `tgid` and cgroup `cgroup_id`.
+/// Charges `size` bytes to process `tgid` and cgroup `cgroup_id`, and
+/// counts them as the process's under the limits in `limit_slots` (which
+/// reserved them at the call's entry). A charge that races its process's
+/// release and loses (see held.rs) leaves the cgroup and the limits as
+/// they were.
 #[inline(always)]
-pub fn charge(tgid: u32, cgroup_id: u64, size: u64) -> Totals {
+pub fn charge(tgid: u32, cgroup_id: u64, size: u64, limit_slots: u64) -> Totals {
     let mut t = Totals { proc_total: 0, cgroup_total: 0, slot: NO_SLOT, generation: 0 };
-    let fresh = ProcUsage { generation: unsafe { bpf_ktime_get_ns() } | 1, ..ProcUsage::default() };
-    if let Some(proc) = get_or_insert(&PROC_USAGE, &tgid, &fresh) {
-        t.generation = generation_at(proc);
-        // SAFETY: checked map value pointer.
-        t.proc_total = add(unsafe { core::ptr::addr_of_mut!((*proc).bytes) }, size);
-        // SAFETY: checked map value pointer.
-        let ids = unsafe { core::ptr::addr_of_mut!((*proc).cgroup_ids) }.cast::<u64>();
-        t.slot = claim(ids, PROC_CGROUP_SLOTS, cgroup_id);
-        let slot = t.slot as usize;
-        if slot < PROC_CGROUP_SLOTS {
-            let slot = bounded(slot, PROC_CGROUP_SLOTS);
-            add(unsafe { core::ptr::addr_of_mut!((*proc).cgroup_bytes[slot]) }, size);
-        } else {
-            count(stat::CGROUP_SLOTS_FULL);
-        }
-    }
-    if let Some(cg) = get_or_insert(&CGROUP_USAGE, &cgroup_id, &0) {
+    // The cgroup first, and undone below if need be: its total is never
+    // below what its processes hold.
+    let cg = get_or_insert(&CGROUP_USAGE, &cgroup_id, &0);
+    if let Some(cg) = cg {
         t.cgroup_total = add(cg, size);
     }
+    let fresh = ProcUsage { generation: unsafe { bpf_ktime_get_ns() } | 1, ..ProcUsage::default() };
+    let Some(proc) = get_or_insert(&PROC_USAGE, &tgid, &fresh) else {
+        crate::limits::release(limit_slots, size);
+        return t;
+    };
+    t.generation = held::image(generation_at(proc));
+    // SAFETY: checked map value pointer.
+    t.proc_total = add(unsafe { core::ptr::addr_of_mut!((*proc).bytes) }, size);
+    // SAFETY: checked map value pointer.
+    let ids = unsafe { core::ptr::addr_of_mut!((*proc).cgroup_ids) }.cast::<u64>();
+    t.slot = claim(ids, PROC_CGROUP_SLOTS, cgroup_id);
+    let slot = t.slot as usize;
+    if slot < PROC_CGROUP_SLOTS {
+        let slot = bounded(slot, PROC_CGROUP_SLOTS);
+        let held = unsafe { core::ptr::addr_of_mut!((*proc).cgroup_bytes[slot]) };
+        if !held::change(held, size) {
+            if let Some(cg) = cg {
+                t.cgroup_total = sub(cg, size);
+            }
+        }
+    } else {
+        count(stat::CGROUP_SLOTS_FULL);
+    }
+    crate::limits::commit(proc, limit_slots, size);
     t
 }
 
-/// Uncharges `size` bytes charged earlier by [`charge`] with `slot`.
+/// Uncharges live allocation `live` (from the process, its cgroup and its
+/// limits) if it belongs to process `tgid`'s current image (see
+/// `LiveAlloc::generation`); None (nothing changed) if it does not. Where
+/// the process's release took the bytes first, only the process total
+/// changes.
 #[inline(always)]
-pub fn uncharge(tgid: u32, cgroup_id: u64, slot: u32, size: u64) -> Totals {
-    uncharge_from(PROC_USAGE.get_ptr_mut(tgid), cgroup_id, slot, size)
-}
-
-/// Uncharges live allocation `live` if it belongs to process `tgid`'s
-/// current image (see `LiveAlloc::generation`), looking the process up
-/// once for both; None (nothing changed) if it does not.
-#[inline(always)]
-pub fn uncharge_current(tgid: u32, live: &gpumem_common::LiveAlloc) -> Option<Totals> {
+pub fn uncharge_current(tgid: u32, live: &LiveAlloc) -> Option<Totals> {
     let proc = PROC_USAGE.get_ptr_mut(tgid)?;
     if !of_image(live, generation_at(proc)) {
         return None;
     }
-    Some(uncharge_from(Some(proc), live.cgroup_id, live.cgroup_slot, live.size))
-}
-
-#[inline(always)]
-fn uncharge_from(proc: Option<*mut ProcUsage>, cgroup_id: u64, slot: u32, size: u64) -> Totals {
-    let mut t = Totals { proc_total: 0, cgroup_total: 0, slot, generation: 0 };
-    if let Some(proc) = proc {
-        // SAFETY: checked map value pointer.
-        t.proc_total = sub(unsafe { core::ptr::addr_of_mut!((*proc).bytes) }, size);
-        let slot = slot as usize;
-        if slot < PROC_CGROUP_SLOTS {
-            let slot = bounded(slot, PROC_CGROUP_SLOTS);
-            sub(unsafe { core::ptr::addr_of_mut!((*proc).cgroup_bytes[slot]) }, size);
-        }
+    let mut t = Totals { proc_total: 0, cgroup_total: 0, slot: live.cgroup_slot, generation: 0 };
+    let size = live.size;
+    // SAFETY: checked map value pointer.
+    t.proc_total = sub(unsafe { core::ptr::addr_of_mut!((*proc).bytes) }, size);
+    let slot = live.cgroup_slot as usize;
+    let held = slot >= PROC_CGROUP_SLOTS || {
+        let slot = bounded(slot, PROC_CGROUP_SLOTS);
+        held::change(unsafe { core::ptr::addr_of_mut!((*proc).cgroup_bytes[slot]) }, size.wrapping_neg())
+    };
+    // The cgroup before the limits: a limit never admits a call while its
+    // cgroup's total still counts what the limit gave back.
+    if let Some(cg) = CGROUP_USAGE.get_ptr_mut(live.cgroup_id) {
+        t.cgroup_total = if held { sub(cg, size) } else { unsafe { core::ptr::read_volatile(cg) } };
     }
-    if let Some(cg) = CGROUP_USAGE.get_ptr_mut(cgroup_id) {
-        t.cgroup_total = sub(cg, size);
-    }
-    t
+    crate::limits::uncommit(proc, live.limit_slots, size);
+    Some(t)
 }
 
 /// Current totals, without changing them.
@@ -263,6 +262,8 @@ pub fn put_pending(api: u32, p: &gpumem_common::Pending) {
     let key = pending_key(api);
     let armed = gpumem_common::Pending { armed: 1, ..*p };
     if let Some(slot) = crate::maps::PENDING.get_ptr_mut(key) {
+        // Still armed: the kernel skipped the last call's return.
+        crate::limits::abandon(slot);
         // SAFETY: checked map value pointer; only this thread uses its key.
         unsafe { core::ptr::write_volatile(slot, armed) };
         return;

@@ -21,9 +21,9 @@ use gpumem_common::{
 };
 
 use crate::{
-    account::{charge, cookie, count, current, emit, is_current, put_pending, take_pending, uncharge},
+    account::{charge, cookie, count, current, emit, put_pending, take_pending, uncharge_current},
     context::current_device,
-    limits::{adjust, admit, commit, release},
+    limits::{adjust, admit, release},
     maps::LIVE,
 };
 
@@ -157,14 +157,9 @@ pub fn record_alloc(rec: &mut EventRecord, tgid: u32, namespace: u32, addr: u64,
     // SAFETY: copied out before removal.
     if let Some(stale) = unsafe { LIVE.get(key) }.copied() {
         let _ = LIVE.remove(key);
-        if is_current(tgid, &stale) {
-            uncharge(tgid, stale.cgroup_id, stale.cgroup_slot, stale.size);
-            release(stale.limit_slots, stale.size);
-            commit(tgid, stale.limit_slots, stale.size.wrapping_neg());
-        }
+        let _ = uncharge_current(tgid, &stale);
     }
-    let t = charge(tgid, rec.cgroup_id, rec.size);
-    commit(tgid, limit_slots, rec.size);
+    let t = charge(tgid, rec.cgroup_id, rec.size, limit_slots);
     let live = LiveAlloc {
         size: rec.size,
         cgroup_id: rec.cgroup_id,

@@ -10,10 +10,10 @@
 //! the addend (checked with llvm-objdump on this object: every total came
 //! out one size too high). `cmpxchg_64` is emitted correctly, and a loop on
 //! it gives each record the exact total its own update produced.
-use core::intrinsics::{atomic_cxchg, atomic_xadd, AtomicOrdering};
+use core::intrinsics::{atomic_cxchg, atomic_xadd, atomic_xchg, AtomicOrdering};
 
 /// Retries before giving up on an exact previous value.
-const CAS_TRIES: u32 = 8;
+pub const CAS_TRIES: u32 = 8;
 
 /// Stores `new` if `*p == old`; returns the value found.
 ///
@@ -57,4 +57,14 @@ pub unsafe fn fetch_add(p: *mut u64, v: u64) -> u64 {
 #[inline(always)]
 pub unsafe fn add_nofetch(p: *mut u64, v: u64) {
     unsafe { atomic_xadd::<u64, u64, { AtomicOrdering::Relaxed }>(p, v) };
+}
+
+/// Stores `v` and returns the value it replaced, in one atomic step (the
+/// BPF `xchg`, which always fetches).
+///
+/// # Safety
+/// As for [`compare_exchange`].
+#[inline(always)]
+pub unsafe fn exchange(p: *mut u64, v: u64) -> u64 {
+    unsafe { atomic_xchg::<u64, { AtomicOrdering::SeqCst }>(p, v) }
 }

@@ -18,7 +18,8 @@ use aya_ebpf::{
 use gpumem_common::{event_type, EventRecord, PendingKey, DEVICE_UNKNOWN, PROC_CGROUP_SLOTS};
 
 use crate::{
-    account::{current, emit, sub},
+    account::{bounded, current, emit, sub},
+    held,
     maps::{CALLERS, CGROUP_USAGE, LEADER_GONE, PENDING, PROC_USAGE},
 };
 
@@ -69,11 +70,8 @@ fn forget_pending(pid_tgid: u64) {
     while api <= gpumem_common::id::MAX {
         let key = PendingKey { pid_tgid, api, _pad: 0 };
         if let Some(p) = PENDING.get_ptr(key) {
-            // SAFETY: checked map value pointer; fields read before removal.
-            let (armed, slots, reserved) = unsafe { ((*p).armed, (*p).live.limit_slots, (*p).reserved) };
-            if PENDING.remove(key).is_ok() && armed == 1 {
-                crate::limits::release(slots, reserved);
-            }
+            crate::limits::abandon(p);
+            let _ = PENDING.remove(key);
         }
         api += 1;
     }
@@ -95,39 +93,53 @@ pub fn release_gone(ctx: RawTracePointContext) -> i32 {
 }
 
 /// `cgroup_id`: the record's cgroup (0: the first the process charged).
+/// Claims the process, takes what it holds in each cgroup and under each
+/// limit and gives it back (held.rs: a charge or free racing this on
+/// another CPU changes each byte's count once, before or after), then
+/// forgets it.
 #[inline(always)]
 fn release(pid_tgid: u64, event: u32, cgroup_id: u64) {
     let tgid = (pid_tgid >> 32) as u32;
-    // SAFETY: copied out before removal.
-    let Some(usage) = (unsafe { PROC_USAGE.get(tgid) }).copied() else {
+    let Some(proc) = PROC_USAGE.get_ptr_mut(tgid) else {
         return; // never touched CUDA: the common case, and cheap
     };
-    // Claim it: of two releases at once (two threads of a killed group
-    // exiting on two CPUs, or the agent's release of a gone process), only
-    // the one whose delete succeeds goes on.
-    if PROC_USAGE.remove(tgid).is_err() {
+    // Of two releases at once (two threads of a killed group exiting on two
+    // CPUs, or the agent's release of a gone process), one goes on.
+    // SAFETY: checked map value pointer.
+    let Some(generation) = held::claim_release(unsafe { core::ptr::addr_of_mut!((*proc).generation) }) else {
         return;
-    }
+    };
+    let mut first = 0;
     let mut i = 0;
     while i < PROC_CGROUP_SLOTS {
-        let (id, bytes) = (usage.cgroup_ids[i], usage.cgroup_bytes[i]);
-        if id != 0 && bytes != 0 {
+        let at = bounded(i, PROC_CGROUP_SLOTS);
+        // SAFETY: checked map value pointer; the id is read after the take,
+        // so it sees the claim of any charge the take included.
+        let taken = held::take(unsafe { core::ptr::addr_of_mut!((*proc).cgroup_bytes[at]) });
+        let id = unsafe { core::ptr::read_volatile(core::ptr::addr_of!((*proc).cgroup_ids[at])) };
+        if i == 0 {
+            first = id;
+        }
+        if id != 0 && taken != 0 {
             if let Some(cg) = CGROUP_USAGE.get_ptr_mut(id) {
-                sub(cg, bytes);
+                sub(cg, taken);
             }
         }
         i += 1;
     }
-    crate::limits::release_process(&usage);
-    let cgroup_id = if cgroup_id == 0 { usage.cgroup_ids[0] } else { cgroup_id };
+    crate::limits::release_process(proc);
+    // SAFETY: checked map value pointer.
+    let bytes = unsafe { core::ptr::read_volatile(core::ptr::addr_of!((*proc).bytes)) };
+    let _ = PROC_USAGE.remove(tgid);
+    let cgroup_id = if cgroup_id == 0 { first } else { cgroup_id };
     emit(EventRecord {
         pid_tgid,
         cgroup_id,
         cgroup_total: current(tgid, cgroup_id).cgroup_total,
         event,
-        size: usage.bytes,
+        size: bytes,
         device: DEVICE_UNKNOWN,
-        generation: usage.generation,
+        generation,
         ..EventRecord::default()
     });
 }

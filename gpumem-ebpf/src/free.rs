@@ -89,8 +89,6 @@ pub fn record_untracked_free(rec: &mut EventRecord, tgid: u32, cgroup_id: u64) {
 #[inline(always)]
 pub fn record_free(rec: &mut EventRecord, tgid: u32, live: &LiveAlloc) -> bool {
     let Some(t) = uncharge_current(tgid, live) else { return false };
-    crate::limits::release(live.limit_slots, live.size);
-    crate::limits::commit(tgid, live.limit_slots, live.size.wrapping_neg());
     rec.event = event_type::FREE;
     rec.cgroup_id = live.cgroup_id;
     rec.size = live.size;

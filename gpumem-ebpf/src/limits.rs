@@ -9,7 +9,8 @@
 //! limit's action applies (audit keeps it). Racing callers each see the
 //! others' reservations, so together they never pass a limit (at worst
 //! both are refused near it). The return commits the reservation at the
-//! size the driver charged, or rolls it back; frees and exit release it.
+//! size the driver charged, or rolls it back; frees and exit release it
+//! (each byte once, see held.rs).
 use aya_ebpf::helpers::{
     bpf_get_current_comm, bpf_get_current_pid_tgid, generated::bpf_get_current_ancestor_cgroup_id,
     generated::bpf_send_signal,
@@ -22,7 +23,8 @@ use gpumem_common::{
 use crate::{
     account::{claim, emit},
     atomic::{add_nofetch, compare_exchange},
-    maps::{COMM_LIMITS, LIMITS, LIMITS_IN_FORCE, LIMIT_BASE, LIMIT_INDEX, LIMIT_STATE, PROC_USAGE},
+    held,
+    maps::{COMM_LIMITS, LIMITS, LIMITS_IN_FORCE, LIMIT_BASE, LIMIT_INDEX, LIMIT_STATE},
 };
 
 /// The outcome of [`admit`].
@@ -131,6 +133,25 @@ pub fn admit(size: u64, device: u32, api: u32, can_deny: bool) -> Admission {
     Admission { slots: reserved, refused: false, deny: false }
 }
 
+/// A call whose return will never run (its thread was killed inside it,
+/// or the kernel skipped the return's run and the thread calls again):
+/// gives back what its entry reserved under limits. `p` is the call's
+/// `PENDING` entry, armed or not (a returned call reserves nothing more).
+#[inline(always)]
+pub fn abandon(p: *const gpumem_common::Pending) {
+    // SAFETY: checked map value pointer; fields read once.
+    let (armed, slots, reserved) = unsafe {
+        (
+            core::ptr::read_volatile(core::ptr::addr_of!((*p).armed)),
+            core::ptr::read_volatile(core::ptr::addr_of!((*p).live.limit_slots)),
+            core::ptr::read_volatile(core::ptr::addr_of!((*p).reserved)),
+        )
+    };
+    if armed == 1 {
+        release(slots, reserved);
+    }
+}
+
 /// Adds `delta` (wrapping: may be negative) to every limit in `slots`;
 /// re-arms soft-limit records when usage falls back under them.
 #[inline(always)]
@@ -163,37 +184,66 @@ pub fn release(slots: u64, size: u64) {
     adjust(slots, size.wrapping_neg());
 }
 
-/// Adds `delta` (wrapping) to what process `tgid` holds under each limit
-/// of `slots`, claiming its per-process records as needed (for its exit).
+/// After a charge of `size` under the limits in `slots` (reserved at the
+/// call's entry): counts it as held by the process, for its release. Where
+/// the release took the process's part first, nothing holds the bytes: the
+/// reservation goes back.
 #[inline(always)]
-pub fn commit(tgid: u32, slots: u64, delta: u64) {
+pub fn commit(proc: *mut ProcUsage, slots: u64, size: u64) {
+    hold(proc, slots, size, true);
+}
+
+/// After a free of `size` bytes held under the limits in `slots`: gives
+/// them back, unless the process's release took them first.
+#[inline(always)]
+pub fn uncommit(proc: *mut ProcUsage, slots: u64, size: u64) {
+    hold(proc, slots, size, false);
+}
+
+/// Changes what the process holds under each limit of `slots` by `size`
+/// (more if `charge`, less if not), claiming its per-limit amounts as
+/// needed; see held.rs for the release it may race. A limit with no
+/// amount left for it in the process (all taken by other limits) counts as
+/// held: it keeps the reservation until the free.
+#[inline(always)]
+fn hold(proc: *mut ProcUsage, slots: u64, size: u64, charge: bool) {
     if slots == 0 {
         return; // no limit applies: the common case, and cheap
     }
-    let Some(proc) = PROC_USAGE.get_ptr_mut(tgid) else { return };
+    let delta = if charge { size } else { size.wrapping_neg() };
     let mut i = 0;
     while i < LIMITS_PER_CALL {
         if let Some(slot) = slot_at(slots, i) {
             // SAFETY: checked map value pointer.
             let ids = unsafe { core::ptr::addr_of_mut!((*proc).limit_slots) }.cast::<u64>();
             let pair = claim(ids, PROC_LIMIT_SLOTS, slot as u64 + 1) as usize;
-            if pair < PROC_LIMIT_SLOTS {
+            let held = pair >= PROC_LIMIT_SLOTS || {
                 let pair = crate::account::bounded(pair, PROC_LIMIT_SLOTS);
-                unsafe { add_nofetch(core::ptr::addr_of_mut!((*proc).limit_bytes[pair]), delta) };
+                held::change(unsafe { core::ptr::addr_of_mut!((*proc).limit_bytes[pair]) }, delta)
+            };
+            // A charge the release beat holds nothing; a free that beat the
+            // release gives back its own bytes.
+            if held != charge {
+                release(slot as u64 + 1, size);
             }
         }
         i += 1;
     }
 }
 
-/// At exit or exec: releases what the process held under each limit.
+/// At the process's release (exit.rs, once claimed): takes what it holds
+/// under each limit and gives that back.
 #[inline(always)]
-pub fn release_process(usage: &ProcUsage) {
+pub fn release_process(proc: *mut ProcUsage) {
     let mut pair = 0;
     while pair < PROC_LIMIT_SLOTS {
-        let (id, bytes) = (usage.limit_slots[pair], usage.limit_bytes[pair]);
-        if id != 0 && id <= MAX_LIMITS as u64 && bytes != 0 {
-            release(id, bytes);
+        let pair_at = crate::account::bounded(pair, PROC_LIMIT_SLOTS);
+        // SAFETY: checked map value pointer; the id read after the take
+        // sees any claim made by a change the take included.
+        let taken = held::take(unsafe { core::ptr::addr_of_mut!((*proc).limit_bytes[pair_at]) });
+        let id = unsafe { core::ptr::read_volatile(core::ptr::addr_of!((*proc).limit_slots[pair_at])) };
+        if id != 0 && id <= MAX_LIMITS as u64 && taken != 0 {
+            release(id, taken);
         }
         pair += 1;
     }

@@ -18,6 +18,7 @@ mod deny;
 mod exit;
 mod floor;
 mod free;
+mod held;
 mod limits;
 mod maps;
 mod report;

@@ -232,9 +232,21 @@ impl Agent {
     /// Waits until `cond` holds for `gpumem status`; fails with the last
     /// status and the agent's `dropped` and `exit` records.
     pub fn wait_for_status(&self, what: &str, cond: impl Fn(&StatusReport) -> bool) -> StatusReport {
+        self.wait_for_state(what, || self.status(), cond)
+    }
+
+    /// Waits until `cond` holds for what `read` returns, failing the test
+    /// after [`DEADLINE`] with the last state read and the agent's `exit`
+    /// and `dropped` records.
+    pub fn wait_for_state<T: std::fmt::Debug>(
+        &self,
+        what: &str,
+        read: impl Fn() -> T,
+        cond: impl Fn(&T) -> bool,
+    ) -> T {
         let until = Instant::now() + DEADLINE;
         loop {
-            let s = self.status();
+            let s = read();
             if cond(&s) {
                 return s;
             }
@@ -245,7 +257,7 @@ impl Agent {
                     .filter(|l| l["event"] == "dropped" || l["event"] == "exit")
                     .map(Value::to_string)
                     .collect();
-                panic!("timed out waiting for {what}; status: {s:#?}\nrecords:\n{}", lines.join("\n"));
+                panic!("timed out waiting for {what}; last seen: {s:#?}\nrecords:\n{}", lines.join("\n"));
             }
             std::thread::sleep(Duration::from_millis(20));
         }

@@ -115,9 +115,11 @@ fn racing_processes_under_one_cgroup_limit_never_pass_it_together() {
     // Calls in flight when their threads were killed never return: their
     // reservations are given back at the threads' exits.
     let target = format!("cgroup:{}", cg.path);
-    wait_until("the limit's usage to fall back to 0", || {
-        rule(&agent.limits(), &target).unwrap()["usage"] == 0
-    });
+    agent.wait_for_state(
+        "the limit's usage to fall back to 0",
+        || agent.limits(),
+        |l| rule(l, &target).unwrap()["usage"] == 0,
+    );
 }
 
 #[test]
