@@ -20,6 +20,7 @@ pub mod map_name {
     pub const COMM_LIMITS: &str = "COMM_LIMITS";
     pub const LIMITS_IN_FORCE: &str = "LIMITS_IN_FORCE";
     pub const CTX_DEVICE: &str = "CTX_DEVICE";
+    pub const RUNNING: &str = "RUNNING";
 }
 
 /// Default ring buffer size in bytes (a power-of-two multiple of the page
@@ -52,6 +53,19 @@ pub const MAX_LIMITS: u32 = 64;
 pub const LIMITS_PER_CALL: usize = 4;
 /// Limits one process's charges can be remembered for (for its exit).
 pub const PROC_LIMIT_SLOTS: usize = 4;
+/// Programs that take the one-run-per-CPU guard (gpumem-ebpf's
+/// exclusive.rs), an upper bound.
+pub const GUARDED_PROGRAMS: u32 = 32;
+
+/// One program's run guard on one CPU (a per-CPU array entry).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Running {
+    /// 1 while a run is under way on this CPU.
+    pub busy: u64,
+    /// Runs that found one under way, and did nothing.
+    pub skipped: u64,
+}
 /// cgroup ancestor levels searched for limits (0 is the root).
 pub const MAX_CGROUP_DEPTH: u32 = 12;
 
@@ -271,6 +285,7 @@ mod pod {
     unsafe impl aya::Pod for super::LimitKey {}
     unsafe impl aya::Pod for super::LimitRule {}
     unsafe impl aya::Pod for super::LimitState {}
+    unsafe impl aya::Pod for super::Running {}
     unsafe impl aya::Pod for crate::EventRecord {}
 }
 

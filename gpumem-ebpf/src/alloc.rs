@@ -23,6 +23,7 @@ use gpumem_common::{
 use crate::{
     account::{charge, cookie, count, current, emit, put_pending, take_pending, uncharge_current},
     context::current_device,
+    exclusive::{exclusive, prog},
     limits::{adjust, admit, release},
     maps::LIVE,
 };
@@ -59,6 +60,11 @@ pub fn admit_and_remember(ctx: &ProbeContext, mut p: Pending, size: u64) -> u32 
 
 #[uprobe]
 pub fn alloc_entry(ctx: ProbeContext) -> u32 {
+    exclusive(prog::ALLOC_ENTRY, || alloc_entry_run(ctx))
+}
+
+#[inline(always)]
+fn alloc_entry_run(ctx: ProbeContext) -> u32 {
     let mut p = pending_alloc(&ctx);
     p.out_ptr = ctx.arg::<u64>(0).unwrap_or(0);
     p.arg = ctx.arg::<u64>(1).unwrap_or(0);
@@ -69,6 +75,11 @@ pub fn alloc_entry(ctx: ProbeContext) -> u32 {
 /// size_t height, unsigned elementSize)`.
 #[uprobe]
 pub fn pitch_entry(ctx: ProbeContext) -> u32 {
+    exclusive(prog::PITCH_ENTRY, || pitch_entry_run(ctx))
+}
+
+#[inline(always)]
+fn pitch_entry_run(ctx: ProbeContext) -> u32 {
     let mut p = pending_alloc(&ctx);
     p.out_ptr = ctx.arg::<u64>(0).unwrap_or(0);
     p.pitch_ptr = ctx.arg::<u64>(1).unwrap_or(0);
@@ -83,6 +94,11 @@ pub fn pitch_entry(ctx: ProbeContext) -> u32 {
 /// caller's own memory, pinned; the address is the argument.
 #[uprobe]
 pub fn host_register_entry(ctx: ProbeContext) -> u32 {
+    exclusive(prog::HOST_REGISTER_ENTRY, || host_register_entry_run(ctx))
+}
+
+#[inline(always)]
+fn host_register_entry_run(ctx: ProbeContext) -> u32 {
     let mut p = pending_alloc(&ctx);
     p.addr = ctx.arg::<u64>(0).unwrap_or(0);
     p.arg = ctx.arg::<u64>(1).unwrap_or(0);
@@ -91,6 +107,11 @@ pub fn host_register_entry(ctx: ProbeContext) -> u32 {
 
 #[uretprobe]
 pub fn alloc_return(ctx: RetProbeContext) -> u32 {
+    exclusive(prog::ALLOC_RETURN, || alloc_return_run(ctx))
+}
+
+#[inline(always)]
+fn alloc_return_run(ctx: RetProbeContext) -> u32 {
     let api = cookie_api(cookie(&ctx));
     let Some(p) = take_pending(api) else { return 0 };
     let result = ctx.ret::<u64>() as u32;

@@ -5,7 +5,11 @@
 use aya_ebpf::{helpers::bpf_probe_read_user, macros::uprobe, programs::ProbeContext};
 use gpumem_common::{array::bytes, stat};
 
-use crate::{account::count, alloc::pending_alloc};
+use crate::{
+    account::count,
+    alloc::pending_alloc,
+    exclusive::{exclusive, prog},
+};
 
 /// `CUDA_ARRAY_DESCRIPTOR`.
 #[repr(C)]
@@ -43,6 +47,11 @@ fn start(ctx: &ProbeContext, size: Option<u64>) -> u32 {
 /// `cuArrayCreate_v2(CUarray *out, const CUDA_ARRAY_DESCRIPTOR *desc)`.
 #[uprobe]
 pub fn array_entry(ctx: ProbeContext) -> u32 {
+    exclusive(prog::ARRAY_ENTRY, || array_entry_run(ctx))
+}
+
+#[inline(always)]
+fn array_entry_run(ctx: ProbeContext) -> u32 {
     let desc = ctx.arg::<u64>(1).unwrap_or(0) as *const Desc2D;
     // SAFETY: reads the caller's descriptor through the helper.
     let size = unsafe { bpf_probe_read_user(desc) }
@@ -54,6 +63,11 @@ pub fn array_entry(ctx: ProbeContext) -> u32 {
 /// `cuArray3DCreate_v2(CUarray *out, const CUDA_ARRAY3D_DESCRIPTOR *desc)`.
 #[uprobe]
 pub fn array3d_entry(ctx: ProbeContext) -> u32 {
+    exclusive(prog::ARRAY3D_ENTRY, || array3d_entry_run(ctx))
+}
+
+#[inline(always)]
+fn array3d_entry_run(ctx: ProbeContext) -> u32 {
     let desc = ctx.arg::<u64>(1).unwrap_or(0) as *const Desc3D;
     let size = unsafe { bpf_probe_read_user(desc) }
         .ok()
@@ -65,6 +79,11 @@ pub fn array3d_entry(ctx: ProbeContext) -> u32 {
 /// const CUDA_ARRAY3D_DESCRIPTOR *desc, unsigned levels)`.
 #[uprobe]
 pub fn mipmap_entry(ctx: ProbeContext) -> u32 {
+    exclusive(prog::MIPMAP_ENTRY, || mipmap_entry_run(ctx))
+}
+
+#[inline(always)]
+fn mipmap_entry_run(ctx: ProbeContext) -> u32 {
     let desc = ctx.arg::<u64>(1).unwrap_or(0) as *const Desc3D;
     let levels = ctx.arg::<u64>(2).unwrap_or(1) as u32;
     let size = unsafe { bpf_probe_read_user(desc) }

@@ -18,6 +18,7 @@ use gpumem_common::{cookie_api, id, CtxKey, Pending, CUDA_SUCCESS, DEVICE_UNKNOW
 
 use crate::{
     account::{cookie, put_pending, take_pending},
+    exclusive::{exclusive, prog},
     maps::{CTX_DEVICE, THREAD_CTX},
 };
 
@@ -46,29 +47,54 @@ fn ctx_out(ctx: &ProbeContext, device: u64) -> u32 {
 /// `(CUcontext *out, CUdevice dev)`: `cuDevicePrimaryCtxRetain`.
 #[uprobe]
 pub fn ctx_out_dev1_entry(ctx: ProbeContext) -> u32 {
+    exclusive(prog::CTX_OUT_DEV1_ENTRY, || ctx_out_dev1_entry_run(ctx))
+}
+
+#[inline(always)]
+fn ctx_out_dev1_entry_run(ctx: ProbeContext) -> u32 {
     ctx_out(&ctx, ctx.arg::<u64>(1).unwrap_or(0))
 }
 
 /// `(CUcontext *out, flags, CUdevice dev)`: `cuCtxCreate`, `_v2`.
 #[uprobe]
 pub fn ctx_out_dev2_entry(ctx: ProbeContext) -> u32 {
+    exclusive(prog::CTX_OUT_DEV2_ENTRY, || ctx_out_dev2_entry_run(ctx))
+}
+
+#[inline(always)]
+fn ctx_out_dev2_entry_run(ctx: ProbeContext) -> u32 {
     ctx_out(&ctx, ctx.arg::<u64>(2).unwrap_or(0))
 }
 
 /// `(CUcontext *out, params, flags, CUdevice dev)`: `cuCtxCreate_v4`.
 #[uprobe]
 pub fn ctx_out_dev3_entry(ctx: ProbeContext) -> u32 {
+    exclusive(prog::CTX_OUT_DEV3_ENTRY, || ctx_out_dev3_entry_run(ctx))
+}
+
+#[inline(always)]
+fn ctx_out_dev3_entry_run(ctx: ProbeContext) -> u32 {
     ctx_out(&ctx, ctx.arg::<u64>(3).unwrap_or(0))
 }
 
 /// `(CUcontext *out, params, n, flags, CUdevice dev)`: `cuCtxCreate_v3`.
 #[uprobe]
 pub fn ctx_out_dev4_entry(ctx: ProbeContext) -> u32 {
+    exclusive(prog::CTX_OUT_DEV4_ENTRY, || ctx_out_dev4_entry_run(ctx))
+}
+
+#[inline(always)]
+fn ctx_out_dev4_entry_run(ctx: ProbeContext) -> u32 {
     ctx_out(&ctx, ctx.arg::<u64>(4).unwrap_or(0))
 }
 
 #[uretprobe]
 pub fn ctx_out_return(ctx: RetProbeContext) -> u32 {
+    exclusive(prog::CTX_OUT_RETURN, || ctx_out_return_run(ctx))
+}
+
+#[inline(always)]
+fn ctx_out_return_run(ctx: RetProbeContext) -> u32 {
     let api = cookie_api(cookie(&ctx));
     let Some(p) = take_pending(api) else { return 0 };
     if ctx.ret::<u64>() as u32 != CUDA_SUCCESS {
@@ -92,6 +118,11 @@ pub fn ctx_out_return(ctx: RetProbeContext) -> u32 {
 /// `(CUcontext ctx)`: becomes current at a successful return.
 #[uprobe]
 pub fn ctx_set_entry(ctx: ProbeContext) -> u32 {
+    exclusive(prog::CTX_SET_ENTRY, || ctx_set_entry_run(ctx))
+}
+
+#[inline(always)]
+fn ctx_set_entry_run(ctx: ProbeContext) -> u32 {
     let pending = Pending { arg: ctx.arg::<u64>(0).unwrap_or(0), ..Pending::default() };
     put_pending(cookie_api(cookie(&ctx)), &pending);
     0
@@ -99,6 +130,11 @@ pub fn ctx_set_entry(ctx: ProbeContext) -> u32 {
 
 #[uretprobe]
 pub fn ctx_set_return(ctx: RetProbeContext) -> u32 {
+    exclusive(prog::CTX_SET_RETURN, || ctx_set_return_run(ctx))
+}
+
+#[inline(always)]
+fn ctx_set_return_run(ctx: RetProbeContext) -> u32 {
     let Some(p) = take_pending(cookie_api(cookie(&ctx))) else {
         return 0;
     };
@@ -117,12 +153,22 @@ pub fn ctx_set_return(ctx: RetProbeContext) -> u32 {
 /// `cuCtxPopCurrent`: the restored context is not tracked.
 #[uprobe]
 pub fn ctx_pop_entry(ctx: ProbeContext) -> u32 {
+    exclusive(prog::CTX_POP_ENTRY, || ctx_pop_entry_run(ctx))
+}
+
+#[inline(always)]
+fn ctx_pop_entry_run(ctx: ProbeContext) -> u32 {
     put_pending(cookie_api(cookie(&ctx)), &Pending::default());
     0
 }
 
 #[uretprobe]
 pub fn ctx_pop_return(ctx: RetProbeContext) -> u32 {
+    exclusive(prog::CTX_POP_RETURN, || ctx_pop_return_run(ctx))
+}
+
+#[inline(always)]
+fn ctx_pop_return_run(ctx: RetProbeContext) -> u32 {
     if take_pending(cookie_api(cookie(&ctx))).is_some() && ctx.ret::<u64>() as u32 == CUDA_SUCCESS {
         let _ = THREAD_CTX.remove(bpf_get_current_pid_tgid());
     }

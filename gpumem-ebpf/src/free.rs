@@ -15,11 +15,17 @@ use gpumem_common::{
 
 use crate::{
     account::{cookie, count, current, emit, put_pending, take_pending, uncharge_current},
+    exclusive::{exclusive, prog},
     maps::LIVE,
 };
 
 #[uprobe]
 pub fn free_entry(ctx: ProbeContext) -> u32 {
+    exclusive(prog::FREE_ENTRY, || free_entry_run(ctx))
+}
+
+#[inline(always)]
+fn free_entry_run(ctx: ProbeContext) -> u32 {
     let c = cookie(&ctx);
     let (api, kind) = (cookie_api(c), cookie_kind(c));
     let addr = ctx.arg::<u64>(0).unwrap_or(0);
@@ -42,6 +48,11 @@ pub fn free_entry(ctx: ProbeContext) -> u32 {
 
 #[uretprobe]
 pub fn free_return(ctx: RetProbeContext) -> u32 {
+    exclusive(prog::FREE_RETURN, || free_return_run(ctx))
+}
+
+#[inline(always)]
+fn free_return_run(ctx: RetProbeContext) -> u32 {
     let c = cookie(&ctx);
     let (api, kind) = (cookie_api(c), cookie_kind(c));
     let Some(p) = take_pending(api) else { return 0 };

@@ -15,6 +15,7 @@ mod array;
 mod atomic;
 mod context;
 mod deny;
+mod exclusive;
 mod exit;
 mod floor;
 mod free;

@@ -7,8 +7,8 @@ use aya_ebpf::{
 };
 use gpumem_common::{
     stat, CtxKey, LimitKey, LimitRule, LimitState, LiveAlloc, LiveKey, Pending, PendingKey, ProcUsage,
-    CGROUP_ENTRIES, CTX_ENTRIES, EVENTS_BYTES, LIVE_ENTRIES, MAX_LIMITS, PENDING_ENTRIES, PROC_ENTRIES,
-    THREAD_CTX_ENTRIES, VMM_MAPPING_ENTRIES,
+    Running, CGROUP_ENTRIES, CTX_ENTRIES, EVENTS_BYTES, GUARDED_PROGRAMS, LIVE_ENTRIES, MAX_LIMITS,
+    PENDING_ENTRIES, PROC_ENTRIES, THREAD_CTX_ENTRIES, VMM_MAPPING_ENTRIES,
 };
 
 /// Records to user space.
@@ -44,6 +44,10 @@ pub static LEADER_GONE: LruHashMap<u32, u64> = LruHashMap::with_max_entries(PROC
 /// Bytes held per cgroup v2 id.
 #[map]
 pub static CGROUP_USAGE: HashMap<u64, u64> = HashMap::with_max_entries(CGROUP_ENTRIES, 0);
+
+/// Each uprobe program's run guard, per CPU (see exclusive.rs).
+#[map]
+pub static RUNNING: PerCpuArray<Running> = PerCpuArray::with_max_entries(GUARDED_PROGRAMS, 0);
 
 /// Per-CPU counters, indexed by `gpumem_common::stat`.
 #[map]

@@ -12,12 +12,18 @@ use gpumem_common::{cookie_api, cookie_kind, event_type, EventRecord, Pending, C
 use crate::{
     account::{cookie, current, emit, put_pending, take_pending},
     context::current_device,
+    exclusive::{exclusive, prog},
 };
 
 /// `(handle, size, ...)`: `cuMemPoolTrimTo`, `cuMemPoolDestroy`,
 /// `cuCtxDestroy_v2`, `cuDevicePrimaryCtxRelease[_v2]`.
 #[uprobe]
 pub fn call_entry(ctx: ProbeContext) -> u32 {
+    exclusive(prog::CALL_ENTRY, || call_entry_run(ctx))
+}
+
+#[inline(always)]
+fn call_entry_run(ctx: ProbeContext) -> u32 {
     let p = Pending {
         addr: ctx.arg::<u64>(0).unwrap_or(0),
         arg: ctx.arg::<u64>(1).unwrap_or(0),
@@ -31,6 +37,11 @@ pub fn call_entry(ctx: ProbeContext) -> u32 {
 /// argument: `cuIpcOpenMemHandle_v2`, `cuMemImportFromShareableHandle`.
 #[uprobe]
 pub fn call_out_entry(ctx: ProbeContext) -> u32 {
+    exclusive(prog::CALL_OUT_ENTRY, || call_out_entry_run(ctx))
+}
+
+#[inline(always)]
+fn call_out_entry_run(ctx: ProbeContext) -> u32 {
     let p = Pending { out_ptr: ctx.arg::<u64>(0).unwrap_or(0), ..Pending::default() };
     put_pending(cookie_api(cookie(&ctx)), &p);
     0
@@ -38,6 +49,11 @@ pub fn call_out_entry(ctx: ProbeContext) -> u32 {
 
 #[uretprobe]
 pub fn call_return(ctx: RetProbeContext) -> u32 {
+    exclusive(prog::CALL_RETURN, || call_return_run(ctx))
+}
+
+#[inline(always)]
+fn call_return_run(ctx: RetProbeContext) -> u32 {
     let c = cookie(&ctx);
     let api = cookie_api(c);
     let Some(p) = take_pending(api) else { return 0 };

@@ -20,6 +20,7 @@ use crate::{
     account::{cookie, count, put_pending, take_pending},
     alloc::pending_alloc,
     atomic::fetch_add,
+    exclusive::{exclusive, prog},
     free::{live_key, record_free, record_untracked_free},
     maps::{LIVE, VMM_MAPPINGS},
 };
@@ -43,6 +44,11 @@ struct PropHead {
 /// through `alloc_return`.
 #[uprobe]
 pub fn vmm_create_entry(ctx: ProbeContext) -> u32 {
+    exclusive(prog::VMM_CREATE_ENTRY, || vmm_create_entry_run(ctx))
+}
+
+#[inline(always)]
+fn vmm_create_entry_run(ctx: ProbeContext) -> u32 {
     let mut p = pending_alloc(&ctx);
     p.out_ptr = ctx.arg::<u64>(0).unwrap_or(0);
     p.arg = ctx.arg::<u64>(1).unwrap_or(0);
@@ -59,6 +65,11 @@ pub fn vmm_create_entry(ctx: ProbeContext) -> u32 {
 /// `cuMemRelease(handle)`: the entry takes the handle out of the live map.
 #[uprobe]
 pub fn vmm_release_entry(ctx: ProbeContext) -> u32 {
+    exclusive(prog::VMM_RELEASE_ENTRY, || vmm_release_entry_run(ctx))
+}
+
+#[inline(always)]
+fn vmm_release_entry_run(ctx: ProbeContext) -> u32 {
     let handle = ctx.arg::<u64>(0).unwrap_or(0);
     let key = live_key(ns::VMM_HANDLE, handle);
     let mut p = Pending { arg: handle, ..Pending::default() };
@@ -74,6 +85,11 @@ pub fn vmm_release_entry(ctx: ProbeContext) -> u32 {
 
 #[uretprobe]
 pub fn vmm_release_return(ctx: RetProbeContext) -> u32 {
+    exclusive(prog::VMM_RELEASE_RETURN, || vmm_release_return_run(ctx))
+}
+
+#[inline(always)]
+fn vmm_release_return_run(ctx: RetProbeContext) -> u32 {
     let api = cookie_api(cookie(&ctx));
     let Some(mut p) = take_pending(api) else {
         return 0;
@@ -108,6 +124,11 @@ pub fn vmm_release_return(ctx: RetProbeContext) -> u32 {
 /// `cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, handle, flags)`.
 #[uprobe]
 pub fn vmm_map_entry(ctx: ProbeContext) -> u32 {
+    exclusive(prog::VMM_MAP_ENTRY, || vmm_map_entry_run(ctx))
+}
+
+#[inline(always)]
+fn vmm_map_entry_run(ctx: ProbeContext) -> u32 {
     let p = Pending {
         addr: ctx.arg::<u64>(0).unwrap_or(0),
         arg: ctx.arg::<u64>(3).unwrap_or(0),
@@ -119,6 +140,11 @@ pub fn vmm_map_entry(ctx: ProbeContext) -> u32 {
 
 #[uretprobe]
 pub fn vmm_map_return(ctx: RetProbeContext) -> u32 {
+    exclusive(prog::VMM_MAP_RETURN, || vmm_map_return_run(ctx))
+}
+
+#[inline(always)]
+fn vmm_map_return_run(ctx: RetProbeContext) -> u32 {
     let Some(p) = take_pending(cookie_api(cookie(&ctx))) else {
         return 0;
     };
@@ -142,6 +168,11 @@ pub fn vmm_map_return(ctx: RetProbeContext) -> u32 {
 /// `cuMemUnmap(CUdeviceptr ptr, size_t size)`.
 #[uprobe]
 pub fn vmm_unmap_entry(ctx: ProbeContext) -> u32 {
+    exclusive(prog::VMM_UNMAP_ENTRY, || vmm_unmap_entry_run(ctx))
+}
+
+#[inline(always)]
+fn vmm_unmap_entry_run(ctx: ProbeContext) -> u32 {
     let p = Pending { addr: ctx.arg::<u64>(0).unwrap_or(0), ..Pending::default() };
     put_pending(cookie_api(cookie(&ctx)), &p);
     0
@@ -149,6 +180,11 @@ pub fn vmm_unmap_entry(ctx: ProbeContext) -> u32 {
 
 #[uretprobe]
 pub fn vmm_unmap_return(ctx: RetProbeContext) -> u32 {
+    exclusive(prog::VMM_UNMAP_RETURN, || vmm_unmap_return_run(ctx))
+}
+
+#[inline(always)]
+fn vmm_unmap_return_run(ctx: RetProbeContext) -> u32 {
     let api = cookie_api(cookie(&ctx));
     let Some(p) = take_pending(api) else { return 0 };
     let result = ctx.ret::<u64>() as u32;
