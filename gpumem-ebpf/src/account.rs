@@ -259,11 +259,27 @@ pub fn take_pending(api: u32) -> Option<gpumem_common::Pending> {
 /// is marked as having some, for its threads' exits to remove).
 #[inline(always)]
 pub fn put_pending(api: u32, p: &gpumem_common::Pending) {
+    remember(api, p, false);
+}
+
+/// [`put_pending`] for a call that reserved bytes under limits (see
+/// `alloc::admit_and_remember`, the only one): an entry still armed is a
+/// call of the same API whose return the kernel skipped, and what it
+/// reserved goes back first. Other APIs' entries never reserve, so their
+/// programs leave that out.
+#[inline(always)]
+pub fn put_reserving_pending(api: u32, p: &gpumem_common::Pending) {
+    remember(api, p, true);
+}
+
+#[inline(always)]
+fn remember(api: u32, p: &gpumem_common::Pending, reserves: bool) {
     let key = pending_key(api);
     let armed = gpumem_common::Pending { armed: 1, ..*p };
     if let Some(slot) = crate::maps::PENDING.get_ptr_mut(key) {
-        // Still armed: the kernel skipped the last call's return.
-        crate::limits::abandon(slot);
+        if reserves {
+            crate::limits::abandon(slot);
+        }
         // SAFETY: checked map value pointer; only this thread uses its key.
         unsafe { core::ptr::write_volatile(slot, armed) };
         return;

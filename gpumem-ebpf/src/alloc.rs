@@ -21,7 +21,7 @@ use gpumem_common::{
 };
 
 use crate::{
-    account::{charge, cookie, count, current, emit, put_pending, take_pending, uncharge_current},
+    account::{charge, cookie, count, current, emit, put_reserving_pending, take_pending, uncharge_current},
     context::current_device,
     exclusive::{exclusive, prog},
     limits::{adjust, admit, release},
@@ -51,7 +51,7 @@ pub fn admit_and_remember(ctx: &ProbeContext, mut p: Pending, size: u64) -> u32 
     p.refused = a.refused as u32;
     p.reserved = size;
     p.live.limit_slots = a.slots;
-    put_pending(api, &p);
+    put_reserving_pending(api, &p);
     if a.deny && ret_delta != 0 {
         crate::deny::return_out_of_memory(ctx, ret_delta);
     }
