@@ -83,6 +83,30 @@ pub mod id {
     /// The highest id: the kernel clears a dead thread's pending calls by id.
     pub const MAX: u32 = 40;
 
+    /// Whether a call to `api` reserves bytes under limits at its entry
+    /// (the allocating calls, those returning through `alloc_return`): a
+    /// dead thread's pending call of another API has nothing to give back,
+    /// and the kernel's thread-exit program skips that work for it.
+    pub const fn reserves(api: u32) -> bool {
+        matches!(
+            api,
+            MEM_ALLOC_V2
+                | MEM_ALLOC_PITCH_V2
+                | MEM_ALLOC_MANAGED
+                | MEM_ALLOC_ASYNC
+                | MEM_ALLOC_ASYNC_PTSZ
+                | MEM_ALLOC_FROM_POOL_ASYNC
+                | MEM_ALLOC_FROM_POOL_ASYNC_PTSZ
+                | MEM_CREATE
+                | MEM_ALLOC_HOST_V2
+                | MEM_HOST_ALLOC
+                | MEM_HOST_REGISTER_V2
+                | ARRAY_CREATE_V2
+                | ARRAY_3D_CREATE_V2
+                | MIPMAPPED_ARRAY_CREATE
+        )
+    }
+
     /// Every id with its driver symbol. The probe table refers to these.
     pub const NAMES: &[(u32, &str)] = &[
         (MEM_ALLOC_V2, "cuMemAlloc_v2"),
@@ -239,10 +263,15 @@ pub mod array {
         let per = format_bytes(format) * channels as u64;
         let (mut w, mut h, mut d) = (max1(width), max1(height), max1(depth));
         let mut total = 0u64;
+        // Bit `l` set for each level `l` counted: a mask computed once,
+        // rather than a comparison with `levels` in every round (which the
+        // compiler turns into a branch for the verifier to split on).
+        let levels = if levels > MAX_LEVELS { MAX_LEVELS } else { levels };
+        let counted = (1u64 << levels) - 1;
         let mut level = 0;
         while level < MAX_LEVELS {
             // All ones while `level < levels`, else 0.
-            let take = ((level as u64).wrapping_sub(levels as u64) >> 63).wrapping_neg();
+            let take = ((counted >> level) & 1).wrapping_neg();
             total = total.wrapping_add(mul(mul(mul(w, h), d), per) & take);
             w = max1(w >> 1);
             h = max1(h >> 1);

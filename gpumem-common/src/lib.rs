@@ -9,6 +9,7 @@
 
 pub mod api;
 pub mod event;
+pub mod limit_list;
 pub mod maps;
 
 pub use api::*;

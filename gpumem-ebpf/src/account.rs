@@ -65,30 +65,6 @@ fn get_or_insert<K, V>(map: &HashMap<K, V>, key: &K, init: &V) -> Option<*mut V>
     p
 }
 
-/// The index of `key` in the `n` ids at `ids`, claiming a free (0) one
-/// if needed; `NO_SLOT` when all are taken by other keys. Concurrent
-/// claimers agree through compare-exchange.
-#[inline(always)]
-pub fn claim(ids: *mut u64, n: usize, key: u64) -> u32 {
-    let mut i = 0;
-    while i < n {
-        // SAFETY: `i < n`, within the caller's array in a checked map value.
-        let p = unsafe { ids.add(i) };
-        let cur = unsafe { core::ptr::read_volatile(p) };
-        if cur == key {
-            return i as u32;
-        }
-        if cur == 0 {
-            let found = unsafe { crate::atomic::compare_exchange(p, 0, key) };
-            if found == 0 || found == key {
-                return i as u32;
-            }
-        }
-        i += 1;
-    }
-    NO_SLOT
-}
-
 /// Totals after a charge or uncharge, the cgroup slot used, and the
 /// process's generation.
 pub struct Totals {
@@ -136,19 +112,19 @@ pub fn charge(tgid: u32, cgroup_id: u64, size: u64, limit_slots: u64) -> Totals 
     // SAFETY: checked map value pointer.
     t.proc_total = add(unsafe { core::ptr::addr_of_mut!((*proc).bytes) }, size);
     // SAFETY: checked map value pointer.
-    let ids = unsafe { core::ptr::addr_of_mut!((*proc).cgroup_ids) }.cast::<u64>();
-    t.slot = claim(ids, PROC_CGROUP_SLOTS, cgroup_id);
-    let slot = t.slot as usize;
-    if slot < PROC_CGROUP_SLOTS {
-        let slot = bounded(slot, PROC_CGROUP_SLOTS);
-        let held = unsafe { core::ptr::addr_of_mut!((*proc).cgroup_bytes[slot]) };
-        if !held::change(held, size) {
-            if let Some(cg) = cg {
-                t.cgroup_total = sub(cg, size);
+    let (ids, amounts) = unsafe {
+        (core::ptr::addr_of_mut!((*proc).cgroup_ids), core::ptr::addr_of_mut!((*proc).cgroup_bytes))
+    };
+    match held::change_keyed(ids.cast(), amounts.cast(), PROC_CGROUP_SLOTS, cgroup_id, size) {
+        Some((slot, changed)) => {
+            t.slot = slot;
+            if !changed {
+                if let Some(cg) = cg {
+                    t.cgroup_total = sub(cg, size);
+                }
             }
         }
-    } else {
-        count(stat::CGROUP_SLOTS_FULL);
+        None => count(stat::CGROUP_SLOTS_FULL),
     }
     crate::limits::commit(proc, limit_slots, size);
     t

@@ -37,15 +37,16 @@ pub fn process_exit(_ctx: RawTracePointContext) -> i32 {
     }
     // SAFETY: plain helper call.
     let now = unsafe { bpf_ktime_get_ns() };
-    if tgid == pid_tgid as u32 {
+    let leader = tgid == pid_tgid as u32;
+    if leader {
         let _ = LEADER_GONE.insert(tgid, now, 0);
+    }
+    // A later thread: only the killed group's own threads, which exit right
+    // after their leader, not a later process that reused the pid.
+    let late = !leader
+        && LEADER_GONE.get_ptr(tgid).is_some_and(|gone| now.wrapping_sub(unsafe { *gone }) < LATE_THREAD_NS);
+    if leader || late {
         release(pid_tgid, event_type::EXIT, unsafe { bpf_get_current_cgroup_id() });
-    } else if let Some(gone) = LEADER_GONE.get_ptr(tgid) {
-        // Only the killed group's own threads, which exit right after their
-        // leader: not a later process that reused the pid.
-        if now.wrapping_sub(unsafe { *gone }) < LATE_THREAD_NS {
-            release(pid_tgid, event_type::EXIT, unsafe { bpf_get_current_cgroup_id() });
-        }
     }
     0
 }
@@ -70,7 +71,9 @@ fn forget_pending(pid_tgid: u64) {
     while api <= gpumem_common::id::MAX {
         let key = PendingKey { pid_tgid, api, _pad: 0 };
         if let Some(p) = PENDING.get_ptr(key) {
-            crate::limits::abandon(p);
+            if gpumem_common::id::reserves(api) {
+                crate::limits::abandon(p);
+            }
             let _ = PENDING.remove(key);
         }
         api += 1;

@@ -11,10 +11,11 @@
 //!   `RELEASED` bit by compare-exchange, so of two releases one goes on;
 //! - it then exchanges each amount for `TAKEN` in one atomic step and gives
 //!   back exactly what it took;
-//! - a charge or free changes an amount by compare-exchange and only when
-//!   it is not `TAKEN`: what it changed before the exchange, the release
-//!   took with the rest; after it, the charge or free leaves the cgroup
-//!   total and the limit's usage to the release.
+//! - a charge or free changes an amount with one fetch-add, and the value
+//!   it replaced says which came first: what it added before the exchange,
+//!   the release took with the rest; an add after it lands on the `TAKEN`
+//!   mark (read by nobody), and the charge or free leaves the cgroup total
+//!   and the limit's usage to the release.
 //!
 //! Each byte is thus given back once: by the free or by the release.
 //! Known gap: the released entry is deleted, and the preallocated map may
@@ -22,7 +23,7 @@
 //! that looked the entry up just before the delete and changes it just
 //! after that reuse lands in the other process's entry (a window of a few
 //! instructions, on top of a race with an exit).
-use crate::atomic::{compare_exchange, exchange, CAS_TRIES};
+use crate::atomic::{compare_exchange, exchange, fetch_add};
 
 /// Set in a claimed process's generation.
 pub const RELEASED: u64 = 1 << 63;
@@ -34,27 +35,44 @@ const TAKEN: u64 = 3 << 62;
 /// Adds `delta` (wrapping: may be negative) to a held amount unless its
 /// process was released; true if it changed.
 ///
-/// Contended beyond the compare-exchange retries, the add happens anyway
-/// (atomically) and the amount is read back: then a release racing in
-/// between those two steps is not seen (both are rare; together, rarer).
+/// One atomic fetch-add: the value it replaced says which came first. An
+/// add that lands after the release's exchange changes only the `TAKEN`
+/// mark (which nobody reads again, and which keeps bit 63 whatever is
+/// added to it) and reports false.
 #[inline(always)]
 pub fn change(p: *mut u64, delta: u64) -> bool {
     // SAFETY: `p` points into a checked map value, 8-byte aligned.
-    let mut cur = unsafe { core::ptr::read_volatile(p) };
+    unsafe { fetch_add(p, delta) & RELEASED == 0 }
+}
+
+/// [`change`]s the amount paired with `key` among the `n` (id, amount)
+/// pairs at `ids` and `amounts`, claiming a free id (0) for it if it has
+/// none (racing claimers agree through compare-exchange): the pair's index
+/// and whether the amount changed, or None when every id is another key's.
+///
+/// The change is made where the pair is found, at an offset the verifier
+/// knows on each path, rather than at an index returned for the caller to
+/// use: such an index is a different exact value on each path, which
+/// kept the verifier from merging them (the allocation return's start-up
+/// cost was mostly that).
+#[inline(always)]
+pub fn change_keyed(ids: *mut u64, amounts: *mut u64, n: usize, key: u64, delta: u64) -> Option<(u32, bool)> {
     let mut i = 0;
-    while i < CAS_TRIES {
-        if cur & RELEASED != 0 {
-            return false;
+    while i < n {
+        // SAFETY: `i < n`, within the caller's arrays in a checked map value.
+        let id = unsafe { ids.add(i) };
+        let cur = unsafe { core::ptr::read_volatile(id) };
+        let mine = cur == key
+            || (cur == 0 && {
+                let found = unsafe { compare_exchange(id, 0, key) };
+                found == 0 || found == key
+            });
+        if mine {
+            return Some((i as u32, change(unsafe { amounts.add(i) }, delta)));
         }
-        let found = unsafe { compare_exchange(p, cur, cur.wrapping_add(delta)) };
-        if found == cur {
-            return true;
-        }
-        cur = found;
         i += 1;
     }
-    unsafe { crate::atomic::add_nofetch(p, delta) };
-    (unsafe { core::ptr::read_volatile(p) } & RELEASED) == 0
+    None
 }
 
 /// Takes a held amount for the process's release: what it held (0 if it

@@ -4,11 +4,12 @@
 //! The limits that apply to the caller are its process's, its comm's, and
 //! those of its cgroup and its ancestors (a cgroup limit covers the
 //! subtree, as memory.max does); at most `LIMITS_PER_CALL` of them, nearest
-//! first. For each, the request is reserved with an atomic add and the
-//! usage read back: over the hard limit, the reservation is undone and the
-//! limit's action applies (audit keeps it). Racing callers each see the
-//! others' reservations, so together they never pass a limit (at worst
-//! both are refused near it). The return commits the reservation at the
+//! first. For each, the request is reserved with an atomic fetch-add,
+//! which gives the usage that add made: over the hard limit, the
+//! reservation is undone and the limit's action applies (audit keeps it).
+//! Racing callers are ordered by their adds, each seeing those before it,
+//! so together they never pass a limit (at worst one is refused for a
+//! reservation that is then undone). The return commits the reservation at the
 //! size the driver charged, or rolls it back; frees and exit release it
 //! (each byte once, see held.rs).
 use aya_ebpf::helpers::{
@@ -16,13 +17,13 @@ use aya_ebpf::helpers::{
     generated::bpf_send_signal,
 };
 use gpumem_common::{
-    event_type, limit_action, limit_scope, EventRecord, LimitKey, ProcUsage, DEVICE_ANY, LIMITS_PER_CALL,
-    MAX_CGROUP_DEPTH, MAX_LIMITS, PROC_LIMIT_SLOTS,
+    event_type, limit_action, limit_list, limit_scope, EventRecord, LimitKey, ProcUsage, DEVICE_ANY,
+    LIMITS_PER_CALL, MAX_CGROUP_DEPTH, MAX_LIMITS, PROC_LIMIT_SLOTS,
 };
 
 use crate::{
-    account::{claim, emit},
-    atomic::{add_nofetch, compare_exchange},
+    account::emit,
+    atomic::{add_nofetch, compare_exchange, fetch_add},
     held,
     maps::{COMM_LIMITS, LIMITS, LIMITS_IN_FORCE, LIMIT_BASE, LIMIT_INDEX, LIMIT_STATE},
 };
@@ -37,49 +38,30 @@ pub struct Admission {
     pub deny: bool,
 }
 
-/// Slot `i` (0-based) of a packed list, or None.
-#[inline(always)]
-fn slot_at(slots: u64, i: usize) -> Option<u32> {
-    let b = ((slots >> (8 * i)) & 0xff) as u32;
-    (b != 0 && b <= MAX_LIMITS).then(|| b - 1)
-}
-
 #[inline(always)]
 fn lookup(key: LimitKey) -> Option<u32> {
     unsafe { LIMIT_INDEX.get(key) }.copied()
 }
 
-/// The limits that apply to the calling process, packed, nearest first.
+/// The limits that apply to the calling process (see `limit_list`):
+/// pushed farthest first, the root cgroup down to the caller's, then its
+/// comm, then the process.
 #[inline(always)]
 fn applicable(tgid: u32) -> u64 {
-    let mut slots = 0u64;
-    let mut n = 0;
-    let mut push = |slot: u32| {
-        if slot < MAX_LIMITS && n < LIMITS_PER_CALL {
-            slots |= ((slot + 1) as u64) << (8 * n);
-            n += 1;
-        }
-    };
-    if let Some(s) = lookup(LimitKey { scope: limit_scope::PROCESS, _pad: 0, id: tgid as u64 }) {
-        push(s);
-    }
-    let comm = bpf_get_current_comm().unwrap_or([0; 16]);
-    if let Some(s) = unsafe { COMM_LIMITS.get(comm) }.copied() {
-        push(s);
-    }
-    // From the caller's cgroup up to the root.
-    let mut level = MAX_CGROUP_DEPTH as i32;
-    while level >= 0 {
+    let mut list = 0u64;
+    let mut level = 0;
+    while level <= MAX_CGROUP_DEPTH as i32 {
         // SAFETY: plain helper call.
         let id = unsafe { bpf_get_current_ancestor_cgroup_id(level) };
         if id != 0 {
-            if let Some(s) = lookup(LimitKey { scope: limit_scope::CGROUP, _pad: 0, id }) {
-                push(s);
-            }
+            list = limit_list::push(list, lookup(LimitKey { scope: limit_scope::CGROUP, _pad: 0, id }));
         }
-        level -= 1;
+        level += 1;
     }
-    slots
+    let comm = bpf_get_current_comm().unwrap_or([0; 16]);
+    list = limit_list::push(list, unsafe { COMM_LIMITS.get(comm) }.copied());
+    list = limit_list::push(list, lookup(LimitKey { scope: limit_scope::PROCESS, _pad: 0, id: tgid as u64 }));
+    limit_list::nearest(list)
 }
 
 /// Reserves `size` bytes on `device` under every limit of the caller, or
@@ -95,7 +77,7 @@ pub fn admit(size: u64, device: u32, api: u32, can_deny: bool) -> Admission {
     let mut reserved = 0u64;
     let mut i = 0;
     while i < LIMITS_PER_CALL {
-        let Some(slot) = slot_at(candidates, i) else { break };
+        let Some(slot) = limit_list::at(candidates, i) else { break };
         i += 1;
         let (Some(rule), Some(state)) = (LIMITS.get_ptr(slot), LIMIT_STATE.get_ptr_mut(slot)) else {
             continue;
@@ -106,9 +88,8 @@ pub fn admit(size: u64, device: u32, api: u32, can_deny: bool) -> Admission {
             continue;
         }
         let usage = unsafe { core::ptr::addr_of_mut!((*state).usage) };
-        unsafe { add_nofetch(usage, size) };
         let base = LIMIT_BASE.get(slot).copied().unwrap_or(0);
-        let after = unsafe { core::ptr::read_volatile(usage) }.wrapping_add(base);
+        let after = unsafe { fetch_add(usage, size) }.wrapping_add(size).wrapping_add(base);
         if after > r.hard {
             report(event_type::LIMIT, slot, size, after - size, r.hard, api, r.action, r.signal);
             let deny = r.action == limit_action::DENY && can_deny;
@@ -161,7 +142,7 @@ pub fn adjust(slots: u64, delta: u64) {
     }
     let mut i = 0;
     while i < LIMITS_PER_CALL {
-        let slot = slot_at(slots, i);
+        let slot = limit_list::at(slots, i);
         if let (Some(rule), Some(state)) =
             (slot.and_then(|s| LIMITS.get_ptr(s)), slot.and_then(|s| LIMIT_STATE.get_ptr_mut(s)))
         {
@@ -213,14 +194,14 @@ fn hold(proc: *mut ProcUsage, slots: u64, size: u64, charge: bool) {
     let delta = if charge { size } else { size.wrapping_neg() };
     let mut i = 0;
     while i < LIMITS_PER_CALL {
-        if let Some(slot) = slot_at(slots, i) {
+        if let Some(slot) = limit_list::at(slots, i) {
             // SAFETY: checked map value pointer.
-            let ids = unsafe { core::ptr::addr_of_mut!((*proc).limit_slots) }.cast::<u64>();
-            let pair = claim(ids, PROC_LIMIT_SLOTS, slot as u64 + 1) as usize;
-            let held = pair >= PROC_LIMIT_SLOTS || {
-                let pair = crate::account::bounded(pair, PROC_LIMIT_SLOTS);
-                held::change(unsafe { core::ptr::addr_of_mut!((*proc).limit_bytes[pair]) }, delta)
+            let (ids, amounts) = unsafe {
+                (core::ptr::addr_of_mut!((*proc).limit_slots), core::ptr::addr_of_mut!((*proc).limit_bytes))
             };
+            let held =
+                held::change_keyed(ids.cast(), amounts.cast(), PROC_LIMIT_SLOTS, slot as u64 + 1, delta)
+                    .is_none_or(|(_, changed)| changed);
             // A charge the release beat holds nothing; a free that beat the
             // release gives back its own bytes.
             if held != charge {

@@ -7,6 +7,7 @@
 #![no_std]
 #![no_main]
 #![feature(core_intrinsics)]
+#![feature(asm_experimental_arch)]
 #![allow(internal_features)]
 
 mod account;

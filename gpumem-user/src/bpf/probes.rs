@@ -195,6 +195,19 @@ mod tests {
     }
 
     #[test]
+    fn the_apis_that_reserve_under_limits_are_those_returning_through_alloc_return() {
+        for p in PROBES {
+            assert_eq!(
+                id::reserves(p.api),
+                p.ret == "alloc_return",
+                "{}: id::reserves disagrees with its return program {}",
+                p.symbol,
+                p.ret
+            );
+        }
+    }
+
+    #[test]
     fn program_list_has_no_duplicates() {
         let names = programs();
         assert!(names.contains(&"alloc_entry") && names.contains(&"free_return"));
