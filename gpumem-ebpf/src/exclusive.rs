@@ -11,8 +11,11 @@
 //! program's guard taken does nothing and is counted (`dropped.skipped_runs`),
 //! like the runs the kernel itself skips. The guard is looked up with its key
 //! read from read-only data and kept in registers, so a skipped run writes
-//! nothing to the stack it would share. (Raw tracepoint programs need none:
-//! the kernel guards them per program.)
+//! nothing to the stack it would share, and it is taken by one atomic
+//! exchange, so no preemption falls between its test and its set. A unit
+//! test of the agent (`gpumem-user/src/bpf/guard_check.rs`) walks the built
+//! object to keep both true whatever the compiler does. (Raw tracepoint
+//! programs need none: the kernel guards them per program.)
 use core::ffi::c_void;
 
 use aya_ebpf::helpers::generated::bpf_map_lookup_elem;
@@ -47,14 +50,14 @@ pub fn exclusive(which: usize, body: impl FnOnce() -> u32) -> u32 {
         return 0; // every index below max_entries exists: not reached
     }
     // SAFETY: this CPU's entry; the guard itself is what keeps other runs
-    // of this program on this CPU away from it.
+    // of this program on this CPU away from it. Taken by one exchange, so
+    // no preemption can fall between the test and the set.
     unsafe {
-        if core::ptr::read_volatile(core::ptr::addr_of!((*g).busy)) != 0 {
+        if crate::atomic::exchange(core::ptr::addr_of_mut!((*g).busy), 1) != 0 {
             let skipped = core::ptr::addr_of_mut!((*g).skipped);
             core::ptr::write_volatile(skipped, core::ptr::read_volatile(skipped) + 1);
             return 0;
         }
-        core::ptr::write_volatile(core::ptr::addr_of_mut!((*g).busy), 1);
     }
     let r = body();
     // SAFETY: as above.

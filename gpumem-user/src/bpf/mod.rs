@@ -5,6 +5,8 @@
 //! the kernel's usage maps. The ring buffer reader lives with the agent's
 //! event loop (`cmd::run`).
 pub mod discover;
+#[cfg(test)]
+mod guard_check;
 pub mod kernel;
 pub mod limits;
 mod parallel_load;
