@@ -3,10 +3,12 @@
 //! drift). Each repetition runs every configuration in turn (interleaved),
 //! each configuration runs a tight cuMemAlloc_v2+cuMemFree_v2 loop and a
 //! loop mixing the families, and the report takes the median per cell.
-//! Then one agent is measured under load (see `load`). Writes
+//! Then one agent is measured under load (see `load`), and what the
+//! verifier walked for its programs (`verifier`). Writes
 //! target/bench/report.md and target/bench/report.json (`report`).
 mod load;
 mod report;
+mod verifier;
 
 use std::{
     collections::BTreeMap,
@@ -153,6 +155,7 @@ pub fn bench(quick: bool) -> anyhow::Result<()> {
     std::fs::write(&script, bpftrace_script(&b.libcuda))?;
     let mut samples: BTreeMap<(&str, &str), Vec<f64>> = BTreeMap::new();
     let mut attach_ms = Vec::new();
+    let mut verified = None;
     for rep in 0..reps {
         eprintln!("xtask: bench repetition {}/{reps}", rep + 1);
         for config in CONFIGS {
@@ -180,6 +183,13 @@ pub fn bench(quick: bool) -> anyhow::Result<()> {
                     let started = Tracer::start(c, "gpumem: ready")?;
                     if config == "gpumem" {
                         attach_ms.push(started.1.as_secs_f64() * 1000.0);
+                        if verified.is_none() {
+                            let pid = started.0.pid().context("the agent has no pid")?;
+                            verified = Some(verifier::verified(pid).unwrap_or_else(|e| {
+                                eprintln!("xtask: bench: no verifier counts: {e:#}");
+                                verifier::Verified::new()
+                            }));
+                        }
                     }
                     Some(started)
                 }
@@ -212,6 +222,7 @@ pub fn bench(quick: bool) -> anyhow::Result<()> {
         pairs,
         mixed_pairs,
         attach_ms: median(attach_ms),
+        verified: verified.unwrap_or_default(),
         bpftrace_missing: bpftrace.err(),
     };
     report::write(&b.out, &samples, &run, &load)

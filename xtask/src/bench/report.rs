@@ -12,6 +12,8 @@ pub struct Run {
     pub pairs: usize,
     pub mixed_pairs: usize,
     pub attach_ms: Option<f64>,
+    /// Instructions the verifier processed, per program of the agent.
+    pub verified: super::verifier::Verified,
     pub bpftrace_missing: Option<String>,
 }
 
@@ -47,6 +49,8 @@ pub fn write(
         "ratio_limits_vs_floor": ratio("gpumem+limits", "floor"),
         "ratio_vs_bpftrace": ratio("gpumem", "bpftrace"),
         "attach_ms": run.attach_ms,
+        "verified_insns_total": run.verified.values().map(|&n| u64::from(n)).sum::<u64>(),
+        "verified_insns": run.verified,
         "bpftrace": run.bpftrace_missing.clone().unwrap_or_else(|| "measured".into()),
         "saturation_events_per_s": load.saturation_events_per_s,
         "lost_records": load.lost_records,
@@ -75,6 +79,7 @@ pub fn write(
         r(ratio("gpumem", "bpftrace")),
         f(run.attach_ms)
     );
+    md += &verified_line(&run.verified);
     if let Some(why) = &run.bpftrace_missing {
         md += &format!("\nbpftrace not measured: {why}\n");
     }
@@ -97,4 +102,21 @@ pub fn write(
     println!("{md}");
     println!("written: {} and report.json", out.join("report.md").display());
     Ok(())
+}
+
+/// One sentence on what the verifier walked: the total and the costliest
+/// programs.
+fn verified_line(v: &super::verifier::Verified) -> String {
+    if v.is_empty() {
+        return String::new();
+    }
+    let total: u64 = v.values().map(|&n| u64::from(n)).sum();
+    let mut costly: Vec<(&String, &u32)> = v.iter().collect();
+    costly.sort_by(|a, b| b.1.cmp(a.1));
+    let top: Vec<String> = costly.iter().take(4).map(|(n, c)| format!("{n} {c}")).collect();
+    format!(
+        "\nStart-up is mostly the kernel verifying the agent's programs: it processed {total} instructions over {} programs (costliest: {}).\n",
+        v.len(),
+        top.join(", ")
+    )
 }
