@@ -9,9 +9,9 @@
 //! reservation is undone and the limit's action applies (audit keeps it).
 //! Racing callers are ordered by their adds, each seeing those before it,
 //! so together they never pass a limit (at worst one is refused for a
-//! reservation that is then undone). The return commits the reservation at the
-//! size the driver charged, or rolls it back; frees and exit release it
-//! (each byte once, see held.rs).
+//! reservation that is then undone). The return commits the reservation
+//! at the size the driver charged, or rolls it back; frees and exit
+//! release it (each byte once, see held.rs).
 use aya_ebpf::helpers::{
     bpf_get_current_comm, bpf_get_current_pid_tgid, generated::bpf_get_current_ancestor_cgroup_id,
     generated::bpf_send_signal,
