@@ -50,11 +50,10 @@ pub fn change(p: *mut u64, delta: u64) -> bool {
 /// none (racing claimers agree through compare-exchange): the pair's index
 /// and whether the amount changed, or None when every id is another key's.
 ///
-/// The change is made where the pair is found, at an offset the verifier
-/// knows on each path, rather than at an index returned for the caller to
-/// use: such an index is a different exact value on each path, which
-/// kept the verifier from merging them (the allocation return's start-up
-/// cost was mostly that).
+/// The change is made here rather than at an index returned to the
+/// caller: that index, a different exact value on each path, was carried
+/// through the caller's code and kept the verifier from merging the paths
+/// (`alloc_return`: 57k -> 47k instructions processed at load).
 #[inline(always)]
 pub fn change_keyed(ids: *mut u64, amounts: *mut u64, n: usize, key: u64, delta: u64) -> Option<(u32, bool)> {
     let mut i = 0;
