@@ -15,7 +15,7 @@ use crate::{
 
 /// `CUDA_ARRAY_DESCRIPTOR`.
 #[repr(C)]
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, Default)]
 struct Desc2D {
     width: u64,
     height: u64,
@@ -25,7 +25,7 @@ struct Desc2D {
 
 /// `CUDA_ARRAY3D_DESCRIPTOR`.
 #[repr(C)]
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, Default)]
 struct Desc3D {
     width: u64,
     height: u64,
@@ -33,10 +33,6 @@ struct Desc3D {
     format: u32,
     channels: u32,
     flags: u32,
-}
-
-impl Desc3D {
-    const ZERO: Self = Self { width: 0, height: 0, depth: 0, format: 0, channels: 0, flags: 0 };
 }
 
 #[inline(always)]
@@ -53,8 +49,8 @@ fn start(ctx: &ProbeContext, size: u64) -> u32 {
 /// one path goes on, not two, for the verifier to walk through the
 /// admission that follows (the array entries' start-up cost halved).
 #[inline(always)]
-fn descriptor<D: Copy>(ctx: &ProbeContext, zero: D) -> D {
-    let mut d = zero;
+fn descriptor<D: Copy + Default>(ctx: &ProbeContext) -> D {
+    let mut d = D::default();
     let src = ctx.arg::<u64>(1).unwrap_or(0) as *const c_void;
     // SAFETY: the helper writes at most `size_of::<D>()` bytes into `d`.
     let ret = unsafe { bpf_probe_read_user((&mut d as *mut D).cast(), size_of::<D>() as u32, src) };
@@ -72,7 +68,7 @@ pub fn array_entry(ctx: ProbeContext) -> u32 {
 
 #[inline(always)]
 fn array_entry_run(ctx: ProbeContext) -> u32 {
-    let d = descriptor(&ctx, Desc2D { width: 0, height: 0, format: 0, channels: 0 });
+    let d = descriptor::<Desc2D>(&ctx);
     start(&ctx, bytes(d.width, d.height, 1, d.format, d.channels, 1))
 }
 
@@ -84,7 +80,7 @@ pub fn array3d_entry(ctx: ProbeContext) -> u32 {
 
 #[inline(always)]
 fn array3d_entry_run(ctx: ProbeContext) -> u32 {
-    let d = descriptor(&ctx, Desc3D::ZERO);
+    let d = descriptor::<Desc3D>(&ctx);
     start(&ctx, bytes(d.width, d.height, d.depth, d.format, d.channels, 1))
 }
 
@@ -98,6 +94,6 @@ pub fn mipmap_entry(ctx: ProbeContext) -> u32 {
 #[inline(always)]
 fn mipmap_entry_run(ctx: ProbeContext) -> u32 {
     let levels = ctx.arg::<u64>(2).unwrap_or(1) as u32;
-    let d = descriptor(&ctx, Desc3D::ZERO);
+    let d = descriptor::<Desc3D>(&ctx);
     start(&ctx, bytes(d.width, d.height, d.depth, d.format, d.channels, levels))
 }
