@@ -3,11 +3,14 @@
 //! drift). Each repetition runs every configuration in turn (interleaved),
 //! each configuration runs a tight cuMemAlloc_v2+cuMemFree_v2 loop and a
 //! loop mixing the families, and the report takes the median per cell.
-//! Then one agent is measured under load (see `load`), and what the
-//! verifier walked for its programs (`verifier`). Writes
+//! After each configuration's loops, one more alloc+free loop runs with
+//! the kernel's per-program statistics on, to say where the time goes
+//! (`runtime`). Then one agent is measured under load (see `load`), and
+//! what the verifier walked for its programs (`verifier`). Writes
 //! target/bench/report.md and target/bench/report.json (`report`).
 mod load;
 mod report;
+mod runtime;
 mod verifier;
 
 use std::{
@@ -156,6 +159,8 @@ pub fn bench(quick: bool) -> anyhow::Result<()> {
     let mut samples: BTreeMap<(&str, &str), Vec<f64>> = BTreeMap::new();
     let mut attach_ms = Vec::new();
     let mut verified = None;
+    let mut runtimes: BTreeMap<&str, Vec<runtime::Runtime>> = BTreeMap::new();
+    let mut runtime_missing = None;
     for rep in 0..reps {
         eprintln!("xtask: bench repetition {}/{reps}", rep + 1);
         for config in CONFIGS {
@@ -211,6 +216,12 @@ pub fn bench(quick: bool) -> anyhow::Result<()> {
                 }
                 samples.entry((config, name)).or_default().push(run_loop(&b, mixed, n)?);
             }
+            if let (Some(pid), None) = (tracer.as_ref().and_then(|t| t.0.pid()), &runtime_missing) {
+                match runtime::measure(pid, || run_loop(&b, false, pairs).map(drop)) {
+                    Ok(r) => runtimes.entry(config).or_default().push(r),
+                    Err(e) => runtime_missing = Some(format!("{e:#}")),
+                }
+            }
             drop(tracer);
         }
     }
@@ -223,6 +234,8 @@ pub fn bench(quick: bool) -> anyhow::Result<()> {
         mixed_pairs,
         attach_ms: median(attach_ms),
         verified: verified.unwrap_or_default(),
+        runtimes,
+        runtime_missing,
         bpftrace_missing: bpftrace.err(),
     };
     report::write(&b.out, &samples, &run, &load)

@@ -4,7 +4,12 @@ use std::{collections::BTreeMap, path::Path};
 
 use serde_json::{json, Value};
 
-use super::{load::AgentLoad, median, CONFIGS, LOOPS};
+use super::{
+    load::AgentLoad,
+    median,
+    runtime::{per_pair, Runtime},
+    CONFIGS, LOOPS,
+};
 
 /// How the run was made.
 pub struct Run {
@@ -14,6 +19,11 @@ pub struct Run {
     pub attach_ms: Option<f64>,
     /// Instructions the verifier processed, per program of the agent.
     pub verified: super::verifier::Verified,
+    /// Per configuration, one record of its programs' run time per
+    /// repetition (see `runtime`).
+    pub runtimes: BTreeMap<&'static str, Vec<Runtime>>,
+    /// Why the programs' run time was not measured, if it was not.
+    pub runtime_missing: Option<String>,
     pub bpftrace_missing: Option<String>,
 }
 
@@ -49,6 +59,8 @@ pub fn write(
         "ratio_limits_vs_floor": ratio("gpumem+limits", "floor"),
         "ratio_vs_bpftrace": ratio("gpumem", "bpftrace"),
         "attach_ms": run.attach_ms,
+        "program_ns_per_pair": program_ns_per_pair(run),
+        "program_ns_per_run": program_ns_per_run(run),
         "verified_insns_total": run.verified.values().map(|&n| u64::from(n)).sum::<u64>(),
         "verified_insns": run.verified,
         "bpftrace": run.bpftrace_missing.clone().unwrap_or_else(|| "measured".into()),
@@ -79,6 +91,7 @@ pub fn write(
         r(ratio("gpumem", "bpftrace")),
         f(run.attach_ms)
     );
+    md += &runtime_table(run);
     md += &verified_line(&run.verified);
     if let Some(why) = &run.bpftrace_missing {
         md += &format!("\nbpftrace not measured: {why}\n");
@@ -119,4 +132,61 @@ fn verified_line(v: &super::verifier::Verified) -> String {
         v.len(),
         top.join(", ")
     )
+}
+
+/// Median over the repetitions of each configuration's time inside its
+/// programs per pair.
+fn program_ns_per_pair(run: &Run) -> BTreeMap<&'static str, f64> {
+    run.runtimes
+        .iter()
+        .filter_map(|(&c, reps)| {
+            median(reps.iter().map(|r| per_pair(r, run.pairs)).collect()).map(|v| (c, v))
+        })
+        .collect()
+}
+
+/// Median over the repetitions of each program's nanoseconds per run and
+/// runs per pair.
+fn program_ns_per_run(run: &Run) -> BTreeMap<&'static str, BTreeMap<String, Value>> {
+    run.runtimes
+        .iter()
+        .map(|(&c, reps)| {
+            let mut per: BTreeMap<String, (Vec<f64>, Vec<f64>)> = BTreeMap::new();
+            for (name, t) in reps.iter().flatten() {
+                let e = per.entry(name.clone()).or_default();
+                e.0.extend(t.ns_per_run());
+                e.1.push(t.runs as f64 / run.pairs.max(1) as f64);
+            }
+            let rows = per.into_iter().filter_map(|(n, (ns, runs))| {
+                Some((n, json!({ "ns_per_run": median(ns)?, "runs_per_pair": median(runs)? })))
+            });
+            (c, rows.collect())
+        })
+        .collect()
+}
+
+/// The programs' share of a pair, per configuration, as a table.
+fn runtime_table(run: &Run) -> String {
+    if let Some(why) = &run.runtime_missing {
+        return format!("\nTime inside the programs not measured: {why}\n");
+    }
+    let pair = program_ns_per_pair(run);
+    let per_run = program_ns_per_run(run);
+    let mut md = format!(
+        "\nTime inside each tracer's programs (the kernel's run-time statistics, on for one more loop of {} pairs per repetition; median):\n\n| configuration | ns per pair inside its programs | ns per run, programs run every pair |\n| --- | --- | --- |\n",
+        run.pairs
+    );
+    for (c, ns) in &pair {
+        // The programs of the loop itself; the rest (a process's exec, its
+        // contexts, its exit) run once per process, counted in the total.
+        let progs: Vec<String> = per_run
+            .get(c)
+            .into_iter()
+            .flatten()
+            .filter(|(_, v)| v["runs_per_pair"].as_f64().is_some_and(|r| r >= 1.0))
+            .map(|(n, v)| format!("{n} {:.0}", v["ns_per_run"].as_f64().unwrap_or(0.0)))
+            .collect();
+        md += &format!("| {c} | {ns:.0} | {} |\n", progs.join(", "));
+    }
+    md + "\nThe total includes the programs that run once per process (exec, contexts, exit), spread over the loop's pairs.\n"
 }

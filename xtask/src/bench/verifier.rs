@@ -32,7 +32,7 @@ pub fn verified(pid: u32) -> anyhow::Result<Verified> {
 }
 
 /// Ids of the eBPF programs process `pid` has open.
-fn program_ids(pid: u32) -> anyhow::Result<HashSet<u32>> {
+pub(super) fn program_ids(pid: u32) -> anyhow::Result<HashSet<u32>> {
     let dir = format!("/proc/{pid}/fdinfo");
     let mut ids = HashSet::new();
     for entry in std::fs::read_dir(&dir).with_context(|| format!("reading {dir}"))? {
