@@ -225,6 +225,15 @@ pub mod limit_scope {
     pub const CGROUP: u32 = 2;
 }
 
+/// `LIMITS_IN_FORCE[0]`: the kinds of target some rule in force has, so a
+/// call looks up only where a rule can be (no rule: 0, and the limit path
+/// is skipped whole).
+pub mod limits_in_force {
+    pub const PROCESS: u32 = 1;
+    pub const CGROUP: u32 = 2;
+    pub const COMM: u32 = 4;
+}
+
 /// What a limit does to a call that would cross it.
 pub mod limit_action {
     pub const AUDIT: u32 = 1;

@@ -8,7 +8,8 @@ use std::{
 
 use aya::maps::{Array, HashMap as BpfHashMap, MapData};
 use gpumem_common::{
-    limit_action, limit_scope, map_name, LimitKey, LimitRule, LimitState, DEVICE_ANY, MAX_LIMITS,
+    limit_action, limit_scope, limits_in_force, map_name, LimitKey, LimitRule, LimitState, DEVICE_ANY,
+    MAX_LIMITS,
 };
 
 use super::{BpfError, Tracer};
@@ -318,14 +319,26 @@ impl LimitTable {
         Matcher { who, device }
     }
 
-    /// LIMITS_IN_FORCE: nonzero while any rule is; zero skips the limit
-    /// path at every call.
+    /// LIMITS_IN_FORCE: the kinds of target of the rules in force (see
+    /// `limits_in_force`); zero skips the limit path at every call.
     fn update_in_force(&mut self) -> Result<(), LimitError> {
-        let n = self.slots.iter().filter(|(_, a)| *a).count() as u32;
+        let kinds = in_force_mask(self.slots.iter().filter(|(_, a)| *a).map(|(i, _)| &i.limit.target));
         self.in_force
-            .set(0, n, 0)
+            .set(0, kinds, 0)
             .map_err(|e| LimitError::Write { target: "(all)".into(), source: Box::new(e) })
     }
+}
+
+/// The `LIMITS_IN_FORCE` bits for rules on `targets`.
+fn in_force_mask<'a>(targets: impl Iterator<Item = &'a Target>) -> u32 {
+    targets.fold(0, |kinds, t| {
+        kinds
+            | match t {
+                Target::Pid(_) => limits_in_force::PROCESS,
+                Target::Cgroup(_) => limits_in_force::CGROUP,
+                Target::Comm(_) => limits_in_force::COMM,
+            }
+    })
 }
 
 /// Which allocations a rule covers (see [`LimitTable::matcher`]).
@@ -395,5 +408,19 @@ mod tests {
         // Where the kernel can, deny is deny, fallback or not.
         assert_eq!(effective_action(&deny, Action::Audit, None).unwrap(), Action::Deny);
         assert_eq!(effective_action(&with_fallback, Action::Audit, None).unwrap(), Action::Deny);
+    }
+
+    #[test]
+    fn in_force_names_each_kind_of_target_once() {
+        let t = |s: &str| Limit::parse(s).unwrap().target;
+        let (pid, cg, comm) = (t("pid:7=1G"), t("cgroup:/a=1G"), t("comm:python=1G"));
+        assert_eq!(in_force_mask([].into_iter()), 0);
+        assert_eq!(in_force_mask([&cg, &cg].into_iter()), limits_in_force::CGROUP);
+        assert_eq!(in_force_mask([&pid].into_iter()), limits_in_force::PROCESS);
+        assert_eq!(
+            in_force_mask([&comm, &pid].into_iter()),
+            limits_in_force::COMM | limits_in_force::PROCESS
+        );
+        assert_eq!(in_force_mask([&comm, &pid, &cg].into_iter()), 7);
     }
 }
