@@ -34,9 +34,11 @@ pub fn write(
     load: &AgentLoad,
 ) -> anyhow::Result<()> {
     let med = |c: &str, l: &str| samples.get(&(c, l)).and_then(|v| median(v.clone()));
-    let ratio = |a: &str, b: &str| match (med(a, "alloc_free"), med(b, "alloc_free")) {
-        (Some(x), Some(y)) if y > 0.0 => Some(x / y),
-        _ => None,
+    // Each repetition's ratio is of two loops run a second or two apart;
+    // the median of those follows the host's drift less than a ratio of
+    // medians taken minutes apart.
+    let ratio = |a: &str, b: &str| {
+        per_repetition_ratio(samples.get(&(a, "alloc_free")), samples.get(&(b, "alloc_free")))
     };
     let mut pair_ns = serde_json::Map::new();
     for c in CONFIGS {
@@ -55,6 +57,7 @@ pub fn write(
         "repetitions": run.reps,
         "pairs": { "alloc_free": run.pairs, "mixed": run.mixed_pairs },
         "pair_ns": pair_ns,
+        "pair_ns_per_repetition": samples.iter().map(|((c, l), v)| (format!("{c}/{l}"), v.clone())).collect::<BTreeMap<_, _>>(),
         "ratio_vs_floor": ratio("gpumem", "floor"),
         "ratio_limits_vs_floor": ratio("gpumem+limits", "floor"),
         "ratio_vs_bpftrace": ratio("gpumem", "bpftrace"),
@@ -79,7 +82,7 @@ pub fn write(
     let r = |v: Option<f64>| v.map_or("–".to_string(), |v| format!("{v:.3}"));
     let (reps, pairs, mixed) = (run.reps, run.pairs, run.mixed_pairs);
     let mut md = format!(
-        "# gpumem bench\n\n{machine}; {reps} interleaved repetitions, median; {pairs} alloc+free pairs, {mixed} mixed pairs.\n\n| configuration | ns per alloc+free pair | ns per mixed pair |\n| --- | --- | --- |\n"
+        "# gpumem bench\n\n{machine}; {reps} interleaved repetitions, median (ratios: median of each repetition's ratio); {pairs} alloc+free pairs, {mixed} mixed pairs.\n\n| configuration | ns per alloc+free pair | ns per mixed pair |\n| --- | --- | --- |\n"
     );
     for c in CONFIGS {
         md += &format!("| {c} | {} | {} |\n", f(med(c, "alloc_free")), f(med(c, "mixed")));
@@ -132,6 +135,13 @@ fn verified_line(v: &super::verifier::Verified) -> String {
         v.len(),
         top.join(", ")
     )
+}
+
+/// The median over the repetitions of `a`'s time over `b`'s in the same
+/// repetition.
+fn per_repetition_ratio(a: Option<&Vec<f64>>, b: Option<&Vec<f64>>) -> Option<f64> {
+    let (a, b) = (a?, b?);
+    median(a.iter().zip(b).filter(|(_, &y)| y > 0.0).map(|(x, y)| x / y).collect())
 }
 
 /// Median over the repetitions of each configuration's time inside its
@@ -189,4 +199,19 @@ fn runtime_table(run: &Run) -> String {
         md += &format!("| {c} | {ns:.0} | {} |\n", progs.join(", "));
     }
     md + "\nThe total includes the programs that run once per process (exec, contexts, exit), spread over the loop's pairs.\n"
+}
+
+#[cfg(test)]
+mod tests {
+    use super::per_repetition_ratio;
+
+    #[test]
+    fn ratios_pair_each_repetition_with_its_own() {
+        // The host slows down in the third repetition: the ratio does not.
+        let a = vec![110.0, 120.0, 330.0];
+        let b = vec![100.0, 100.0, 300.0];
+        assert_eq!(per_repetition_ratio(Some(&a), Some(&b)), Some(1.1));
+        assert_eq!(per_repetition_ratio(Some(&a), None), None);
+        assert_eq!(per_repetition_ratio(Some(&a), Some(&vec![])), None);
+    }
 }
