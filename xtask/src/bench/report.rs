@@ -40,6 +40,7 @@ pub fn write(
     let ratio = |a: &str, b: &str| {
         per_repetition_ratio(samples.get(&(a, "alloc_free")), samples.get(&(b, "alloc_free")))
     };
+    let (program_pair, program_run) = (program_ns_per_pair(run), program_rows(run));
     let mut pair_ns = serde_json::Map::new();
     for c in CONFIGS {
         let row: serde_json::Map<String, Value> =
@@ -62,8 +63,8 @@ pub fn write(
         "ratio_limits_vs_floor": ratio("gpumem+limits", "floor"),
         "ratio_vs_bpftrace": ratio("gpumem", "bpftrace"),
         "attach_ms": run.attach_ms,
-        "program_ns_per_pair": program_ns_per_pair(run),
-        "program_ns_per_run": program_ns_per_run(run),
+        "program_ns_per_pair": program_pair,
+        "program_ns_per_run": program_run,
         "verified_insns_total": run.verified.values().map(|&n| u64::from(n)).sum::<u64>(),
         "verified_insns": run.verified,
         "bpftrace": run.bpftrace_missing.clone().unwrap_or_else(|| "measured".into()),
@@ -94,7 +95,7 @@ pub fn write(
         r(ratio("gpumem", "bpftrace")),
         f(run.attach_ms)
     );
-    md += &runtime_table(run);
+    md += &runtime_table(run, &program_pair, &program_run);
     md += &verified_line(&run.verified);
     if let Some(why) = &run.bpftrace_missing {
         md += &format!("\nbpftrace not measured: {why}\n");
@@ -155,9 +156,17 @@ fn program_ns_per_pair(run: &Run) -> BTreeMap<&'static str, f64> {
         .collect()
 }
 
-/// Median over the repetitions of each program's nanoseconds per run and
-/// runs per pair.
-fn program_ns_per_run(run: &Run) -> BTreeMap<&'static str, BTreeMap<String, Value>> {
+/// One program's median over the repetitions.
+#[derive(serde::Serialize)]
+struct ProgramRow {
+    ns_per_run: f64,
+    /// Below 1: it does not run every pair (a process's exec, contexts,
+    /// exit).
+    runs_per_pair: f64,
+}
+
+/// Each configuration's programs, as medians over the repetitions.
+fn program_rows(run: &Run) -> BTreeMap<&'static str, BTreeMap<String, ProgramRow>> {
     run.runtimes
         .iter()
         .map(|(&c, reps)| {
@@ -168,7 +177,7 @@ fn program_ns_per_run(run: &Run) -> BTreeMap<&'static str, BTreeMap<String, Valu
                 e.1.push(t.runs as f64 / run.pairs.max(1) as f64);
             }
             let rows = per.into_iter().filter_map(|(n, (ns, runs))| {
-                Some((n, json!({ "ns_per_run": median(ns)?, "runs_per_pair": median(runs)? })))
+                Some((n, ProgramRow { ns_per_run: median(ns)?, runs_per_pair: median(runs)? }))
             });
             (c, rows.collect())
         })
@@ -176,25 +185,27 @@ fn program_ns_per_run(run: &Run) -> BTreeMap<&'static str, BTreeMap<String, Valu
 }
 
 /// The programs' share of a pair, per configuration, as a table.
-fn runtime_table(run: &Run) -> String {
+fn runtime_table(
+    run: &Run,
+    pair: &BTreeMap<&'static str, f64>,
+    rows: &BTreeMap<&'static str, BTreeMap<String, ProgramRow>>,
+) -> String {
     if let Some(why) = &run.runtime_missing {
         return format!("\nTime inside the programs not measured: {why}\n");
     }
-    let pair = program_ns_per_pair(run);
-    let per_run = program_ns_per_run(run);
     let mut md = format!(
         "\nTime inside each tracer's programs (the kernel's run-time statistics, on for one more loop of {} pairs per repetition; median):\n\n| configuration | ns per pair inside its programs | ns per run, programs run every pair |\n| --- | --- | --- |\n",
         run.pairs
     );
-    for (c, ns) in &pair {
-        // The programs of the loop itself; the rest (a process's exec, its
-        // contexts, its exit) run once per process, counted in the total.
-        let progs: Vec<String> = per_run
+    for (c, ns) in pair {
+        // The programs of the loop itself; the rest run once per process,
+        // counted in the total.
+        let progs: Vec<String> = rows
             .get(c)
             .into_iter()
             .flatten()
-            .filter(|(_, v)| v["runs_per_pair"].as_f64().is_some_and(|r| r >= 1.0))
-            .map(|(n, v)| format!("{n} {:.0}", v["ns_per_run"].as_f64().unwrap_or(0.0)))
+            .filter(|(_, r)| r.runs_per_pair >= 1.0)
+            .map(|(n, r)| format!("{n} {:.0}", r.ns_per_run))
             .collect();
         md += &format!("| {c} | {ns:.0} | {} |\n", progs.join(", "));
     }

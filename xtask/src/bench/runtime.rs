@@ -10,7 +10,7 @@ use anyhow::Context;
 
 /// Runs and nanoseconds spent in one program (summed over the programs of
 /// that name, as one name may be loaded once per probe site).
-#[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct ProgramTime {
     pub runs: u64,
     pub ns: u64,
@@ -27,17 +27,13 @@ pub type Runtime = BTreeMap<String, ProgramTime>;
 
 /// Run counts and times so far of the programs process `pid` holds, by id.
 fn snapshot(pid: u32) -> anyhow::Result<BTreeMap<u32, (String, ProgramTime)>> {
-    let ids = super::verifier::program_ids(pid)?;
-    let mut out = BTreeMap::new();
-    for info in aya::programs::loaded_programs() {
-        let info = info.context("listing the kernel's eBPF programs")?;
-        if ids.contains(&info.id()) {
-            let name = info.name_as_str().unwrap_or("?").to_string();
+    Ok(super::verifier::programs_held(pid)?
+        .iter()
+        .map(|info| {
             let t = ProgramTime { runs: info.run_count(), ns: info.run_time().as_nanos() as u64 };
-            out.insert(info.id(), (name, t));
-        }
-    }
-    Ok(out)
+            (info.id(), (super::verifier::name(info), t))
+        })
+        .collect())
 }
 
 /// What the programs of process `pid` ran while `work` ran, with the

@@ -3,36 +3,49 @@
 //! later), the number that start-up time follows. Unlike a time it does not
 //! drift with the machine's load, so two runs compare exactly.
 //!
-//! The agent's programs are the ones it holds open: their ids come from
-//! its `/proc/PID/fdinfo`, their names and counts from the kernel's program
-//! list.
+//! The agent's programs are the ones it holds open (`programs_held`, which
+//! `runtime` uses too): their ids come from its `/proc/PID/fdinfo`, their
+//! names and counts from the kernel's program list.
 use std::collections::{BTreeMap, HashSet};
 
 use anyhow::Context;
+use aya::programs::ProgramInfo;
 
 /// Instructions processed per program name.
 pub type Verified = BTreeMap<String, u32>;
 
 /// The verifier's counts for the programs process `pid` holds.
 pub fn verified(pid: u32) -> anyhow::Result<Verified> {
-    let ids = program_ids(pid)?;
     let mut out = Verified::new();
-    for info in aya::programs::loaded_programs() {
-        let info = info.context("listing the kernel's eBPF programs")?;
-        if !ids.contains(&info.id()) {
-            continue;
-        }
-        let name = info.name_as_str().unwrap_or("?").to_string();
+    for info in programs_held(pid)? {
         let count = info
             .verified_instruction_count()
             .context("this kernel does not report verified instructions (5.16 and later do)")?;
-        out.insert(name, count);
+        out.insert(name(&info), count);
     }
     Ok(out)
 }
 
+/// What the kernel says of each eBPF program process `pid` holds open.
+pub(super) fn programs_held(pid: u32) -> anyhow::Result<Vec<ProgramInfo>> {
+    let ids = program_ids(pid)?;
+    let mut out = Vec::new();
+    for info in aya::programs::loaded_programs() {
+        let info = info.context("listing the kernel's eBPF programs")?;
+        if ids.contains(&info.id()) {
+            out.push(info);
+        }
+    }
+    Ok(out)
+}
+
+/// A program's name as the kernel keeps it (15 characters at most).
+pub(super) fn name(info: &ProgramInfo) -> String {
+    info.name_as_str().unwrap_or("?").to_string()
+}
+
 /// Ids of the eBPF programs process `pid` has open.
-pub(super) fn program_ids(pid: u32) -> anyhow::Result<HashSet<u32>> {
+fn program_ids(pid: u32) -> anyhow::Result<HashSet<u32>> {
     let dir = format!("/proc/{pid}/fdinfo");
     let mut ids = HashSet::new();
     for entry in std::fs::read_dir(&dir).with_context(|| format!("reading {dir}"))? {
