@@ -4,19 +4,50 @@
 //! Only fixed-width integers and arrays cross the kernel/user boundary: no
 //! `bool`, `enum`, `Option` or padding holes, so both sides agree on every
 //! byte whatever the compiler does. Every struct here is `#[repr(C)]` and its
-//! size is checked at compile time.
+//! size is checked at compile time. The tables (`api`, `program`) are
+//! constants both sides compile in; they never cross the boundary.
+//!
+//! - `api`: the table of CUDA entry points (ids, symbols, families, shapes);
+//! - `program`: the uprobe programs and their guard indexes;
+//! - `cookie`: what a probe's attach cookie carries;
+//! - `record`: the ring-buffer records (header and payloads);
+//! - `pending`: what a call keeps between its entry and its return;
+//! - `maps`: the other map keys and values, map names and sizes;
+//! - `limit_list`, `array`: arithmetic both sides share.
 #![no_std]
 
 pub mod api;
-pub mod event;
+pub mod array;
+pub mod cookie;
 pub mod limit_list;
 pub mod maps;
+pub mod pending;
+pub mod program;
+pub mod record;
 
-pub use api::*;
-pub use event::*;
+pub use api::{id, kind};
 pub use maps::*;
+pub use pending::*;
+pub use record::*;
 
 /// `CUDA_SUCCESS`.
 pub const CUDA_SUCCESS: u32 = 0;
 /// `CUDA_ERROR_OUT_OF_MEMORY`.
 pub const CUDA_ERROR_OUT_OF_MEMORY: u32 = 2;
+
+/// Whether two strings are equal, in a constant (the tables check
+/// themselves as they are compiled).
+pub const fn str_eq(a: &str, b: &str) -> bool {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    if a.len() != b.len() {
+        return false;
+    }
+    let mut i = 0;
+    while i < a.len() {
+        if a[i] != b[i] {
+            return false;
+        }
+        i += 1;
+    }
+    true
+}

@@ -53,9 +53,13 @@ pub const MAX_LIMITS: u32 = 64;
 pub const LIMITS_PER_CALL: usize = 4;
 /// Limits one process's charges can be remembered for (for its exit).
 pub const PROC_LIMIT_SLOTS: usize = 4;
-/// Programs that take the one-run-per-CPU guard (gpumem-ebpf's
-/// exclusive.rs), an upper bound.
+/// Entries of the guard map: one per uprobe program (see
+/// [`crate::program`], which checks its table against this).
 pub const GUARDED_PROGRAMS: u32 = 32;
+/// Limit targets (processes and cgroups) indexed at once.
+pub const LIMIT_INDEX_ENTRIES: u32 = 1024;
+/// Comms with a limit at once.
+pub const COMM_LIMIT_ENTRIES: u32 = 256;
 
 /// One program's run guard on one CPU (a per-CPU array entry).
 #[repr(C)]
@@ -108,51 +112,6 @@ pub mod ns {
             _ => DEVICE_PTR,
         }
     }
-}
-
-/// A thread's call to one API, keyed by [`PendingKey`]: between its entry
-/// and its return `armed` is 1. The entry stays in the map (disarmed)
-/// until the thread exits, so the next call writes it in place instead of
-/// inserting (a map update costs several times a lookup).
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Pending {
-    /// User pointer the driver writes the result through (0: the address
-    /// is `addr`, known at entry).
-    pub out_ptr: u64,
-    /// Bytes requested (allocations), rows (pitched), or the address or
-    /// handle being freed (frees).
-    pub arg: u64,
-    /// `cuMemAllocPitch`: where the driver writes the pitch; the charge is
-    /// pitch x rows.
-    pub pitch_ptr: u64,
-    /// The address when the caller supplies it (`cuMemHostRegister`).
-    pub addr: u64,
-    pub cgroup_id: u64,
-    pub device: u32,
-    /// Memory kind to charge (from the cookie, or the call's own argument).
-    pub kind: u32,
-    /// 1 when `live` holds the allocation a free took out of the live map
-    /// at its entry (put back if the free fails).
-    pub found: u32,
-    /// 1 when a limit refused the call at entry: the return charges nothing.
-    pub refused: u32,
-    /// Bytes reserved at entry under `live.limit_slots`' limits.
-    pub reserved: u64,
-    pub live: LiveAlloc,
-    /// 1 from the entry to the return.
-    pub armed: u32,
-    pub _pad: u32,
-}
-
-/// Entry/return correlation: the full pid_tgid (a thread) and the API, so
-/// that a probed call made inside another probed call does not clobber it.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub struct PendingKey {
-    pub pid_tgid: u64,
-    pub api: u32,
-    pub _pad: u32,
 }
 
 /// A live allocation, keyed by [`LiveKey`].
@@ -283,24 +242,25 @@ pub struct LimitState {
 
 #[cfg(feature = "user")]
 mod pod {
-    // SAFETY: all of these are repr(C), made of integers only, with no
-    // padding (sizes asserted below), so any bit pattern is valid.
-    unsafe impl aya::Pod for super::Pending {}
-    unsafe impl aya::Pod for super::PendingKey {}
+    // SAFETY: repr(C), integers only, no padding (sizes asserted below).
     unsafe impl aya::Pod for super::LiveAlloc {}
+    // SAFETY: repr(C), integers only, no padding (sizes asserted below).
     unsafe impl aya::Pod for super::LiveKey {}
+    // SAFETY: repr(C), integers only, no padding (sizes asserted below).
     unsafe impl aya::Pod for super::ProcUsage {}
+    // SAFETY: repr(C), integers only, no padding (sizes asserted below).
     unsafe impl aya::Pod for super::CtxKey {}
+    // SAFETY: repr(C), integers only, no padding (sizes asserted below).
     unsafe impl aya::Pod for super::LimitKey {}
+    // SAFETY: repr(C), integers only, no padding (sizes asserted below).
     unsafe impl aya::Pod for super::LimitRule {}
+    // SAFETY: repr(C), integers only, no padding (sizes asserted below).
     unsafe impl aya::Pod for super::LimitState {}
+    // SAFETY: repr(C), integers only, no padding (sizes asserted below).
     unsafe impl aya::Pod for super::Running {}
-    unsafe impl aya::Pod for crate::EventRecord {}
 }
 
 const _: () = {
-    assert!(core::mem::size_of::<Pending>() == 136);
-    assert!(core::mem::size_of::<PendingKey>() == 16);
     assert!(core::mem::size_of::<LiveAlloc>() == 64);
     assert!(core::mem::size_of::<LimitKey>() == 16);
     assert!(core::mem::size_of::<LimitRule>() == 32);

@@ -11,9 +11,9 @@
 //! where the kernel allows it; while 0 the verifier proves the store dead
 //! and never checks it, so the same object loads on every kernel.
 use aya_ebpf::programs::ProbeContext;
-use gpumem_common::{cookie_ret_delta, CUDA_ERROR_OUT_OF_MEMORY};
+use gpumem_common::CUDA_ERROR_OUT_OF_MEMORY;
 
-use crate::account::cookie;
+use crate::base::cookie::cookie;
 
 #[no_mangle]
 static DENY_BY_REGISTERS: u8 = 0;
@@ -28,7 +28,7 @@ pub fn ret_delta(ctx: &ProbeContext) -> u64 {
     if unsafe { core::ptr::read_volatile(&DENY_BY_REGISTERS) } == 0 {
         return 0;
     }
-    cookie_ret_delta(cookie(ctx)) as u64
+    gpumem_common::cookie::ret_delta(cookie(ctx)) as u64
 }
 
 /// Makes the probed call return `CUDA_ERROR_OUT_OF_MEMORY` at once.
@@ -41,4 +41,14 @@ pub fn return_out_of_memory(ctx: &ProbeContext, delta: u64) {
         (*regs).rax = CUDA_ERROR_OUT_OF_MEMORY as u64;
         (*regs).rip += delta;
     }
+}
+
+/// Never attached: `gpumem` loads it to learn whether this kernel lets
+/// uprobe programs write registers (what `deny` needs). Kernels that do not
+/// reject it at load with `invalid bpf_context access`.
+#[aya_ebpf::macros::uprobe]
+pub fn probe_register_write(ctx: ProbeContext) -> u32 {
+    // SAFETY: never runs; only its load is attempted.
+    unsafe { (*ctx.regs).rax = 0 };
+    0
 }

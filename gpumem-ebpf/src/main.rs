@@ -1,9 +1,17 @@
-//! gpumem's eBPF programs.
+//! gpumem's eBPF programs, layered bottom-up (each layer uses only those
+//! below it):
 //!
-//! One module per CUDA API family; each holds an entry uprobe and a return
-//! uretprobe that serve every driver symbol with the same argument layout
-//! (the API id and memory kind come in the attach cookie). `account` holds
-//! the in-kernel accounting every family shares; `maps` declares every map.
+//! - `maps`: every map;
+//! - `base`: atomics, records to the agent, drop counters, the attach
+//!   cookie, each program's run guard;
+//! - `device`: the device of a thread's current context;
+//! - `account`: what processes, cgroups and limits hold, and calls in
+//!   flight;
+//! - `limits`: the limit decision, made here and nowhere else; `deny`: the
+//!   action that makes a call fail;
+//! - `families`: the programs, one module per CUDA API family; one entry
+//!   and one return program serve every driver symbol with the same
+//!   argument shape (the API id and memory kind come in the attach cookie).
 #![no_std]
 #![no_main]
 #![feature(core_intrinsics)]
@@ -11,20 +19,12 @@
 #![allow(internal_features)]
 
 mod account;
-mod alloc;
-mod array;
-mod atomic;
-mod context;
+mod base;
 mod deny;
-mod exclusive;
-mod exit;
-mod floor;
-mod free;
-mod held;
+mod device;
+mod families;
 mod limits;
 mod maps;
-mod report;
-mod vmm;
 
 #[cfg(not(test))]
 #[panic_handler]

@@ -7,8 +7,9 @@ use aya_ebpf::{
 };
 use gpumem_common::{
     stat, CtxKey, LimitKey, LimitRule, LimitState, LiveAlloc, LiveKey, Pending, PendingKey, ProcUsage,
-    Running, CGROUP_ENTRIES, CTX_ENTRIES, EVENTS_BYTES, GUARDED_PROGRAMS, LIVE_ENTRIES, MAX_LIMITS,
-    PENDING_ENTRIES, PROC_ENTRIES, THREAD_CTX_ENTRIES, VMM_MAPPING_ENTRIES,
+    Running, CGROUP_ENTRIES, COMM_LIMIT_ENTRIES, CTX_ENTRIES, EVENTS_BYTES, GUARDED_PROGRAMS,
+    LIMIT_INDEX_ENTRIES, LIVE_ENTRIES, MAX_LIMITS, PENDING_ENTRIES, PROC_ENTRIES, TASK_COMM_LEN,
+    THREAD_CTX_ENTRIES, VMM_MAPPING_ENTRIES,
 };
 
 /// Records to user space.
@@ -45,7 +46,7 @@ pub static LEADER_GONE: LruHashMap<u32, u64> = LruHashMap::with_max_entries(PROC
 #[map]
 pub static CGROUP_USAGE: HashMap<u64, u64> = HashMap::with_max_entries(CGROUP_ENTRIES, 0);
 
-/// Each uprobe program's run guard, per CPU (see exclusive.rs).
+/// Each uprobe program's run guard, per CPU (see base/guard.rs).
 #[map]
 pub static RUNNING: PerCpuArray<Running> = PerCpuArray::with_max_entries(GUARDED_PROGRAMS, 0);
 
@@ -83,13 +84,14 @@ pub static LIMIT_BASE: Array<u64> = Array::with_max_entries(MAX_LIMITS, 0);
 
 /// Which slot limits a process (tgid) or a cgroup (id).
 #[map]
-pub static LIMIT_INDEX: HashMap<LimitKey, u32> = HashMap::with_max_entries(1024, 0);
+pub static LIMIT_INDEX: HashMap<LimitKey, u32> = HashMap::with_max_entries(LIMIT_INDEX_ENTRIES, 0);
 
-/// Entry 0: how many limit rules are installed. Zero skips the whole limit
-/// path (the cgroup ancestry walk) at every allocation.
+/// Entry 0: the kinds of target some rule in force has
+/// (`gpumem_common::limits_in_force`). Zero skips the whole limit path at
+/// every allocation.
 #[map]
 pub static LIMITS_IN_FORCE: Array<u32> = Array::with_max_entries(1, 0);
 
 /// Which slot limits processes by comm (NUL-padded).
 #[map]
-pub static COMM_LIMITS: HashMap<[u8; 16], u32> = HashMap::with_max_entries(256, 0);
+pub static COMM_LIMITS: HashMap<[u8; TASK_COMM_LEN], u32> = HashMap::with_max_entries(COMM_LIMIT_ENTRIES, 0);

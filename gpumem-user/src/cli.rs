@@ -1,9 +1,12 @@
 //! Command-line interface: one struct per subcommand.
-use std::path::PathBuf;
+use std::{path::PathBuf, time::Duration};
 
 use clap::{Parser, Subcommand, ValueEnum};
 
-use crate::control::DEFAULT_SOCKET;
+use crate::{
+    control::DEFAULT_SOCKET,
+    limits::policy::{size::parse_ring_size, Action, Limit},
+};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -57,17 +60,18 @@ pub struct RunArgs {
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Json)]
     pub format: Format,
-    /// Stop after SECS seconds (default: run until SIGINT or SIGTERM).
-    #[arg(long, value_name = "SECS", value_parser = parse_secs)]
-    pub duration: Option<f64>,
+    /// Stop after this long (seconds, or `90s`, `5m`, `1h`; default: run
+    /// until SIGINT or SIGTERM).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub duration: Option<Duration>,
     /// Also write `usage` records for every process and cgroup holding
-    /// memory every SECS seconds.
-    #[arg(long, value_name = "SECS", value_parser = parse_secs)]
-    pub interval: Option<f64>,
-    /// Every SECS seconds, look for `libcuda.so*` files newly mapped by any
-    /// process (a container's own copy) and attach to them; 0 turns it off.
-    #[arg(long, value_name = "SECS", default_value_t = 1.0, value_parser = parse_secs_or_zero)]
-    pub rescan: f64,
+    /// memory this often (seconds, or `30s`, `5m`).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub interval: Option<Duration>,
+    /// This often, look for `libcuda.so*` files newly mapped by any process
+    /// (a container's own copy) and attach to them; 0 turns it off.
+    #[arg(long, value_name = "DURATION", default_value = "1", value_parser = parse_duration_or_off)]
+    pub rescan: Duration,
     /// The control socket `gpumem status` talks to.
     #[arg(long, value_name = "PATH", default_value = DEFAULT_SOCKET)]
     pub socket: PathBuf,
@@ -76,20 +80,20 @@ pub struct RunArgs {
     /// with TARGET cgroup:/path (the cgroup and everything below it),
     /// pid:N or comm:NAME; sizes like 512MiB or 8GiB; ACTION audit,
     /// signal[:SIG] or deny.
-    #[arg(long = "limit", value_name = "SPEC", value_parser = crate::policy::Limit::parse)]
-    pub limits: Vec<crate::policy::Limit>,
+    #[arg(long = "limit", value_name = "SPEC", value_parser = Limit::parse)]
+    pub limits: Vec<Limit>,
     /// Limits from a TOML file (see the README), added to --limit.
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
     /// The action of limits that name none [default: signal:SIGKILL].
-    #[arg(long, value_name = "ACTION", value_parser = crate::policy::Action::parse)]
-    pub default_action: Option<crate::policy::Action>,
+    #[arg(long, value_name = "ACTION", value_parser = Action::parse)]
+    pub default_action: Option<Action>,
     /// Size of the kernel ring buffer records wait in for the agent (a
     /// power of two, 64KiB to 1GiB). Records that find it full are lost,
     /// counted, and reported in `dropped` records; raise it if they are.
     /// The agent's resident size includes it twice (the kernel maps it
     /// twice, for records that wrap).
-    #[arg(long, value_name = "SIZE", default_value = "4MiB", value_parser = crate::policy::size::parse_ring_size)]
+    #[arg(long, value_name = "SIZE", default_value = "4MiB", value_parser = parse_ring_size)]
     pub ring_buffer: u32,
 }
 
@@ -148,21 +152,41 @@ pub enum LimitAction {
     },
 }
 
-/// A positive, finite number of seconds.
-pub fn parse_secs(s: &str) -> Result<f64, String> {
-    let v: f64 = s.parse().map_err(|_| format!("`{s}` is not a number of seconds"))?;
-    if !v.is_finite() || v <= 0.0 {
-        return Err(format!("`{s}`: seconds must be a positive number"));
+/// The longest duration any option takes (a century: beyond it the
+/// timers' arithmetic would overflow).
+const LONGEST: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
+
+/// A positive duration: a number of seconds (`1.5`) or a humantime
+/// duration (`90s`, `5m`, `250ms`).
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let t = s.trim();
+    let d = match t.parse::<f64>() {
+        Ok(secs) if secs.is_finite() && secs > 0.0 && secs < LONGEST.as_secs_f64() => {
+            Duration::from_secs_f64(secs)
+        }
+        Ok(_) => return Err(format!("`{s}`: give a positive duration (seconds, or e.g. 90s, 5m)")),
+        Err(_) => humantime::parse_duration(t)
+            .map_err(|e| format!("`{s}` is not a duration ({e}): give seconds, or e.g. 90s, 5m"))?,
+    };
+    if d.is_zero() || d > LONGEST {
+        return Err(format!("`{s}`: give a positive duration of at most a century"));
     }
-    Ok(v)
+    Ok(d)
 }
 
-/// Seconds, where 0 means off.
-pub fn parse_secs_or_zero(s: &str) -> Result<f64, String> {
-    if s.trim() == "0" {
-        return Ok(0.0);
+/// [`parse_duration`], where 0 means off (zero).
+pub fn parse_duration_or_off(s: &str) -> Result<Duration, String> {
+    if s.trim().parse::<f64>() == Ok(0.0) {
+        return Ok(Duration::ZERO);
     }
-    parse_secs(s)
+    parse_duration(s)
+}
+
+impl RunArgs {
+    /// How often to look for new libraries; None: never.
+    pub fn rescan_every(&self) -> Option<Duration> {
+        (!self.rescan.is_zero()).then_some(self.rescan)
+    }
 }
 
 #[cfg(test)]
@@ -183,8 +207,12 @@ mod tests {
                 .unwrap();
         let Command::Run(run) = cli.command else { panic!("not run") };
         assert_eq!(run.libcuda, vec![PathBuf::from("/a"), PathBuf::from("/b")]);
-        assert_eq!(run.duration, Some(1.5));
-        for bad in ["0", "-1", "soon", "inf"] {
+        assert_eq!(run.duration, Some(Duration::from_millis(1500)));
+        assert_eq!(run.rescan_every(), Some(Duration::from_secs(1)), "the default");
+        let cli = Cli::try_parse_from(["gpumem", "run", "--duration", "2m", "--rescan", "0"]).unwrap();
+        let Command::Run(run) = cli.command else { panic!("not run") };
+        assert_eq!((run.duration, run.rescan_every()), (Some(Duration::from_secs(120)), None));
+        for bad in ["0", "-1", "soon", "inf", "1e30"] {
             let err = Cli::try_parse_from(["gpumem", "run", "--duration", bad]).unwrap_err().to_string();
             assert!(err.contains(bad), "{err}");
         }

@@ -6,22 +6,28 @@
 //! reports both, so any difference (lost records) is visible.
 use std::collections::{BTreeMap, HashMap};
 
-use gpumem_common::{event_type, ns, EventRecord, FLAG_UNTRACKED};
+use gpumem_common::ns;
+
+use crate::decode::{Body, Change, Event};
+
+/// A device ordinal, or None where the calling thread's context was not
+/// known.
+pub type Device = Option<u32>;
 
 /// Bytes held, in total and split by (memory kind, device).
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Usage {
     pub bytes: u64,
-    pub split: BTreeMap<(u32, u32), u64>,
+    pub split: BTreeMap<(u32, Device), u64>,
 }
 
 impl Usage {
-    fn charge(&mut self, kind: u32, device: u32, size: u64) {
+    fn charge(&mut self, kind: u32, device: Device, size: u64) {
         self.bytes = self.bytes.wrapping_add(size);
         *self.split.entry((kind, device)).or_default() += size;
     }
 
-    fn uncharge(&mut self, kind: u32, device: u32, size: u64) {
+    fn uncharge(&mut self, kind: u32, device: Device, size: u64) {
         self.bytes = self.bytes.saturating_sub(size);
         if let Some(v) = self.split.get_mut(&(kind, device)) {
             *v = v.saturating_sub(size);
@@ -37,7 +43,13 @@ struct Live {
     size: u64,
     cgroup_id: u64,
     kind: u32,
-    device: u32,
+    device: Device,
+}
+
+impl Live {
+    fn of(c: &Change, cgroup_id: u64) -> Self {
+        Self { size: c.size, cgroup_id, kind: c.kind, device: c.device }
+    }
 }
 
 /// A live allocation, as [`Ledger::live_allocations`] lists it.
@@ -49,7 +61,7 @@ pub struct LiveAllocation<'a> {
     pub key: (u32, u64),
     pub size: u64,
     pub cgroup_id: u64,
-    pub device: u32,
+    pub device: Device,
 }
 
 /// One process in the ledger.
@@ -94,54 +106,53 @@ const RELEASED_PRUNE_ABOVE: usize = 4096;
 
 impl Ledger {
     /// Applies one kernel record.
-    pub fn apply(&mut self, r: &EventRecord) {
-        let tgid = r.tgid();
-        if matches!(r.event, event_type::ALLOC | event_type::FREE)
-            && self.of_released_image(tgid, r.generation)
-        {
-            // Its bytes went with the image's `exit`/`exec` record, which
-            // reached the ring buffer first.
-            self.late += 1;
-            return;
-        }
-        match r.event {
-            event_type::ALLOC => {
-                let p = self.procs.entry(tgid).or_default();
-                p.comm = comm(&r.comm);
-                p.cgroup_id = r.cgroup_id;
-                let live = Live { size: r.size, cgroup_id: r.cgroup_id, kind: r.kind, device: r.device };
-                // Same rule as the kernel: an entry at this address is an
-                // allocation whose free was never seen; its charge goes.
-                if let Some(stale) = p.live.insert((ns::for_kind(r.kind), r.addr), live) {
-                    p.usage.uncharge(stale.kind, stale.device, stale.size);
-                    uncharge_cgroup(&mut self.cgroups, &stale);
-                }
-                p.usage.charge(r.kind, r.device, r.size);
-                self.cgroups.entry(r.cgroup_id).or_default().charge(r.kind, r.device, r.size);
+    pub fn apply(&mut self, e: &Event) {
+        let tgid = e.origin.pid;
+        match &e.body {
+            Body::Alloc(c) | Body::Free(c) if self.of_released_image(tgid, c.generation) => {
+                // Its bytes went with the image's `exit`/`exec` record, which
+                // reached the ring buffer first.
+                self.late += 1;
             }
-            event_type::FREE if r.flags & FLAG_UNTRACKED == 0 => {
-                let freed = Live { size: r.size, cgroup_id: r.cgroup_id, kind: r.kind, device: r.device };
+            Body::Alloc(c) => self.alloc(e, c),
+            Body::Free(c) if !c.untracked => {
+                let freed = Live::of(c, e.origin.cgroup_id);
                 if let Some(p) = self.procs.get_mut(&tgid) {
-                    p.live.remove(&(ns::for_kind(r.kind), r.addr));
+                    p.live.remove(&(ns::for_kind(c.kind), c.addr));
                     p.usage.uncharge(freed.kind, freed.device, freed.size);
                 }
                 uncharge_cgroup(&mut self.cgroups, &freed);
             }
-            event_type::EXIT | event_type::EXEC => {
-                self.remember_released(tgid, r.generation, r.ts_ns);
+            Body::Exit(r) | Body::Exec(r) => {
+                self.remember_released(tgid, r.generation, e.origin.ts_ns);
                 if let Some(p) = self.procs.remove(&tgid) {
                     for live in p.live.values() {
                         uncharge_cgroup(&mut self.cgroups, live);
                     }
                 }
             }
-            event_type::ALLOC_FAILED => {
+            Body::AllocFailed(_) => {
                 if let Some(p) = self.procs.get_mut(&tgid) {
-                    p.comm = comm(&r.comm);
+                    p.comm.clone_from(&e.origin.comm);
                 }
             }
             _ => {}
         }
+    }
+
+    fn alloc(&mut self, e: &Event, c: &Change) {
+        let p = self.procs.entry(e.origin.pid).or_default();
+        p.comm.clone_from(&e.origin.comm);
+        p.cgroup_id = e.origin.cgroup_id;
+        let live = Live::of(c, e.origin.cgroup_id);
+        // Same rule as the kernel: an entry at this address is an
+        // allocation whose free was never seen; its charge goes.
+        if let Some(stale) = p.live.insert((ns::for_kind(c.kind), c.addr), live) {
+            p.usage.uncharge(stale.kind, stale.device, stale.size);
+            uncharge_cgroup(&mut self.cgroups, &stale);
+        }
+        p.usage.charge(c.kind, c.device, c.size);
+        self.cgroups.entry(e.origin.cgroup_id).or_default().charge(c.kind, c.device, c.size);
     }
 
     /// `alloc` and `free` records that arrived after the release of the
@@ -214,158 +225,5 @@ fn uncharge_cgroup(cgroups: &mut HashMap<u64, Usage>, live: &Live) {
     }
 }
 
-/// A NUL-padded kernel comm as a string.
-pub fn comm(raw: &[u8; 16]) -> String {
-    let end = raw.iter().position(|&b| b == 0).unwrap_or(raw.len());
-    String::from_utf8_lossy(&raw[..end]).into_owned()
-}
-
 #[cfg(test)]
-mod tests {
-    use gpumem_common::kind;
-
-    use super::*;
-
-    fn rec(event: u32, tgid: u32, cg: u64, addr: u64, size: u64) -> EventRecord {
-        EventRecord {
-            event,
-            pid_tgid: (u64::from(tgid) << 32) | u64::from(tgid + 1),
-            cgroup_id: cg,
-            addr,
-            size,
-            kind: kind::DEVICE,
-            device: 0,
-            comm: *b"worker\0\0\0\0\0\0\0\0\0\0",
-            ..Default::default()
-        }
-    }
-
-    #[test]
-    fn alloc_then_free_returns_to_zero() {
-        let mut l = Ledger::default();
-        l.apply(&rec(event_type::ALLOC, 10, 7, 0x1000, 4096));
-        l.apply(&rec(event_type::ALLOC, 10, 7, 0x2000, 100));
-        assert_eq!(l.process(10).unwrap().usage.bytes, 4196);
-        assert_eq!(l.process(10).unwrap().comm, "worker");
-        assert_eq!(l.cgroup(7).unwrap().bytes, 4196);
-        l.apply(&rec(event_type::FREE, 10, 7, 0x1000, 4096));
-        assert_eq!(l.process(10).unwrap().usage.bytes, 100);
-        assert_eq!(l.process(10).unwrap().live_count(), 1);
-        l.apply(&rec(event_type::FREE, 10, 7, 0x2000, 100));
-        assert_eq!(l.process(10).unwrap().usage.bytes, 0);
-        assert!(l.cgroup(7).is_none(), "empty cgroups leave the ledger");
-    }
-
-    #[test]
-    fn exit_uncharges_every_cgroup_the_process_charged() {
-        let mut l = Ledger::default();
-        l.apply(&rec(event_type::ALLOC, 10, 7, 0x1000, 10));
-        l.apply(&rec(event_type::ALLOC, 10, 8, 0x2000, 20));
-        l.apply(&rec(event_type::ALLOC, 11, 8, 0x1000, 5));
-        l.apply(&rec(event_type::EXIT, 10, 8, 0, 30));
-        assert!(l.process(10).is_none());
-        assert!(l.cgroup(7).is_none());
-        assert_eq!(l.cgroup(8).unwrap().bytes, 5);
-        assert_eq!(l.process(11).unwrap().usage.bytes, 5);
-    }
-
-    #[test]
-    fn live_allocations_list_each_with_its_process_cgroup_and_device() {
-        let mut l = Ledger::default();
-        l.apply(&rec(event_type::ALLOC, 10, 7, 0x1000, 5));
-        l.apply(&rec(event_type::ALLOC, 10, 7, 0x2000, 6));
-        l.apply(&rec(event_type::FREE, 10, 7, 0x1000, 5));
-        let live = l.live_allocations();
-        assert_eq!(live.len(), 1);
-        let a = live[0];
-        assert_eq!((a.tgid, a.key.1, a.size, a.cgroup_id), (10, 0x2000, 6, 7));
-    }
-
-    #[test]
-    fn exec_forgets_the_old_image() {
-        let mut l = Ledger::default();
-        l.apply(&rec(event_type::ALLOC, 10, 7, 0x1000, 10));
-        l.apply(&rec(event_type::EXEC, 10, 7, 0, 10));
-        assert!(l.process(10).is_none());
-        assert!(l.cgroup(7).is_none());
-        l.apply(&rec(event_type::ALLOC, 10, 7, 0x1000, 5));
-        assert_eq!(l.process(10).unwrap().usage.bytes, 5);
-    }
-
-    #[test]
-    fn failed_and_untracked_records_change_nothing() {
-        let mut l = Ledger::default();
-        l.apply(&rec(event_type::ALLOC, 10, 7, 0x1000, 10));
-        l.apply(&rec(event_type::ALLOC_FAILED, 10, 7, 0, 1 << 40));
-        let mut untracked = rec(event_type::FREE, 10, 7, 0x9000, 0);
-        untracked.flags = FLAG_UNTRACKED;
-        l.apply(&untracked);
-        assert_eq!(l.process(10).unwrap().usage.bytes, 10);
-        assert_eq!(l.cgroup(7).unwrap().bytes, 10);
-    }
-
-    #[test]
-    fn reused_address_replaces_the_stale_allocation() {
-        let mut l = Ledger::default();
-        l.apply(&rec(event_type::ALLOC, 10, 7, 0x1000, 10));
-        l.apply(&rec(event_type::ALLOC, 10, 7, 0x1000, 30));
-        assert_eq!(l.process(10).unwrap().usage.bytes, 30);
-        assert_eq!(l.cgroup(7).unwrap().bytes, 30);
-    }
-
-    #[test]
-    fn split_by_kind_and_device() {
-        let mut l = Ledger::default();
-        let mut a = rec(event_type::ALLOC, 10, 7, 0x1000, 10);
-        a.device = 1;
-        l.apply(&a);
-        let mut b = rec(event_type::ALLOC, 10, 7, 0x2000, 20);
-        b.kind = kind::MANAGED;
-        l.apply(&b);
-        let split = &l.process(10).unwrap().usage.split;
-        assert_eq!(split.get(&(kind::DEVICE, 1)), Some(&10));
-        assert_eq!(split.get(&(kind::MANAGED, 0)), Some(&20));
-    }
-
-    #[test]
-    fn records_of_a_released_image_arriving_after_its_exit_change_nothing() {
-        let mut l = Ledger::default();
-        let image = |mut r: EventRecord, generation| {
-            r.generation = generation;
-            r
-        };
-        l.apply(&image(rec(event_type::ALLOC, 10, 7, 0x1000, 10), 5));
-        l.apply(&image(rec(event_type::EXIT, 10, 7, 0, 30), 5));
-        // Charged (and released) before the exit, sent after it.
-        l.apply(&image(rec(event_type::ALLOC, 10, 7, 0x2000, 20), 5));
-        l.apply(&image(rec(event_type::FREE, 10, 7, 0x1000, 10), 5));
-        assert!(l.process(10).is_none());
-        assert!(l.cgroup(7).is_none());
-        assert_eq!(l.late_records(), 2);
-        // A later image of the same tgid counts again.
-        l.apply(&image(rec(event_type::ALLOC, 10, 7, 0x2000, 20), 9));
-        assert_eq!(l.process(10).unwrap().usage.bytes, 20);
-        assert_eq!(l.cgroup(7).unwrap().bytes, 20);
-    }
-
-    #[test]
-    fn released_images_are_forgotten_a_while_after_release_once_many() {
-        let mut l = Ledger::default();
-        for tgid in 0..=RELEASED_PRUNE_ABOVE as u32 {
-            let mut exit = rec(event_type::EXIT, tgid, 7, 0, 0);
-            exit.generation = 1;
-            l.apply(&exit);
-        }
-        assert_eq!(l.released.len(), RELEASED_PRUNE_ABOVE + 1);
-        let mut late = rec(event_type::EXIT, 99_999, 7, 0, 0);
-        (late.generation, late.ts_ns) = (1, RELEASED_KEEP_NS);
-        l.apply(&late);
-        assert_eq!(l.released.len(), 1, "only the one released within the window is kept");
-    }
-
-    #[test]
-    fn comm_stops_at_nul() {
-        assert_eq!(comm(b"python3\0garbage\0"), "python3");
-        assert_eq!(comm(b"0123456789abcdef"), "0123456789abcdef");
-    }
-}
+mod tests;

@@ -1,18 +1,37 @@
 //! gpumem's agent as a library: the binary (`main.rs`) is a thin CLI over
-//! these modules, and the integration tests use the control client.
+//! these modules, and the integration tests read its output types and use
+//! its control client.
 //!
-//! Data flow: `bpf` (load, attach, kernel maps) -> ring buffer -> `agent`
-//! (decode, `enrich`, `ledger`) -> `output` lines -> `sink`. `control`
-//! serves `gpumem status`.
+//! Data flows one way: `bpf` loads and attaches the kernel side and reads
+//! its maps; each ring-buffer record goes through the `agent`'s pipeline:
+//! `decode` -> `ledger` -> `limits` (bases follow carried memory) ->
+//! `enrich` -> `output` -> `sink`. `health` counts what was lost and
+//! recovers missed exits; `control` carries `gpumem status` and `gpumem
+//! limit` requests to the event loop (`cmd::run`), the only place that
+//! drives the agent.
 pub mod agent;
 pub mod bpf;
-pub mod carried;
 pub mod cli;
 pub mod cmd;
 pub mod control;
+pub mod decode;
 pub mod enrich;
+pub mod health;
 pub mod ledger;
+pub mod limits;
+pub mod logging;
 pub mod output;
-pub mod policy;
 pub mod privileges;
 pub mod sink;
+
+/// An error with its causes, `outer: inner: innermost`, for a log line.
+pub fn chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        text.push_str(": ");
+        text.push_str(&c.to_string());
+        cause = c.source();
+    }
+    text
+}

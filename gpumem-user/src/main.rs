@@ -1,3 +1,6 @@
+//! `gpumem`: a thin command line over the library (`lib.rs`).
+// The binary links the library's dependencies without naming them.
+#![allow(unused_crate_dependencies)]
 use clap::Parser;
 use gpumem::{
     cli::{Cli, Command},
@@ -6,10 +9,11 @@ use gpumem::{
 
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
+    gpumem::logging::init();
     let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
-            eprintln!("gpumem: cannot start the async runtime: {e}");
+            tracing::error!("cannot start the async runtime: {e}");
             return std::process::ExitCode::FAILURE;
         }
     };
@@ -25,7 +29,7 @@ fn main() -> std::process::ExitCode {
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("gpumem: error: {e:#}");
+            tracing::error!("{e:#}");
             std::process::ExitCode::FAILURE
         }
     }

@@ -21,6 +21,7 @@ pub struct Driver {
 // SAFETY: the function pointers are plain C entry points of the driver,
 // callable from any thread.
 unsafe impl Send for Driver {}
+// SAFETY: as for Send; nothing in a Driver changes after loading.
 unsafe impl Sync for Driver {}
 
 impl Driver {
@@ -29,10 +30,12 @@ impl Driver {
         // caller chose the library.
         let lib = unsafe { Library::new(path) }.with_context(|| format!("dlopen {path}"))?;
         unsafe fn get<T: Copy>(lib: &Library, name: &str) -> anyhow::Result<T> {
+            // SAFETY: the caller names `T` as the symbol's C signature.
             let s: Symbol<T> =
                 unsafe { lib.get(name.as_bytes()) }.with_context(|| format!("dlsym {name}"))?;
             Ok(*s)
         }
+        // SAFETY: each field's type is its symbol's C signature.
         unsafe {
             Ok(Self {
                 init: get(&lib, "cuInit")?,
@@ -51,6 +54,7 @@ impl Driver {
     /// # Safety
     /// `T` must be the symbol's real C signature.
     pub unsafe fn sym<T: Copy>(&self, name: &str) -> anyhow::Result<T> {
+        // SAFETY: the caller's promise about `T`.
         let s: Symbol<T> =
             unsafe { self.lib.get(name.as_bytes()) }.with_context(|| format!("dlsym {name}"))?;
         Ok(*s)
@@ -59,6 +63,8 @@ impl Driver {
     /// cuInit, then make device `ordinal`'s primary context current on the
     /// calling thread.
     pub fn open_device(&self, ordinal: c_int) -> anyhow::Result<CUcontext> {
+        // SAFETY: driver entry points with their C signatures, given
+        // pointers to live locals.
         unsafe {
             check((self.init)(0), "cuInit")?;
             let mut dev = 0;
@@ -73,12 +79,14 @@ impl Driver {
     /// Makes `ctx` (a handle from [`Self::open_device`], as a number so it
     /// can cross threads) current on the calling thread.
     pub fn set_current(&self, ctx: usize) -> anyhow::Result<()> {
+        // SAFETY: a driver entry point with its C signature.
         check(unsafe { (self.ctx_set_current)(ctx as CUcontext) }, "cuCtxSetCurrent")
     }
 
     /// cuMemAlloc_v2: the address, or the CUresult.
     pub fn alloc(&self, bytes: usize) -> Result<u64, CUresult> {
         let mut p = 0u64;
+        // SAFETY: a driver entry point with its C signature; `p` is live.
         match unsafe { (self.mem_alloc)(&mut p, bytes) } {
             0 => Ok(p),
             e => Err(e),
@@ -86,6 +94,7 @@ impl Driver {
     }
 
     pub fn free(&self, p: u64) -> anyhow::Result<()> {
+        // SAFETY: a driver entry point with its C signature.
         check(unsafe { (self.mem_free)(p) }, "cuMemFree_v2")
     }
 }

@@ -56,6 +56,32 @@ const UINT8: u32 = 0x01;
 const PINNED: u32 = 1;
 const LOCATION_DEVICE: u32 = 1;
 
+type Alloc = unsafe extern "C" fn(*mut u64, usize) -> R;
+type AllocFlags = unsafe extern "C" fn(*mut u64, usize, c_uint) -> R;
+type AllocStream = unsafe extern "C" fn(*mut u64, usize, *mut c_void) -> R;
+type AllocPool = unsafe extern "C" fn(*mut u64, usize, u64, *mut c_void) -> R;
+type FreeStream = unsafe extern "C" fn(u64, *mut c_void) -> R;
+type Handle1 = unsafe extern "C" fn(u64) -> R;
+
+/// What the scenario allocated and frees later.
+#[derive(Default)]
+struct Held {
+    plain: u64,
+    pitched: u64,
+    pitch: usize,
+    async_ptsz: u64,
+    pool: u64,
+    host: u64,
+    registered: Vec<u8>,
+    array2d: u64,
+    mipmap: u64,
+    /// The VMM handle released while mapped, and where it is mapped.
+    mapped: u64,
+    va: u64,
+    ctx1: usize,
+    on_dev1: u64,
+}
+
 /// Runs the scenario; `checkpoint` prints (and pauses on) the truth.
 pub fn run(
     d: &Driver,
@@ -63,71 +89,87 @@ pub fn run(
     ctx0: usize,
     checkpoint: &dyn Fn(&str) -> anyhow::Result<()>,
 ) -> anyhow::Result<()> {
-    // SAFETY: every symbol is loaded with the driver's documented signature.
-    unsafe { run_unsafe(d, t, ctx0, checkpoint) }
+    let mut h = Held::default();
+    // SAFETY: in every step, each symbol is loaded with the driver's
+    // documented signature, and every pointer passed is to a live local or
+    // a buffer of the size the call is told.
+    unsafe {
+        device_memory(d, t, &mut h)?;
+        host_memory(d, t, &mut h)?;
+        arrays(d, t, &mut h)?;
+        vmm(d, t, &mut h)?;
+        second_device(d, t, ctx0, &mut h)?;
+        imports(d, &h)?;
+        checkpoint("all")?;
+        free(d, t, &h)?;
+        checkpoint("freed")?;
+        ok(d.sym::<Handle1>("cuMemPoolDestroy")?(h.pool), "cuMemPoolDestroy").context("at the end")?;
+    }
+    // The rest (managed, async, pool, host alloc, 3D array) is left to exit.
+    Ok(())
 }
 
-unsafe fn run_unsafe(
-    d: &Driver,
-    t: &Truth,
-    ctx0: usize,
-    checkpoint: &dyn Fn(&str) -> anyhow::Result<()>,
-) -> anyhow::Result<()> {
+/// Device memory on device 0: plain, pitched, managed, stream-ordered
+/// and from a pool.
+unsafe fn device_memory(d: &Driver, t: &Truth, h: &mut Held) -> anyhow::Result<()> {
     let null = std::ptr::null_mut::<c_void>();
-    type Alloc = unsafe extern "C" fn(*mut u64, usize) -> R;
-    type AllocFlags = unsafe extern "C" fn(*mut u64, usize, c_uint) -> R;
-    type AllocStream = unsafe extern "C" fn(*mut u64, usize, *mut c_void) -> R;
-    type AllocPool = unsafe extern "C" fn(*mut u64, usize, u64, *mut c_void) -> R;
-    type FreeStream = unsafe extern "C" fn(u64, *mut c_void) -> R;
-    type Handle1 = unsafe extern "C" fn(u64) -> R;
     let mut p = 0u64;
-
-    // Device memory on device 0.
+    // SAFETY: see `run`.
     unsafe {
         ok(d.sym::<Alloc>("cuMemAlloc_v2")?(&mut p, 1 << 20), "cuMemAlloc_v2")?;
-        let plain = p;
+        h.plain = p;
         t.allocated_as("device", 0, 1 << 20);
-        let mut pitch = 0usize;
         let f: unsafe extern "C" fn(*mut u64, *mut usize, usize, usize, c_uint) -> R =
             d.sym("cuMemAllocPitch_v2")?;
-        ok(f(&mut p, &mut pitch, 1000, 10, 4), "cuMemAllocPitch_v2")?;
-        let pitched = p;
-        t.allocated_as("device", 0, pitch as u64 * 10);
+        ok(f(&mut p, &mut h.pitch, 1000, 10, 4), "cuMemAllocPitch_v2")?;
+        h.pitched = p;
+        t.allocated_as("device", 0, h.pitch as u64 * 10);
         ok(d.sym::<AllocFlags>("cuMemAllocManaged")?(&mut p, 2 << 20, 1), "cuMemAllocManaged")?;
         t.allocated_as("managed", 0, 2 << 20);
         ok(d.sym::<AllocStream>("cuMemAllocAsync")?(&mut p, 3 << 20, null), "cuMemAllocAsync")?;
         t.allocated_as("device", 0, 3 << 20);
         ok(d.sym::<AllocStream>("cuMemAllocAsync_ptsz")?(&mut p, 1 << 20, null), "cuMemAllocAsync_ptsz")?;
-        let async_ptsz = p;
+        h.async_ptsz = p;
         t.allocated_as("device", 0, 1 << 20);
-        let mut pool = 0u64;
         let props = [0u8; 88];
         let f: unsafe extern "C" fn(*mut u64, *const u8) -> R = d.sym("cuMemPoolCreate")?;
-        ok(f(&mut pool, props.as_ptr()), "cuMemPoolCreate")?;
-        ok(d.sym::<AllocPool>("cuMemAllocFromPoolAsync")?(&mut p, 512 << 10, pool, null), "FromPool")?;
+        ok(f(&mut h.pool, props.as_ptr()), "cuMemPoolCreate")?;
+        ok(d.sym::<AllocPool>("cuMemAllocFromPoolAsync")?(&mut p, 512 << 10, h.pool, null), "FromPool")?;
         t.allocated_as("device", 0, 512 << 10);
-        ok(
-            d.sym::<AllocPool>("cuMemAllocFromPoolAsync_ptsz")?(&mut p, 256 << 10, pool, null),
-            "FromPool_ptsz",
-        )?;
+        let f = d.sym::<AllocPool>("cuMemAllocFromPoolAsync_ptsz")?;
+        ok(f(&mut p, 256 << 10, h.pool, null), "FromPool_ptsz")?;
         t.allocated_as("device", 0, 256 << 10);
+    }
+    Ok(())
+}
 
-        // Pinned host memory.
+/// Pinned host memory: allocated, and the caller's own registered.
+unsafe fn host_memory(d: &Driver, t: &Truth, h: &mut Held) -> anyhow::Result<()> {
+    let mut p = 0u64;
+    // SAFETY: see `run`.
+    unsafe {
         ok(d.sym::<Alloc>("cuMemAllocHost_v2")?(&mut p, 1 << 20), "cuMemAllocHost_v2")?;
-        let host = p;
+        h.host = p;
         t.allocated_as("host", 0, 1 << 20);
         ok(d.sym::<AllocFlags>("cuMemHostAlloc")?(&mut p, 64 << 10, 0), "cuMemHostAlloc")?;
         t.allocated_as("host", 0, 64 << 10);
-        let buffer = vec![0u8; 128 << 10];
+        h.registered = vec![0u8; 128 << 10];
         let f: unsafe extern "C" fn(*const u8, usize, c_uint) -> R = d.sym("cuMemHostRegister_v2")?;
-        ok(f(buffer.as_ptr(), buffer.len(), 0), "cuMemHostRegister_v2")?;
-        t.allocated_as("host", 0, buffer.len() as u64);
+        ok(f(h.registered.as_ptr(), h.registered.len(), 0), "cuMemHostRegister_v2")?;
+        t.allocated_as("host", 0, h.registered.len() as u64);
+    }
+    Ok(())
+}
 
-        // Arrays, sized from their descriptors.
+/// Arrays, sized from their descriptors.
+unsafe fn arrays(d: &Driver, t: &Truth, h: &mut Held) -> anyhow::Result<()> {
+    let mut p = 0u64;
+    // SAFETY: see `run`.
+    unsafe {
         let f: unsafe extern "C" fn(*mut u64, *const ArrayDesc) -> R = d.sym("cuArrayCreate_v2")?;
         let desc = ArrayDesc { width: 256, height: 256, format: FLOAT, channels: 4 };
         ok(f(&mut p, &desc), "cuArrayCreate_v2")?;
-        let array2d = p;
+        h.array2d = p;
         t.allocated_as("array", 0, 256 * 256 * 16);
         let f: unsafe extern "C" fn(*mut u64, *const Array3DDesc) -> R = d.sym("cuArray3DCreate_v2")?;
         let desc = Array3DDesc { width: 64, height: 64, depth: 16, format: UINT8, channels: 2, flags: 0 };
@@ -137,97 +179,109 @@ unsafe fn run_unsafe(
             d.sym("cuMipmappedArrayCreate")?;
         let desc = Array3DDesc { width: 8, height: 8, depth: 0, format: UINT8, channels: 1, flags: 0 };
         ok(f(&mut p, &desc, 4), "cuMipmappedArrayCreate")?;
-        let mipmap = p;
+        h.mipmap = p;
         t.allocated_as("array", 0, 64 + 16 + 4 + 1);
+    }
+    Ok(())
+}
 
-        // VMM: 2 MiB on device 1, mapped, released while mapped (stays
-        // charged until unmapped); 4 MiB on device 0 released unmapped.
+/// VMM: 2 MiB on device 1, mapped, released while mapped (stays charged
+/// until unmapped); 4 MiB on device 0 released unmapped.
+unsafe fn vmm(d: &Driver, t: &Truth, h: &mut Held) -> anyhow::Result<()> {
+    let on = |device| AllocProp {
+        alloc_type: PINNED,
+        location_type: LOCATION_DEVICE,
+        location_id: device,
+        ..Default::default()
+    };
+    // SAFETY: see `run`.
+    unsafe {
         let create: unsafe extern "C" fn(*mut u64, usize, *const AllocProp, u64) -> R =
             d.sym("cuMemCreate")?;
         let release: Handle1 = d.sym("cuMemRelease")?;
-        let prop1 = AllocProp {
-            alloc_type: PINNED,
-            location_type: LOCATION_DEVICE,
-            location_id: 1,
-            ..Default::default()
-        };
-        let mut h1 = 0u64;
-        ok(create(&mut h1, 2 << 20, &prop1, 0), "cuMemCreate")?;
+        ok(create(&mut h.mapped, 2 << 20, &on(1), 0), "cuMemCreate")?;
         t.allocated_as("vmm", 1, 2 << 20);
-        let mut va = 0u64;
         let reserve: unsafe extern "C" fn(*mut u64, usize, usize, u64, u64) -> R =
             d.sym("cuMemAddressReserve")?;
-        ok(reserve(&mut va, 2 << 20, 0, 0, 0), "cuMemAddressReserve")?;
+        ok(reserve(&mut h.va, 2 << 20, 0, 0, 0), "cuMemAddressReserve")?;
         let map: unsafe extern "C" fn(u64, usize, usize, u64, u64) -> R = d.sym("cuMemMap")?;
-        ok(map(va, 2 << 20, 0, h1, 0), "cuMemMap")?;
-        ok(release(h1), "cuMemRelease (mapped)")?;
-        let prop0 = AllocProp {
-            alloc_type: PINNED,
-            location_type: LOCATION_DEVICE,
-            location_id: 0,
-            ..Default::default()
-        };
+        ok(map(h.va, 2 << 20, 0, h.mapped, 0), "cuMemMap")?;
+        ok(release(h.mapped), "cuMemRelease (mapped)")?;
         let mut h2 = 0u64;
-        ok(create(&mut h2, 4 << 20, &prop0, 0), "cuMemCreate")?;
+        ok(create(&mut h2, 4 << 20, &on(0), 0), "cuMemCreate")?;
         t.allocated_as("vmm", 0, 4 << 20);
         ok(release(h2), "cuMemRelease")?;
         t.freed_as("vmm", 0, 4 << 20);
+    }
+    Ok(())
+}
 
-        // A created context on device 1: current while pushed.
-        let mut ctx1: *mut c_void = null;
+/// A created context on device 1: current while its allocation is made.
+unsafe fn second_device(d: &Driver, t: &Truth, ctx0: usize, h: &mut Held) -> anyhow::Result<()> {
+    let null = std::ptr::null_mut::<c_void>();
+    let mut ctx1: *mut c_void = null;
+    // SAFETY: see `run`.
+    unsafe {
         let f: unsafe extern "C" fn(*mut *mut c_void, *mut c_void, c_uint, c_int) -> R =
             d.sym("cuCtxCreate_v4")?;
         ok(f(&mut ctx1, null, 0, 1), "cuCtxCreate_v4")?;
-        ok(d.sym::<Alloc>("cuMemAlloc_v2")?(&mut p, 1 << 20), "cuMemAlloc_v2 on device 1")?;
-        let on_dev1 = p;
-        t.allocated_as("device", 1, 1 << 20);
-        d.set_current(ctx0)?;
+        ok(d.sym::<Alloc>("cuMemAlloc_v2")?(&mut h.on_dev1, 1 << 20), "cuMemAlloc_v2 on device 1")?;
+    }
+    h.ctx1 = ctx1 as usize;
+    t.allocated_as("device", 1, 1 << 20);
+    d.set_current(ctx0)
+}
 
-        // Imports: reported, never charged to the importer.
-        let mut ipc = IpcHandle([0; 64]);
+/// Imports: reported, never charged to the importer.
+unsafe fn imports(d: &Driver, h: &Held) -> anyhow::Result<()> {
+    let mut ipc = IpcHandle([0; 64]);
+    let mut p = 0u64;
+    // SAFETY: see `run`.
+    unsafe {
         let f: unsafe extern "C" fn(*mut IpcHandle, u64) -> R = d.sym("cuIpcGetMemHandle")?;
-        ok(f(&mut ipc, plain), "cuIpcGetMemHandle")?;
+        ok(f(&mut ipc, h.plain), "cuIpcGetMemHandle")?;
         let f: unsafe extern "C" fn(*mut u64, IpcHandle, c_uint) -> R = d.sym("cuIpcOpenMemHandle_v2")?;
         ok(f(&mut p, ipc, 1), "cuIpcOpenMemHandle_v2")?;
         let mut shareable = 0u64;
         let f: unsafe extern "C" fn(*mut u64, u64, u32, u64) -> R = d.sym("cuMemExportToShareableHandle")?;
-        ok(f(&mut shareable, h1, 1, 0), "cuMemExportToShareableHandle")?;
+        ok(f(&mut shareable, h.mapped, 1, 0), "cuMemExportToShareableHandle")?;
         let f: unsafe extern "C" fn(*mut u64, *mut c_void, u32) -> R =
             d.sym("cuMemImportFromShareableHandle")?;
         let mut imported = 0u64;
         ok(f(&mut imported, shareable as *mut c_void, 1), "cuMemImportFromShareableHandle")?;
+    }
+    Ok(())
+}
 
-        checkpoint("all")?;
-
+/// Frees through every free family; trims the pool, destroys the context.
+unsafe fn free(d: &Driver, t: &Truth, h: &Held) -> anyhow::Result<()> {
+    let null = std::ptr::null_mut::<c_void>();
+    // SAFETY: see `run`.
+    unsafe {
         let free: Handle1 = d.sym("cuMemFree_v2")?;
-        ok(free(plain), "cuMemFree_v2")?;
+        ok(free(h.plain), "cuMemFree_v2")?;
         t.freed_as("device", 0, 1 << 20);
-        ok(free(on_dev1), "cuMemFree_v2 (device 1)")?;
+        ok(free(h.on_dev1), "cuMemFree_v2 (device 1)")?;
         t.freed_as("device", 1, 1 << 20);
-        ok(d.sym::<FreeStream>("cuMemFreeAsync")?(pitched, null), "cuMemFreeAsync")?;
-        t.freed_as("device", 0, pitch as u64 * 10);
-        ok(d.sym::<FreeStream>("cuMemFreeAsync_ptsz")?(async_ptsz, null), "cuMemFreeAsync_ptsz")?;
+        ok(d.sym::<FreeStream>("cuMemFreeAsync")?(h.pitched, null), "cuMemFreeAsync")?;
+        t.freed_as("device", 0, h.pitch as u64 * 10);
+        ok(d.sym::<FreeStream>("cuMemFreeAsync_ptsz")?(h.async_ptsz, null), "cuMemFreeAsync_ptsz")?;
         t.freed_as("device", 0, 1 << 20);
-        ok(d.sym::<Handle1>("cuMemFreeHost")?(host), "cuMemFreeHost")?;
+        ok(d.sym::<Handle1>("cuMemFreeHost")?(h.host), "cuMemFreeHost")?;
         t.freed_as("host", 0, 1 << 20);
-        ok(d.sym::<Handle1>("cuMemHostUnregister")?(buffer.as_ptr() as u64), "cuMemHostUnregister")?;
-        t.freed_as("host", 0, buffer.len() as u64);
-        ok(d.sym::<Handle1>("cuArrayDestroy")?(array2d), "cuArrayDestroy")?;
+        ok(d.sym::<Handle1>("cuMemHostUnregister")?(h.registered.as_ptr() as u64), "cuMemHostUnregister")?;
+        t.freed_as("host", 0, h.registered.len() as u64);
+        ok(d.sym::<Handle1>("cuArrayDestroy")?(h.array2d), "cuArrayDestroy")?;
         t.freed_as("array", 0, 256 * 256 * 16);
-        ok(d.sym::<Handle1>("cuMipmappedArrayDestroy")?(mipmap), "cuMipmappedArrayDestroy")?;
+        ok(d.sym::<Handle1>("cuMipmappedArrayDestroy")?(h.mipmap), "cuMipmappedArrayDestroy")?;
         t.freed_as("array", 0, 64 + 16 + 4 + 1);
         let unmap: unsafe extern "C" fn(u64, usize) -> R = d.sym("cuMemUnmap")?;
-        ok(unmap(va, 2 << 20), "cuMemUnmap")?;
+        ok(unmap(h.va, 2 << 20), "cuMemUnmap")?;
         t.freed_as("vmm", 1, 2 << 20); // the last unmap of a released handle
         let f: unsafe extern "C" fn(u64, usize) -> R = d.sym("cuMemPoolTrimTo")?;
-        ok(f(pool, 0), "cuMemPoolTrimTo")?;
+        ok(f(h.pool, 0), "cuMemPoolTrimTo")?;
         let f: unsafe extern "C" fn(*mut c_void) -> R = d.sym("cuCtxDestroy_v2")?;
-        ok(f(ctx1), "cuCtxDestroy_v2")?;
-
-        checkpoint("freed")?;
-        ok(d.sym::<Handle1>("cuMemPoolDestroy")?(pool), "cuMemPoolDestroy").context("at the end")?;
-        drop(buffer);
+        ok(f(h.ctx1 as *mut c_void), "cuCtxDestroy_v2")?;
     }
-    // The rest (managed, async, pool, host alloc, 3D array) is left to exit.
     Ok(())
 }

@@ -33,6 +33,7 @@ fn pool(d: &Driver) -> anyhow::Result<u64> {
     let mut handle = 0u64;
     // SAFETY: cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *props).
     let create: unsafe extern "C" fn(*mut u64, *const u8) -> R = unsafe { d.sym("cuMemPoolCreate")? };
+    // SAFETY: as above; `handle` and `props` are live.
     ok(unsafe { create(&mut handle, props.as_ptr()) }, "cuMemPoolCreate")?;
     Ok(*POOL.get_or_init(|| handle))
 }

@@ -125,70 +125,9 @@ pub fn demo() -> anyhow::Result<()> {
     let root = cgroup2_root()?;
     let cgroups = Cgroups::create(&root)?;
     let socket = std::env::temp_dir().join(format!("gpumem-demo-{}.sock", std::process::id()));
-
     println!("\n== gpumem run --format text (the event stream)\n");
-    let mut agent = cmd(&built.agent)
-        .arg("run")
-        .arg("--libcuda")
-        .arg(&built.libcuda)
-        .args(["--format", "text", "--socket"])
-        .arg(&socket)
-        .stderr(Stdio::piped())
-        .spawn()
-        .context("starting the agent")?;
-    let err = agent.stderr.take().unwrap();
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        for l in BufReader::new(err).lines().map_while(Result::ok) {
-            eprintln!("{l}");
-            let _ = tx.send(l);
-        }
-    });
-    let ready = loop {
-        match rx.recv_timeout(Duration::from_secs(60)) {
-            Ok(l) if l == READY => break true,
-            Ok(_) => {}
-            Err(_) => break false,
-        }
-    };
-    if !ready {
-        let _ = agent.kill();
-        bail!("the agent did not start; see its messages above");
-    }
-
-    let result = (|| -> anyhow::Result<()> {
-        let a = cgroups.0.join("team-a");
-        let b = cgroups.0.join("team-b");
-        let mut jobs = vec![
-            Job::start(
-                &built,
-                "trainer",
-                a.clone(),
-                &["--scenario", "threads", "--mix", "--threads", "2", "--iterations", "12"],
-                &[],
-            )?,
-            Job::start(&built, "notebook", a, &["--scenario", "basic", "--device", "1"], &[])?,
-            // A 64 MiB card: the inference job fills it and is refused.
-            Job::start(
-                &built,
-                "inference",
-                b,
-                &["--scenario", "oom", "--size", "16777216"],
-                &[("SIMCUDA_CAPACITY", "67108864")],
-            )?,
-        ];
-        for j in jobs.iter_mut() {
-            j.checkpoint()?;
-        }
-        println!("\n== gpumem status (every workload paused holding memory)\n");
-        run(cmd(&built.agent).arg("status").arg("--socket").arg(&socket))?;
-        println!("\n== the workloads finish; exits release what they leaked\n");
-        for j in jobs {
-            j.finish()?;
-        }
-        Ok(())
-    })();
-
+    let mut agent = start_agent(&built, &socket)?;
+    let result = run_jobs(&built, &cgroups, &socket);
     // Stop the agent: it prints its final usage records and detaches.
     crate::util::interrupt(agent.id());
     let status = agent.wait()?;
@@ -198,5 +137,67 @@ pub fn demo() -> anyhow::Result<()> {
         bail!("the agent exited with {status}");
     }
     println!("\n== demo done: cgroups removed, probes detached");
+    Ok(())
+}
+
+/// `gpumem run --format text`, once it says it is ready (its messages go
+/// on to the terminal).
+fn start_agent(built: &Built, socket: &Path) -> anyhow::Result<Child> {
+    let mut agent = cmd(&built.agent)
+        .arg("run")
+        .arg("--libcuda")
+        .arg(&built.libcuda)
+        .args(["--format", "text", "--socket"])
+        .arg(socket)
+        .stderr(Stdio::piped())
+        .spawn()
+        .context("starting the agent")?;
+    let err = agent.stderr.take().context("the agent's stderr")?;
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for l in BufReader::new(err).lines().map_while(Result::ok) {
+            eprintln!("{l}");
+            let _ = tx.send(l);
+        }
+    });
+    loop {
+        match rx.recv_timeout(Duration::from_secs(60)) {
+            Ok(l) if l == READY => return Ok(agent),
+            Ok(_) => {}
+            Err(_) => {
+                let _ = agent.kill();
+                bail!("the agent did not start; see its messages above");
+            }
+        }
+    }
+}
+
+/// The three jobs, paused holding memory while `gpumem status` shows
+/// them, then run to their ends.
+fn run_jobs(built: &Built, cgroups: &Cgroups, socket: &Path) -> anyhow::Result<()> {
+    let a = cgroups.0.join("team-a");
+    let b = cgroups.0.join("team-b");
+    let trainer = ["--scenario", "threads", "--mix", "--threads", "2", "--iterations", "12"];
+    let mut jobs = vec![
+        Job::start(built, "trainer", a.clone(), &trainer, &[])?,
+        Job::start(built, "notebook", a, &["--scenario", "basic", "--device", "1"], &[])?,
+        // A 64 MiB card: the inference job fills it and is refused.
+        Job::start(
+            built,
+            "inference",
+            b,
+            &["--scenario", "oom", "--size", "16777216"],
+            &[("SIMCUDA_CAPACITY", "67108864")],
+        )?,
+    ];
+    for j in jobs.iter_mut() {
+        j.checkpoint()?;
+    }
+    println!("\n== gpumem status (every workload paused holding memory)\n");
+    run(cmd(&built.agent).arg("status").arg("--socket").arg(socket))?;
+    println!("\n== the workloads finish; exits release what they leaked\n");
+    for j in jobs {
+        j.finish()?;
+    }
     Ok(())
 }

@@ -82,7 +82,7 @@ pub fn test() -> anyhow::Result<()> {
     }
     let python = built.setup.python.clone().into_os_string();
     let e2e_ok = cargo_test(
-        &["-p", "gpumem-tests", "--test", "*", "--", "--test-threads=1"],
+        &["-p", "gpumem-tests", "--test", "e2e", "--", "--test-threads=1"],
         &[("GPUMEM_PYTHON", &python)],
         &mut tally,
     )?;

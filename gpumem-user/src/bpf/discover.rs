@@ -12,6 +12,8 @@ use std::{
     process::Command,
 };
 
+use procfs::process::{MMapPath, MemoryMaps};
+
 /// Directories where NVIDIA's installers and distributions put libcuda.
 pub const SEARCH_DIRS: &[&str] = &[
     "/usr/lib/x86_64-linux-gnu",
@@ -121,36 +123,28 @@ pub fn parse_ldconfig(text: &str) -> Vec<PathBuf> {
 /// `libcuda.so*` files mapped by running processes, reached through each
 /// process's root so that container copies resolve.
 pub fn mapped_paths() -> Vec<PathBuf> {
-    let Ok(procs) = std::fs::read_dir("/proc") else {
+    let Ok(procs) = procfs::process::all_processes() else {
         return Vec::new();
     };
     let mut out = Vec::new();
-    for entry in procs.flatten() {
-        let name = entry.file_name();
-        let Some(pid) = name.to_str().filter(|s| s.bytes().all(|b| b.is_ascii_digit())) else {
-            continue;
-        };
-        let Ok(maps) = std::fs::read_to_string(format!("/proc/{pid}/maps")) else {
-            continue;
-        };
-        for path in parse_maps(&maps) {
-            out.push(PathBuf::from(format!("/proc/{pid}/root{}", path.display())));
+    for p in procs.flatten() {
+        // A process gone or not ours to read is skipped.
+        let Ok(maps) = p.maps() else { continue };
+        for path in libcuda_maps(&maps) {
+            out.push(PathBuf::from(format!("/proc/{}/root{}", p.pid, path.display())));
         }
     }
     out
 }
 
-/// Distinct `libcuda.so*` paths in a `/proc/PID/maps` text.
-pub fn parse_maps(text: &str) -> Vec<PathBuf> {
+/// Distinct `libcuda.so*` files among a process's memory maps.
+pub fn libcuda_maps(maps: &MemoryMaps) -> Vec<PathBuf> {
     let mut out: Vec<PathBuf> = Vec::new();
-    for line in text.lines() {
-        // address perms offset dev inode path
-        let Some(path) = line.split_whitespace().nth(5) else {
-            continue;
-        };
-        let path = PathBuf::from(path);
-        if is_libcuda(&path) && !out.contains(&path) {
-            out.push(path);
+    for m in maps.iter() {
+        if let MMapPath::Path(path) = &m.pathname {
+            if is_libcuda(path) && !out.contains(path) {
+                out.push(path.clone());
+            }
         }
     }
     out
@@ -175,13 +169,14 @@ mod tests {
             7f10-7f20 r-xp 00010000 08:01 1234 /usr/lib/x86_64-linux-gnu/libcuda.so.535.1\n\
             7f20-7f30 r-xp 00000000 08:01 99 /usr/lib/x86_64-linux-gnu/libc.so.6\n\
             7f30-7f40 rw-p 00000000 00:00 0 \n";
-        assert_eq!(parse_maps(text), vec![PathBuf::from("/usr/lib/x86_64-linux-gnu/libcuda.so.535.1")]);
+        let maps = <MemoryMaps as procfs::FromBufRead>::from_buf_read(text.as_bytes()).unwrap();
+        assert_eq!(libcuda_maps(&maps), vec![PathBuf::from("/usr/lib/x86_64-linux-gnu/libcuda.so.535.1")]);
     }
 
     #[test]
     fn one_file_reached_by_two_paths_counts_once() {
-        let dir = std::env::temp_dir().join(format!("gpumem-discover-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let scratch = tempfile::tempdir().unwrap();
+        let dir = scratch.path();
         let real = dir.join("libcuda.so.1.2");
         std::fs::write(&real, b"x").unwrap();
         let link = dir.join("libcuda.so.1");
@@ -191,6 +186,5 @@ mod tests {
         assert_eq!(set.libs.len(), 1);
         let err = explicit(&[dir.join("missing.so")]).unwrap_err().to_string();
         assert!(err.contains("missing.so"), "{err}");
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

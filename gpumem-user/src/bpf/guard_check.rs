@@ -111,10 +111,8 @@ fn every_uprobe_program_takes_its_guard_before_writing_to_its_stack() {
         return;
     }
     let file = object::File::parse(super::OBJECT).expect("the eBPF object is an ELF file");
-    let guarded_programs: HashSet<&str> = super::probes::programs()
-        .into_iter()
-        .filter(|p| *p != super::probes::FLOOR.0 && *p != super::probes::FLOOR.1)
-        .collect();
+    let guarded_programs: HashSet<&str> =
+        gpumem_common::program::Program::ALL.iter().map(|p| p.name()).collect();
     let mut checked = HashSet::new();
     for sym in file.symbols().filter(|s| s.kind() == SymbolKind::Text) {
         let Ok(name) = sym.name() else { continue };

@@ -1,5 +1,6 @@
 //! Reading the kernel's usage maps and counters: the source of truth the
-//! agent's ledger is checked against.
+//! agent's ledger is checked against. Read only: the agent writes no map
+//! but the limit maps (`limits/table.rs`).
 use std::{
     collections::HashMap,
     os::fd::{AsFd, AsRawFd},
@@ -18,11 +19,10 @@ pub struct KernelMaps {
     procs: BpfHashMap<MapData, u32, ProcUsage>,
     cgroups: BpfHashMap<MapData, u64, u64>,
     stats: PerCpuArray<MapData, u64>,
-    /// Each uprobe program's per-CPU run guard (gpumem-ebpf's exclusive.rs).
+    /// Each uprobe program's per-CPU run guard (gpumem-ebpf's base/guard.rs).
     running: PerCpuArray<MapData, Running>,
     /// Every loaded program, for the runs the kernel skipped.
     programs: Vec<ProgramFd>,
-    release_gone: Option<ProgramFd>,
 }
 
 /// Kernel counters, summed over CPUs (see `gpumem_common::stat`).
@@ -36,7 +36,7 @@ pub struct Stats {
     /// Runs of gpumem's programs skipped, by the kernel (`recursion_misses`:
     /// another run was under way on that CPU) or by the programs' own
     /// per-CPU guard (a run of the same program preempted on that CPU, see
-    /// gpumem-ebpf's exclusive.rs): each one a call gpumem did not see
+    /// gpumem-ebpf's base/guard.rs): each one a call gpumem did not see
     /// whole.
     pub skipped_runs: u64,
 }
@@ -49,25 +49,7 @@ impl KernelMaps {
             stats: tracer.take_map(map_name::STATS)?,
             running: tracer.take_map(map_name::RUNNING)?,
             programs: tracer.program_fds(),
-            release_gone: tracer.release_gone_fd(),
         })
-    }
-
-    /// Releases, in the kernel, what process `tgid` held, as its exit
-    /// would have (an `exit` record follows): for a process that is gone
-    /// while the kernel still counts memory for it. False if the kernel
-    /// refused to run the program.
-    pub fn release_gone(&self, tgid: u32) -> bool {
-        use aya_obj::generated::{bpf_attr, bpf_cmd};
-        let Some(fd) = &self.release_gone else { return false };
-        let mut args = [tgid as u64];
-        // SAFETY: plain-old-data kernel struct; all-zero is its initial state.
-        let mut attr: bpf_attr = unsafe { std::mem::zeroed() };
-        attr.test.prog_fd = fd.as_fd().as_raw_fd() as u32;
-        attr.test.ctx_in = args.as_mut_ptr() as u64;
-        attr.test.ctx_size_in = std::mem::size_of_val(&args) as u32;
-        // SAFETY: the kernel reads ctx_size_in bytes of `args`.
-        unsafe { bpf(bpf_cmd::BPF_PROG_TEST_RUN, &mut attr) }
     }
 
     /// Bytes held per process, as the kernel counts them.
@@ -108,34 +90,27 @@ impl KernelMaps {
     }
 }
 
-/// The kernel's count of skipped runs of one program (BPF_OBJ_GET_INFO_BY_FD).
+/// The kernel's count of skipped runs of one program, from its fd's
+/// `/proc/self/fdinfo` (aya's program info does not carry it).
 fn recursion_misses(fd: &ProgramFd) -> Option<u64> {
-    use aya_obj::generated::{bpf_attr, bpf_cmd, bpf_prog_info};
-    // SAFETY: plain-old-data kernel structs; all-zero is their initial state.
-    let mut info: bpf_prog_info = unsafe { std::mem::zeroed() };
-    let mut attr: bpf_attr = unsafe { std::mem::zeroed() };
-    // The `info` member of the union, as the command reads it.
-    attr.info.bpf_fd = fd.as_fd().as_raw_fd() as u32;
-    attr.info.info_len = std::mem::size_of::<bpf_prog_info>() as u32;
-    attr.info.info = std::ptr::addr_of_mut!(info) as u64;
-    // SAFETY: the kernel writes at most info_len bytes into `info`.
-    unsafe { bpf(bpf_cmd::BPF_OBJ_GET_INFO_BY_FD, &mut attr) }.then_some(info.recursion_misses)
+    let text = std::fs::read_to_string(format!("/proc/self/fdinfo/{}", fd.as_fd().as_raw_fd())).ok()?;
+    fdinfo_field(&text, "recursion_misses")
 }
 
-/// The bpf(2) system call, for the commands aya 0.14 does not wrap; true
-/// when it succeeded.
-///
-/// # Safety
-/// `attr` must be filled in as `cmd` requires, its pointers valid.
-unsafe fn bpf(cmd: aya_obj::generated::bpf_cmd, attr: &mut aya_obj::generated::bpf_attr) -> bool {
-    // SAFETY: as the caller promises.
-    let r = unsafe {
-        libc::syscall(
-            libc::SYS_bpf,
-            cmd as libc::c_int,
-            std::ptr::from_mut(attr),
-            std::mem::size_of::<aya_obj::generated::bpf_attr>(),
-        )
-    };
-    r == 0
+/// A numeric `name:` line of an fdinfo text.
+fn fdinfo_field(text: &str, name: &str) -> Option<u64> {
+    text.lines().find_map(|l| l.strip_prefix(name)?.strip_prefix(':')?.trim().parse().ok())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn reads_a_program_fdinfo_field() {
+        let text =
+            "pos:\t0\nflags:\t02000002\nprog_type:\t2\nrun_time_ns:\t10\nrun_cnt:\t3\nrecursion_misses:\t7\n";
+        assert_eq!(super::fdinfo_field(text, "recursion_misses"), Some(7));
+        assert_eq!(super::fdinfo_field(text, "run_cnt"), Some(3));
+        assert_eq!(super::fdinfo_field("run_cnt:\tx\n", "run_cnt"), None);
+        assert_eq!(super::fdinfo_field(text, "verified_insns"), None);
+    }
 }

@@ -3,12 +3,11 @@
 //! `probes` is the table of what gets attached where; `symbols` resolves
 //! symbols to file offsets; `discover` finds the libraries; `kernel` reads
 //! the kernel's usage maps. The ring buffer reader lives with the agent's
-//! event loop (`cmd::run`).
+//! event loop (`cmd::run`); the limit maps are written by `limits`.
 pub mod discover;
 #[cfg(test)]
 mod guard_check;
 pub mod kernel;
-pub mod limits;
 mod parallel_load;
 pub mod probes;
 pub mod symbols;
@@ -19,15 +18,14 @@ use aya::{
     programs::{
         raw_trace_point::RawTracePointLinkId,
         uprobe::{UProbeAttachLocation, UProbeAttachPoint, UProbeLinkId, UProbeScope},
-        ProgramError, RawTracePoint, UProbe,
+        ProgramError, RawTracePoint, RawTracePointRunOptions, TestRun, UProbe,
     },
     Ebpf, EbpfError, EbpfLoader,
 };
-use gpumem_common::cookie_with_ret;
 
 use self::{
     discover::Library,
-    probes::{Need, PROBES},
+    probes::{probes, Need, Probe},
     symbols::{SymbolError, SymbolOffsets},
 };
 
@@ -132,10 +130,7 @@ impl Tracer {
     /// tracepoints.
     pub fn load_programs(&mut self) -> Result<(), BpfError> {
         let ebpf = &mut self.ebpf;
-        let mut names = probes::programs();
-        names.extend(probes::TRACEPOINTS.iter().map(|&(name, _)| name));
-        names.push(probes::RELEASE_GONE);
-        parallel_load::load_programs(ebpf, &names)?;
+        parallel_load::load_programs(ebpf, &probes::programs())?;
         let mut tracepoint_links = Vec::new();
         for &(name, tracepoint) in probes::TRACEPOINTS {
             let prog: &mut RawTracePoint = program(ebpf, name)?;
@@ -163,10 +158,9 @@ impl Tracer {
     ) -> Result<AttachReport, BpfError> {
         let symbols = SymbolOffsets::load(&lib.path)?;
         let path = lib.path.display().to_string();
-        let missing_required: Vec<&str> = PROBES
-            .iter()
-            .filter(|p| p.need == Need::Required && symbols.offset(p.symbol).is_none())
-            .map(|p| p.symbol)
+        let missing_required: Vec<&str> = probes()
+            .filter(|p| p.api.need == Need::Required && symbols.offset(p.symbol()).is_none())
+            .map(|p| p.symbol())
             .collect();
         if !missing_required.is_empty() {
             return Err(BpfError::MissingRequired { path, symbols: missing_required.join(", ") });
@@ -179,36 +173,50 @@ impl Tracer {
         };
         let mut by_offset: HashMap<u64, &'static str> = HashMap::new();
         let mut links: Vec<Link> = Vec::new();
-        for p in PROBES {
-            let Some(offset) = symbols.offset(p.symbol) else {
-                report.missing.push(p.symbol);
+        for p in probes() {
+            let Some(offset) = symbols.offset(p.symbol()) else {
+                report.missing.push(p.symbol());
                 continue;
             };
             if let Some(first) = by_offset.get(&offset) {
-                report.aliases.push((p.symbol, first));
+                report.aliases.push((p.symbol(), first));
                 continue;
             }
-            by_offset.insert(offset, p.symbol);
-            let (entry, ret) = programs.unwrap_or((p.entry, p.ret));
-            for program in [entry, ret] {
-                let cookie = cookie_with_ret(p.api, p.kind, symbols.ret_delta(p.symbol).unwrap_or(0));
-                match self.attach_one(program, offset, cookie, lib) {
-                    Ok(link) => links.push((program, link)),
-                    Err(source) => {
-                        self.detach_links(links);
-                        return Err(BpfError::Attach {
-                            program,
-                            symbol: p.symbol,
-                            path,
-                            source: Box::new(source),
-                        });
-                    }
-                }
+            by_offset.insert(offset, p.symbol());
+            if let Err(e) = self.attach_row(&p, programs, offset, &symbols, lib, &mut links) {
+                self.detach_links(links);
+                return Err(e);
             }
-            report.attached.push(p.symbol);
+            report.attached.push(p.symbol());
         }
         self.links.push((lib.clone(), links));
         Ok(report)
+    }
+
+    /// Attaches one row's entry and return programs at `offset` of `lib`,
+    /// adding their links to `links`.
+    fn attach_row(
+        &mut self,
+        p: &Probe,
+        programs: Option<(&'static str, &'static str)>,
+        offset: u64,
+        symbols: &SymbolOffsets,
+        lib: &Library,
+        links: &mut Vec<Link>,
+    ) -> Result<(), BpfError> {
+        let (entry, ret) = programs.unwrap_or((p.entry, p.ret));
+        let cookie =
+            gpumem_common::cookie::pack(p.api.id, p.api.kind, symbols.ret_delta(p.symbol()).unwrap_or(0));
+        for program in [entry, ret] {
+            let link = self.attach_one(program, offset, cookie, lib).map_err(|source| BpfError::Attach {
+                program,
+                symbol: p.symbol(),
+                path: lib.path.display().to_string(),
+                source: Box::new(source),
+            })?;
+            links.push((program, link));
+        }
+        Ok(())
     }
 
     fn attach_one(
@@ -218,11 +226,7 @@ impl Tracer {
         cookie: u64,
         lib: &Library,
     ) -> Result<UProbeLinkId, ProgramError> {
-        let prog: &mut UProbe = self
-            .ebpf
-            .program_mut(program)
-            .expect("every table program was loaded in Tracer::load")
-            .try_into()?;
+        let prog: &mut UProbe = self.ebpf.program_mut(program).ok_or(ProgramError::NotLoaded)?.try_into()?;
         let point = UProbeAttachPoint {
             location: UProbeAttachLocation::AbsoluteOffset(offset),
             cookie: Some(cookie),
@@ -256,7 +260,7 @@ impl Tracer {
     /// Whether this kernel lets uprobe programs write registers (what
     /// `deny` needs): None if it does, else the kernel's reason.
     pub fn register_write_refusal(&mut self) -> Option<String> {
-        let name = "probe_register_write";
+        let name = probes::PROBE_REGISTER_WRITE;
         let prog: &mut UProbe = match self.ebpf.program_mut(name).map(<&mut UProbe>::try_from) {
             Some(Ok(p)) => p,
             _ => return Some(format!("the eBPF object has no program `{name}`")),
@@ -274,23 +278,21 @@ impl Tracer {
         }
     }
 
-    /// Detaches every probe from libraries whose file no longer exists.
-    pub fn detach_library(&mut self, dev: u64, ino: u64) -> bool {
-        let Some(i) = self.links.iter().position(|(l, _)| l.dev == dev && l.ino == ino) else {
-            return false;
-        };
-        let (_, links) = self.links.remove(i);
-        self.detach_links(links);
-        true
-    }
-
     pub fn libraries(&self) -> impl Iterator<Item = &Library> {
         self.links.iter().map(|(l, _)| l)
     }
 
-    /// The program that releases a process whose exit was missed.
-    pub fn release_gone_fd(&self) -> Option<aya::programs::ProgramFd> {
-        self.ebpf.program(probes::RELEASE_GONE)?.fd().ok()?.try_clone().ok()
+    /// Releases, in the kernel, what process `tgid` held, as its exit
+    /// would have (an `exit` record follows): for a process that is gone
+    /// while the kernel still counts memory for it. False if the kernel
+    /// refused to run the program.
+    pub fn release_gone(&self, tgid: u32) -> bool {
+        let Some(Ok(prog)) = self.ebpf.program(probes::RELEASE_GONE).map(<&RawTracePoint>::try_from) else {
+            return false;
+        };
+        let mut opts = RawTracePointRunOptions::new();
+        opts.args[0] = u64::from(tgid);
+        prog.test_run(opts).is_ok()
     }
 
     /// A handle on every loaded program (for the kernel's per-program

@@ -15,9 +15,9 @@ pub async fn floor(args: FloorArgs) -> anyhow::Result<()> {
     let mut tracer = Tracer::load()?;
     for lib in &libs.libs {
         let r = tracer.attach_programs(lib, Some(FLOOR))?;
-        eprintln!("gpumem: floor attached at {} sites in {}", r.attached.len(), lib.path.display());
+        tracing::info!("floor attached at {} sites in {}", r.attached.len(), lib.path.display());
     }
-    eprintln!("{}", super::run::READY);
+    tracing::info!("ready");
     let mut int = signal(SignalKind::interrupt())?;
     let mut term = signal(SignalKind::terminate())?;
     tokio::select! { _ = int.recv() => {}, _ = term.recv() => {} }

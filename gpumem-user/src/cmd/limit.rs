@@ -1,58 +1,56 @@
 //! `gpumem limit list|set|clear`: the running agent's limits, changed over
 //! its control socket (checked here first, applied by the agent).
-use anyhow::bail;
+use anyhow::Context;
 
 use crate::{
-    bpf::limits::LimitStatus,
     cli::{LimitAction, LimitArgs},
-    control,
-    policy::{spec::parse_target, Limit},
+    cmd::status::table,
+    control::{self, Request, Response},
+    limits::policy::{spec::parse_target, Limit},
+    output::LimitStatus,
     sink::text::human,
 };
 
 pub async fn limit(args: LimitArgs) -> anyhow::Result<()> {
-    let command = match &args.action {
-        LimitAction::List { .. } => "limit list".to_string(),
+    let request = match &args.action {
+        LimitAction::List { .. } => Request::LimitList,
         LimitAction::Set { spec } => {
-            Limit::parse(spec).map_err(|e| anyhow::anyhow!("limit `{spec}`: {e}"))?;
-            format!("limit set {spec}")
+            Limit::parse(spec).with_context(|| format!("limit `{spec}`"))?;
+            Request::LimitSet { spec: spec.clone() }
         }
         LimitAction::Clear { target } => {
-            parse_target(target).map_err(|e| anyhow::anyhow!("target `{target}`: {e}"))?;
-            format!("limit clear {target}")
+            parse_target(target).with_context(|| format!("target `{target}`"))?;
+            Request::LimitClear { target: target.clone() }
         }
     };
-    let answer = control::request(&args.socket, &command).await?;
-    let value: serde_json::Value = serde_json::from_str(&answer).map_err(|e| {
-        anyhow::anyhow!(
-            "the agent at {} answered something else than JSON ({e}): {answer}",
-            args.socket.display()
-        )
-    })?;
-    if let Some(err) = value.get("error").and_then(|e| e.as_str()) {
-        bail!("the agent refused: {err}");
-    }
-    match args.action {
-        LimitAction::List { json: true } => println!("{}", serde_json::to_string_pretty(&value)?),
-        LimitAction::List { json: false } => {
-            let list: Vec<LimitStatus> = serde_json::from_value(value)?;
-            if list.is_empty() {
-                println!("no limits in force");
-            }
-            for l in list {
-                let dev = l.device.map_or(String::new(), |d| format!(" device {d}"));
-                let soft = l.soft.map_or(String::new(), |s| format!(" soft {}", human(s)));
-                println!(
-                    "{}{dev}: {} of {} ({}%){soft}, action {}",
-                    l.target,
-                    human(l.usage),
-                    human(l.hard),
-                    l.usage * 100 / l.hard.max(1),
-                    l.action
-                );
-            }
+    match (control::request(&args.socket, &request).await?, args.action) {
+        (Response::Limits(list), LimitAction::List { json: true }) => {
+            println!("{}", serde_json::to_string_pretty(&list)?)
         }
-        _ => println!("{value}"),
+        (Response::Limits(list), _) => print_list(&list),
+        (Response::LimitSet { target, action }, _) => println!("limit set on {target}, action {action}"),
+        (Response::LimitCleared { target }, _) => println!("limit cleared on {target}"),
+        (other, _) => anyhow::bail!("the agent at {} answered {other:?}", args.socket.display()),
     }
     Ok(())
+}
+
+fn print_list(list: &[LimitStatus]) {
+    if list.is_empty() {
+        println!("no limits in force");
+        return;
+    }
+    let mut t = table(&["TARGET", "DEVICE", "USAGE", "HARD", "USED", "SOFT", "ACTION"], 2);
+    for l in list {
+        t.add_row([
+            l.target.clone(),
+            l.device.map_or("all".into(), |d| d.to_string()),
+            human(l.usage),
+            human(l.hard),
+            format!("{}%", l.usage * 100 / l.hard.max(1)),
+            l.soft.map_or("-".into(), human),
+            l.action.clone(),
+        ]);
+    }
+    println!("{t}");
 }

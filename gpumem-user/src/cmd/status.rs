@@ -1,5 +1,12 @@
 //! `gpumem status`: the running agent's usage table.
-use crate::{cli::StatusArgs, control, sink::text::human};
+use comfy_table::{presets::NOTHING, Cell, CellAlignment, Table};
+
+use crate::{
+    cli::StatusArgs,
+    control,
+    output::{StatusEntry, StatusReport},
+    sink::text::human,
+};
 
 pub async fn status(args: StatusArgs) -> anyhow::Result<()> {
     let report = control::status(&args.socket).await?;
@@ -9,45 +16,61 @@ pub async fn status(args: StatusArgs) -> anyhow::Result<()> {
     }
     println!("libcuda: {}", report.libraries.join(", "));
     println!("records: {}   lost in kernel: {}", report.records, report.dropped);
+    print_devices(&report);
+    println!();
+    println!("{}", cgroup_table(&report.cgroups));
+    println!();
+    println!("{}", process_table(&report.processes));
+    Ok(())
+}
+
+/// A table with gpumem's look: no borders, columns two spaces apart, the
+/// columns from `right_from` on (numbers) right-aligned.
+pub fn table(header: &[&str], right_from: usize) -> Table {
+    let mut t = Table::new();
+    t.load_style(NOTHING).set_header(header.iter().map(Cell::new));
+    for (i, c) in t.column_iter_mut().enumerate() {
+        c.set_padding((0, 2));
+        if i >= right_from {
+            c.set_cell_alignment(CellAlignment::Right);
+        }
+    }
+    t
+}
+
+fn print_devices(report: &StatusReport) {
     if !report.nvml {
         println!("devices: NVML not available (device names and the driver's per-process usage not shown)");
     }
+    let h = |b: Option<u64>| b.map_or("?".to_string(), human);
     for d in &report.devices {
-        let h = |b: Option<u64>| b.map_or("?".to_string(), human);
-        println!(
-            "device {}: {} {} used {} of {}",
-            d.index,
-            d.name.as_deref().unwrap_or("?"),
-            d.uuid.as_deref().unwrap_or("?"),
-            h(d.used_bytes),
-            h(d.total_bytes)
-        );
+        let (name, uuid) = (d.name.as_deref().unwrap_or("?"), d.uuid.as_deref().unwrap_or("?"));
+        println!("device {}: {name} {uuid} used {} of {}", d.index, h(d.used_bytes), h(d.total_bytes));
         for p in &d.processes {
             let gpumem = report.processes.iter().find(|e| e.pid == Some(p.pid)).map(|e| e.bytes);
             println!("    pid {:>8}: driver {}  gpumem {}", p.pid, h(p.used_bytes), h(gpumem));
         }
     }
-    println!();
-    println!("{:<36} {:>14} {:>14}", "CGROUP", "HELD", "KERNEL");
-    for c in &report.cgroups {
-        println!(
-            "{:<36} {:>14} {:>14}",
-            c.cgroup.as_deref().unwrap_or("?"),
-            human(c.bytes),
-            human(c.kernel_bytes)
-        );
+}
+
+fn cgroup_table(cgroups: &[StatusEntry]) -> Table {
+    let mut t = table(&["CGROUP", "HELD", "KERNEL"], 1);
+    for c in cgroups {
+        t.add_row([c.cgroup.as_deref().unwrap_or("?").to_string(), human(c.bytes), human(c.kernel_bytes)]);
     }
-    println!();
-    println!("{:>8} {:<16} {:<28} {:>14} {:>14}", "PID", "COMM", "CGROUP", "HELD", "KERNEL");
-    for p in &report.processes {
-        println!(
-            "{:>8} {:<16} {:<28} {:>14} {:>14}",
-            p.pid.unwrap_or(0),
-            p.comm.as_deref().unwrap_or("?"),
-            p.cgroup.as_deref().unwrap_or("?"),
+    t
+}
+
+fn process_table(processes: &[StatusEntry]) -> Table {
+    let mut t = table(&["PID", "COMM", "CGROUP", "HELD", "KERNEL"], 3);
+    for p in processes {
+        t.add_row([
+            p.pid.unwrap_or(0).to_string(),
+            p.comm.clone().unwrap_or_else(|| "?".into()),
+            p.cgroup.clone().unwrap_or_else(|| "?".into()),
             human(p.bytes),
-            human(p.kernel_bytes)
-        );
+            human(p.kernel_bytes),
+        ]);
     }
-    Ok(())
+    t
 }

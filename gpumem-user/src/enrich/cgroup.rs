@@ -4,6 +4,7 @@
 //! is what `bpf_get_current_cgroup_id()` returns. The resolver walks the
 //! mount once and again whenever it meets an id it does not know (new
 //! containers appear all the time), at most once a second.
+use procfs::process::MountInfos;
 use std::{
     collections::HashMap,
     os::unix::fs::MetadataExt,
@@ -22,8 +23,7 @@ pub struct CgroupResolver {
 impl CgroupResolver {
     /// A resolver over the host's cgroup2 mount (none: paths stay unknown).
     pub fn new() -> Self {
-        let root = std::fs::read_to_string("/proc/self/mountinfo").ok().and_then(|m| cgroup2_mount(&m));
-        Self::with_root(root)
+        Self::with_root(host_cgroup2_mount())
     }
 
     pub fn with_root(root: Option<PathBuf>) -> Self {
@@ -78,15 +78,15 @@ impl Default for CgroupResolver {
     }
 }
 
-/// The mount point of the cgroup2 hierarchy in a `/proc/self/mountinfo`
-/// text (on hybrid hosts, e.g. `/sys/fs/cgroup/unified`).
-pub fn cgroup2_mount(mountinfo: &str) -> Option<PathBuf> {
-    mountinfo.lines().find_map(|line| {
-        let (pre, post) = line.split_once(" - ")?;
-        let fstype = post.split_whitespace().next()?;
-        let mount_point = pre.split_whitespace().nth(4)?;
-        (fstype == "cgroup2").then(|| PathBuf::from(mount_point))
-    })
+/// The mount point of the cgroup2 hierarchy as this process sees it (on
+/// hybrid hosts, e.g. `/sys/fs/cgroup/unified`), if one is mounted.
+pub fn host_cgroup2_mount() -> Option<PathBuf> {
+    procfs::process::Process::myself().ok()?.mountinfo().ok().as_ref().and_then(cgroup2_mount)
+}
+
+/// The mount point of the cgroup2 hierarchy among `mounts`.
+pub fn cgroup2_mount(mounts: &MountInfos) -> Option<PathBuf> {
+    mounts.iter().find(|m| m.fs_type == "cgroup2").map(|m| m.mount_point.clone())
 }
 
 /// The cgroup2 id of a cgroup directory.
@@ -98,26 +98,30 @@ pub fn cgroup_id(dir: &Path) -> std::io::Result<u64> {
 mod tests {
     use super::*;
 
+    fn mounts(text: &str) -> MountInfos {
+        <MountInfos as procfs::FromBufRead>::from_buf_read(text.as_bytes()).unwrap()
+    }
+
     #[test]
     fn finds_cgroup2_in_hybrid_and_unified_mountinfo() {
         let hybrid = "25 24 0:22 / /sys/fs/cgroup ro,nosuid - tmpfs tmpfs ro,mode=755\n\
             26 25 0:23 / /sys/fs/cgroup/unified rw,nosuid,nodev - cgroup2 cgroup2 rw,nsdelegate\n\
             27 25 0:24 / /sys/fs/cgroup/memory rw - cgroup cgroup rw,memory\n";
-        assert_eq!(cgroup2_mount(hybrid), Some(PathBuf::from("/sys/fs/cgroup/unified")));
+        assert_eq!(cgroup2_mount(&mounts(hybrid)), Some(PathBuf::from("/sys/fs/cgroup/unified")));
         let unified = "30 1 0:26 / /sys/fs/cgroup rw,nosuid shared:4 - cgroup2 cgroup2 rw\n";
-        assert_eq!(cgroup2_mount(unified), Some(PathBuf::from("/sys/fs/cgroup")));
-        assert_eq!(cgroup2_mount("1 0 8:1 / / rw - ext4 /dev/sda1 rw\n"), None);
+        assert_eq!(cgroup2_mount(&mounts(unified)), Some(PathBuf::from("/sys/fs/cgroup")));
+        assert_eq!(cgroup2_mount(&mounts("1 0 8:1 / / rw - ext4 /dev/sda1 rw\n")), None);
     }
 
     #[test]
     fn resolves_directories_by_inode_under_a_root() {
-        let root = std::env::temp_dir().join(format!("gpumem-cg-{}", std::process::id()));
+        let scratch = tempfile::tempdir().unwrap();
+        let root = scratch.path().to_path_buf();
         let child = root.join("kubepods/pod1");
         std::fs::create_dir_all(&child).unwrap();
         let mut r = CgroupResolver::with_root(Some(root.clone()));
         assert_eq!(r.path(cgroup_id(&child).unwrap()).as_deref(), Some("/kubepods/pod1"));
         assert_eq!(r.path(cgroup_id(&root).unwrap()).as_deref(), Some("/"));
         assert_eq!(r.path(1), None);
-        std::fs::remove_dir_all(&root).unwrap();
     }
 }

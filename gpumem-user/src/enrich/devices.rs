@@ -4,39 +4,21 @@
 //! show beside gpumem's. Without NVML (no NVIDIA driver, or the simulated
 //! one) the agent says so once and reports devices by index only.
 use nvml_wrapper::{enums::device::UsedGpuMemory, Nvml};
-use serde::{Deserialize, Serialize};
 
-/// One device as the driver describes it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct DeviceInfo {
-    pub index: u32,
-    pub name: Option<String>,
-    pub uuid: Option<String>,
-    pub total_bytes: Option<u64>,
-    pub used_bytes: Option<u64>,
-    /// Per-process usage as the driver counts it (includes what gpumem
-    /// cannot see: context and module memory).
-    pub processes: Vec<DriverProcess>,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct DriverProcess {
-    pub pid: u32,
-    pub used_bytes: Option<u64>,
-}
+use crate::output::{DeviceInfo, DriverProcess};
 
 pub struct Devices {
     nvml: Option<Nvml>,
 }
 
 impl Devices {
-    /// Loads NVML; says on stderr, once, when it cannot.
+    /// Loads NVML; says so once when it cannot.
     pub fn open() -> Self {
         match Nvml::init() {
             Ok(nvml) => Self { nvml: Some(nvml) },
             Err(e) => {
-                eprintln!(
-                    "gpumem: NVML is not available ({e}); devices are reported by index only, \
+                tracing::warn!(
+                    "NVML is not available ({e}); devices are reported by index only, \
                      without names, UUIDs or the driver's own per-process usage"
                 );
                 Self { nvml: None }

@@ -1,7 +1,39 @@
-//! Enrichment: what the kernel record does not carry: the cgroup's path,
+//! Enrichment: what a kernel record does not carry: the cgroup's path and
 //! the container and pod it names, the process's executable and command
-//! line.
+//! line, and the devices as the driver (NVML) describes them.
 pub mod cgroup;
 pub mod container;
 pub mod devices;
 pub mod process;
+
+use self::{
+    cgroup::CgroupResolver,
+    container::Container,
+    process::{ProcessInfo, Processes},
+};
+
+/// The enrichers the agent's pipeline asks, each caching what it read.
+#[derive(Default)]
+pub struct Enricher {
+    cgroups: CgroupResolver,
+    procs: Processes,
+}
+
+impl Enricher {
+    /// A cgroup's path and the container it names.
+    pub fn cgroup(&mut self, id: u64) -> (Option<String>, Option<Container>) {
+        let path = self.cgroups.path(id);
+        let container = path.as_deref().and_then(container::parse);
+        (path, container)
+    }
+
+    /// A process's executable and command line.
+    pub fn process(&mut self, pid: u32) -> ProcessInfo {
+        self.procs.get(pid)
+    }
+
+    /// A process's image is gone (exit or exec).
+    pub fn forget(&mut self, pid: u32) {
+        self.procs.forget(pid);
+    }
+}

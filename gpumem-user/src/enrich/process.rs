@@ -12,13 +12,15 @@ pub struct ProcessInfo {
     pub cmdline: Option<String>,
 }
 
-/// Turns a NUL-separated `/proc/PID/cmdline` into one line.
-pub fn cmdline(raw: &[u8]) -> String {
-    raw.split(|&b| b == 0)
-        .filter(|a| !a.is_empty())
-        .map(String::from_utf8_lossy)
-        .collect::<Vec<_>>()
-        .join(" ")
+impl ProcessInfo {
+    /// What `/proc` says of `pid` now; a field it cannot give is None.
+    pub fn read(pid: u32) -> Self {
+        let Ok(p) = procfs::process::Process::new(pid as i32) else { return Self::default() };
+        Self {
+            exe: p.exe().ok().map(|e| e.display().to_string()),
+            cmdline: p.cmdline().ok().map(|args| args.join(" ")),
+        }
+    }
 }
 
 #[derive(Debug, Default)]
@@ -29,13 +31,7 @@ pub struct Processes {
 impl Processes {
     /// The process's info, read once.
     pub fn get(&mut self, pid: u32) -> ProcessInfo {
-        self.known
-            .entry(pid)
-            .or_insert_with(|| ProcessInfo {
-                exe: std::fs::read_link(format!("/proc/{pid}/exe")).ok().map(|p| p.display().to_string()),
-                cmdline: std::fs::read(format!("/proc/{pid}/cmdline")).ok().map(|raw| cmdline(&raw)),
-            })
-            .clone()
+        self.known.entry(pid).or_insert_with(|| ProcessInfo::read(pid)).clone()
     }
 
     /// Forgets `pid` (exit or exec: the next read sees the new image).
@@ -49,16 +45,12 @@ mod tests {
     use super::*;
 
     #[test]
-    fn cmdline_joins_arguments() {
-        assert_eq!(cmdline(b"python3\0train.py\0--epochs\x0010\0"), "python3 train.py --epochs 10");
-        assert_eq!(cmdline(b""), "");
-    }
-
-    #[test]
     fn reads_this_process() {
         let mut p = Processes::default();
         let me = p.get(std::process::id());
         assert_eq!(me.exe, std::env::current_exe().ok().map(|p| p.display().to_string()));
-        assert!(me.cmdline.is_some_and(|c| !c.is_empty()));
+        let args: Vec<String> = std::env::args().collect();
+        assert_eq!(me.cmdline, Some(args.join(" ")));
+        assert_eq!(ProcessInfo::read(u32::MAX), ProcessInfo::default(), "no such process: nothing guessed");
     }
 }

@@ -51,7 +51,7 @@ mod tests {
             let mut s = JsonSink::new(&mut out);
             let d = DroppedLine {
                 ts_ns: 1,
-                event: "dropped",
+                event: crate::output::DroppedEvent::Dropped,
                 records: 2,
                 total: 3,
                 map_full: 0,

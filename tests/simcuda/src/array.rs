@@ -60,6 +60,7 @@ unsafe fn create(out: *mut u64, bytes: Option<u64>) -> CUresult {
     }
     let h = card.handle();
     ARRAYS.lock().unwrap().get_or_insert_with(HashMap::new).insert(h, (dev, bytes));
+    // SAFETY: the caller's out-pointer, valid by the driver API's contract.
     unsafe { *out = h };
     CUDA_SUCCESS
 }
@@ -77,14 +78,18 @@ fn destroy(handle: u64) -> CUresult {
 #[no_mangle]
 pub unsafe extern "C" fn cuArrayCreate_v2(out: *mut u64, desc: *const ArrayDescriptor) -> CUresult {
     let bytes =
+        // SAFETY: the caller's descriptor, valid or null by the driver API's contract.
         unsafe { desc.as_ref() }.and_then(|d| array_bytes([d.width, d.height, 1], d.format, d.channels, 1));
+    // SAFETY: the caller's pointers, passed on as the driver API received them.
     unsafe { create(out, bytes) }
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn cuArray3DCreate_v2(out: *mut u64, desc: *const Array3DDescriptor) -> CUresult {
+    // SAFETY: the caller's descriptor, valid or null by the driver API's contract.
     let bytes = unsafe { desc.as_ref() }
         .and_then(|d| array_bytes([d.width, d.height, d.depth], d.format, d.channels, 1));
+    // SAFETY: the caller's pointers, passed on as the driver API received them.
     unsafe { create(out, bytes) }
 }
 
@@ -94,8 +99,10 @@ pub unsafe extern "C" fn cuMipmappedArrayCreate(
     desc: *const Array3DDescriptor,
     levels: u32,
 ) -> CUresult {
+    // SAFETY: the caller's descriptor, valid or null by the driver API's contract.
     let bytes = unsafe { desc.as_ref() }
         .and_then(|d| array_bytes([d.width, d.height, d.depth], d.format, d.channels, levels));
+    // SAFETY: the caller's pointers, passed on as the driver API received them.
     unsafe { create(out, bytes) }
 }
 

@@ -63,6 +63,7 @@ unsafe fn primary_retain(pctx: *mut CUcontext, dev: CUdevice) -> CUresult {
     let mut c = contexts();
     c.devices.insert(handle, dev);
     *c.primary_refs.entry(dev).or_default() += 1;
+    // SAFETY: the caller's out-pointer, valid by the driver API's contract.
     unsafe { *pctx = handle as CUcontext };
     CUDA_SUCCESS
 }
@@ -97,6 +98,7 @@ unsafe fn create(pctx: *mut CUcontext, dev: CUdevice, _version: u32) -> CUresult
     };
     // cuCtxCreate pushes the new context onto the calling thread's stack.
     STACK.with(|s| s.borrow_mut().push(handle));
+    // SAFETY: the caller's out-pointer, valid by the driver API's contract.
     unsafe { *pctx = handle as CUcontext };
     CUDA_SUCCESS
 }
@@ -112,6 +114,7 @@ fn destroy(ctx: CUcontext, _version: u32) -> CUresult {
 
 #[no_mangle]
 pub unsafe extern "C" fn cuDevicePrimaryCtxRetain(pctx: *mut CUcontext, dev: CUdevice) -> CUresult {
+    // SAFETY: the caller's pointers, passed on as the driver API received them.
     unsafe { primary_retain(pctx, dev) }
 }
 
@@ -127,6 +130,7 @@ pub extern "C" fn cuDevicePrimaryCtxRelease_v2(dev: CUdevice) -> CUresult {
 
 #[no_mangle]
 pub unsafe extern "C" fn cuCtxCreate_v2(pctx: *mut CUcontext, _flags: c_uint, dev: CUdevice) -> CUresult {
+    // SAFETY: the caller's pointers, passed on as the driver API received them.
     unsafe { create(pctx, dev, 2) }
 }
 
@@ -151,6 +155,7 @@ pub unsafe extern "C" fn cuCtxGetCurrent(pctx: *mut CUcontext) -> CUresult {
         return CUDA_ERROR_INVALID_VALUE;
     }
     let h = STACK.with(|s| s.borrow().last().copied()).unwrap_or(0);
+    // SAFETY: the caller's out-pointer, valid by the driver API's contract.
     unsafe { *pctx = h as CUcontext };
     CUDA_SUCCESS
 }
@@ -171,6 +176,7 @@ pub unsafe extern "C" fn cuCtxPopCurrent_v2(pctx: *mut CUcontext) -> CUresult {
         return CUDA_ERROR_INVALID_CONTEXT;
     };
     if !pctx.is_null() {
+        // SAFETY: the caller's out-pointer, valid by the driver API's contract.
         unsafe { *pctx = h as CUcontext };
     }
     CUDA_SUCCESS
@@ -183,6 +189,7 @@ pub unsafe extern "C" fn cuCtxGetDevice(dev: *mut CUdevice) -> CUresult {
     }
     match current_device() {
         Ok(d) => {
+            // SAFETY: the caller's out-pointer, valid by the driver API's contract.
             unsafe { *dev = d };
             CUDA_SUCCESS
         }
@@ -193,6 +200,7 @@ pub unsafe extern "C" fn cuCtxGetDevice(dev: *mut CUdevice) -> CUresult {
 /// The original (pre-3.2) entry point, same arguments as `_v2`.
 #[no_mangle]
 pub unsafe extern "C" fn cuCtxCreate(pctx: *mut CUcontext, _flags: c_uint, dev: CUdevice) -> CUresult {
+    // SAFETY: the caller's pointers, passed on as the driver API received them.
     unsafe { create(pctx, dev, 1) }
 }
 
@@ -205,6 +213,7 @@ pub unsafe extern "C" fn cuCtxCreate_v3(
     _flags: c_uint,
     dev: CUdevice,
 ) -> CUresult {
+    // SAFETY: the caller's pointers, passed on as the driver API received them.
     unsafe { create(pctx, dev, 3) }
 }
 
@@ -216,5 +225,6 @@ pub unsafe extern "C" fn cuCtxCreate_v4(
     _flags: c_uint,
     dev: CUdevice,
 ) -> CUresult {
+    // SAFETY: the caller's pointers, passed on as the driver API received them.
     unsafe { create(pctx, dev, 4) }
 }

@@ -12,6 +12,7 @@ unsafe fn alloc_host(pp: *mut *mut c_void, bytes: usize, _flags: c_uint) -> CUre
         Ok(c) => c,
         Err(e) => return e,
     };
+    // SAFETY: the caller's out-pointer, valid by the driver API's contract.
     unsafe { *pp = card.host_alloc(bytes as u64) as *mut c_void };
     CUDA_SUCCESS
 }
@@ -30,11 +31,13 @@ fn free_host(p: *mut c_void, registered: bool) -> CUresult {
 
 #[no_mangle]
 pub unsafe extern "C" fn cuMemAllocHost_v2(pp: *mut *mut c_void, bytesize: usize) -> CUresult {
+    // SAFETY: the caller's pointers, passed on as the driver API received them.
     unsafe { alloc_host(pp, bytesize, 0) }
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn cuMemHostAlloc(pp: *mut *mut c_void, bytesize: usize, flags: c_uint) -> CUresult {
+    // SAFETY: the caller's pointers, passed on as the driver API received them.
     unsafe { alloc_host(pp, bytesize, flags | 0x8000_0000) }
 }
 

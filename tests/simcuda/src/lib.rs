@@ -62,6 +62,7 @@ pub unsafe extern "C" fn cuDriverGetVersion(version: *mut c_int) -> CUresult {
     if version.is_null() {
         return CUDA_ERROR_INVALID_VALUE;
     }
+    // SAFETY: the caller's out-pointer, valid by the driver API's contract.
     unsafe { *version = DRIVER_VERSION };
     CUDA_SUCCESS
 }
@@ -74,6 +75,7 @@ pub unsafe extern "C" fn cuDeviceGetCount(count: *mut c_int) -> CUresult {
     let Some(n) = state::device_count() else {
         return CUDA_ERROR_NOT_INITIALIZED;
     };
+    // SAFETY: the caller's out-pointer, valid by the driver API's contract.
     unsafe { *count = n };
     CUDA_SUCCESS
 }
@@ -89,6 +91,7 @@ pub unsafe extern "C" fn cuDeviceGet(device: *mut CUdevice, ordinal: c_int) -> C
     if ordinal < 0 || ordinal >= n {
         return CUDA_ERROR_INVALID_DEVICE;
     }
+    // SAFETY: the caller's out-pointer, valid by the driver API's contract.
     unsafe { *device = ordinal };
     CUDA_SUCCESS
 }
@@ -103,7 +106,9 @@ pub unsafe extern "C" fn cuDeviceGetName(name: *mut u8, len: c_int, dev: CUdevic
     }
     let text = format!("simcuda device {dev}\0");
     let n = text.len().min(len as usize);
+    // SAFETY: `name` holds `len` bytes (the driver API's contract) and `n <= len`.
     unsafe { std::ptr::copy_nonoverlapping(text.as_ptr(), name, n) };
+    // SAFETY: `name` holds `len` bytes (the driver API's contract) and `n <= len`.
     unsafe { *name.add(n - 1) = 0 };
     CUDA_SUCCESS
 }
@@ -116,6 +121,7 @@ pub unsafe extern "C" fn cuDeviceTotalMem_v2(bytes: *mut usize, dev: CUdevice) -
     if let Err(e) = state::check_device(dev) {
         return e;
     }
+    // SAFETY: the caller's out-pointer, valid by the driver API's contract.
     unsafe { *bytes = state::capacity() as usize };
     CUDA_SUCCESS
 }

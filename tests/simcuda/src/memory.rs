@@ -17,6 +17,7 @@ pub(crate) unsafe fn alloc_device(dptr: *mut CUdeviceptr, bytes: usize, how: u32
     };
     match card.allocate(dev, bytes as u64) {
         Some(addr) => {
+            // SAFETY: the caller's out-pointer, valid by the driver API's contract.
             unsafe { *dptr = addr };
             CUDA_SUCCESS
         }
@@ -41,11 +42,13 @@ pub(crate) fn free_device(dptr: CUdeviceptr, how: u32) -> CUresult {
 
 #[no_mangle]
 pub unsafe extern "C" fn cuMemAlloc_v2(dptr: *mut CUdeviceptr, bytesize: usize) -> CUresult {
+    // SAFETY: the caller's pointers, passed on as the driver API received them.
     unsafe { alloc_device(dptr, bytesize, 0) }
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn cuMemAllocManaged(dptr: *mut CUdeviceptr, bytesize: usize, _flags: u32) -> CUresult {
+    // SAFETY: the caller's pointers, passed on as the driver API received them.
     unsafe { alloc_device(dptr, bytesize, 1) }
 }
 
@@ -62,8 +65,10 @@ pub unsafe extern "C" fn cuMemAllocPitch_v2(
         return CUDA_ERROR_INVALID_VALUE;
     }
     let row = width.div_ceil(512) * 512;
+    // SAFETY: the caller's pointers, passed on as the driver API received them.
     let r = unsafe { alloc_device(dptr, row * height, 2) };
     if r == CUDA_SUCCESS {
+        // SAFETY: the caller's out-pointer, valid by the driver API's contract.
         unsafe { *pitch = row };
     }
     r
@@ -84,6 +89,7 @@ pub unsafe extern "C" fn cuIpcGetMemHandle(handle: *mut CUipcMemHandle, dptr: CU
     }
     let mut h = CUipcMemHandle { reserved: [0; 64] };
     h.reserved[..8].copy_from_slice(&dptr.to_le_bytes());
+    // SAFETY: the caller's out-pointer, valid by the driver API's contract.
     unsafe { *handle = h };
     CUDA_SUCCESS
 }
@@ -101,6 +107,7 @@ pub unsafe extern "C" fn cuIpcOpenMemHandle_v2(
         return CUDA_ERROR_INVALID_VALUE;
     }
     let addr = u64::from_le_bytes(handle.reserved[..8].try_into().unwrap());
+    // SAFETY: the caller's out-pointer, valid by the driver API's contract.
     unsafe { *pdptr = addr };
     CUDA_SUCCESS
 }
@@ -129,6 +136,7 @@ pub unsafe extern "C" fn cuMemGetInfo_v2(free: *mut usize, total: *mut usize) ->
         Err(e) => return e,
     };
     let used = card.devices[dev as usize].used;
+    // SAFETY: the caller's out-pointers, valid by the driver API's contract.
     unsafe {
         *total = card.capacity as usize;
         *free = (card.capacity - used) as usize;

@@ -30,6 +30,8 @@ macro_rules! f {
     };
 }
 
+// A data table: one row per symbol.
+#[allow(clippy::too_many_lines)]
 fn table() -> &'static [Entry] {
     static T: OnceLock<Vec<Entry>> = OnceLock::new();
     T.get_or_init(|| {
@@ -130,6 +132,7 @@ unsafe fn get_proc_address(
     if symbol.is_null() || pfn.is_null() {
         return CUDA_ERROR_INVALID_VALUE;
     }
+    // SAFETY: a NUL-terminated symbol name, by the driver API's contract.
     let name = unsafe { CStr::from_ptr(symbol) }.to_string_lossy();
     let found = resolve(&name, version, flags);
     if std::env::var_os("SIMCUDA_LOG_PROCADDR").is_some() {
@@ -139,8 +142,10 @@ unsafe fn get_proc_address(
         Ok(p) => (p, SYMBOL_SUCCESS),
         Err(q) => (0, q),
     };
+    // SAFETY: the caller's out-pointer, valid by the driver API's contract.
     unsafe { *pfn = ptr as *mut c_void };
     if !status.is_null() {
+        // SAFETY: the caller's out-pointer, valid by the driver API's contract.
         unsafe { *status = query };
     }
     if ptr == 0 {
@@ -158,6 +163,7 @@ pub unsafe extern "C" fn cuGetProcAddress_v2(
     flags: u64,
     symbol_status: *mut c_int,
 ) -> CUresult {
+    // SAFETY: the caller's pointers, passed on as the driver API received them.
     unsafe { get_proc_address(symbol, pfn, cuda_version, flags, symbol_status) }
 }
 

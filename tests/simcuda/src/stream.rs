@@ -15,6 +15,7 @@ pub unsafe extern "C" fn cuMemAllocAsync(
     bytesize: usize,
     _stream: CUstream,
 ) -> CUresult {
+    // SAFETY: the caller's pointers, passed on as the driver API received them.
     unsafe { alloc_device(dptr, bytesize, 10) }
 }
 
@@ -24,6 +25,7 @@ pub unsafe extern "C" fn cuMemAllocAsync_ptsz(
     bytesize: usize,
     _stream: CUstream,
 ) -> CUresult {
+    // SAFETY: the caller's pointers, passed on as the driver API received them.
     unsafe { alloc_device(dptr, bytesize, 11) }
 }
 
@@ -34,6 +36,7 @@ pub unsafe extern "C" fn cuMemAllocFromPoolAsync(
     _pool: u64,
     _stream: CUstream,
 ) -> CUresult {
+    // SAFETY: the caller's pointers, passed on as the driver API received them.
     unsafe { alloc_device(dptr, bytesize, 12) }
 }
 
@@ -44,6 +47,7 @@ pub unsafe extern "C" fn cuMemAllocFromPoolAsync_ptsz(
     _pool: u64,
     _stream: CUstream,
 ) -> CUresult {
+    // SAFETY: the caller's pointers, passed on as the driver API received them.
     unsafe { alloc_device(dptr, bytesize, 13) }
 }
 
@@ -65,6 +69,7 @@ pub unsafe extern "C" fn cuMemPoolCreate(pool: *mut u64, props: *const c_void) -
     }
     match state::card() {
         Ok(mut c) => {
+            // SAFETY: the caller's out-pointer, valid by the driver API's contract.
             unsafe { *pool = c.handle() };
             CUDA_SUCCESS
         }

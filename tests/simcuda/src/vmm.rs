@@ -64,6 +64,7 @@ pub unsafe extern "C" fn cuMemCreate(
     if handle.is_null() || prop.is_null() || size == 0 {
         return CUDA_ERROR_INVALID_VALUE;
     }
+    // SAFETY: the caller's property struct, checked non-null above.
     let prop = unsafe { &*prop };
     let mut card = match state::card() {
         Ok(c) => c,
@@ -78,6 +79,7 @@ pub unsafe extern "C" fn cuMemCreate(
     let h = card.handle();
     drop(card);
     vmm().handles.insert(h, Handle { device, bytes: size as u64, maps: 0, released: false });
+    // SAFETY: the caller's out-pointer, valid by the driver API's contract.
     unsafe { *handle = h };
     CUDA_SUCCESS
 }
@@ -107,6 +109,7 @@ pub unsafe extern "C" fn cuMemAddressReserve(
     let mut v = vmm();
     let va = v.next_va;
     v.next_va += (size as u64).div_ceil(1 << 21) * (1 << 21);
+    // SAFETY: the caller's out-pointer, valid by the driver API's contract.
     unsafe { *ptr = va };
     CUDA_SUCCESS
 }
@@ -160,6 +163,7 @@ pub unsafe extern "C" fn cuMemExportToShareableHandle(
     if shareable.is_null() || !vmm().handles.contains_key(&handle) {
         return CUDA_ERROR_INVALID_VALUE;
     }
+    // SAFETY: the caller's out-pointer, valid by the driver API's contract.
     unsafe { *shareable = handle };
     CUDA_SUCCESS
 }
@@ -178,6 +182,7 @@ pub unsafe extern "C" fn cuMemImportFromShareableHandle(
         Ok(mut c) => c.handle(),
         Err(e) => return e,
     };
+    // SAFETY: the caller's out-pointer, valid by the driver API's contract.
     unsafe { *handle = h };
     CUDA_SUCCESS
 }

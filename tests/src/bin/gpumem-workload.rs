@@ -3,6 +3,8 @@
 //! calls made) as JSON lines at checkpoints. With `--pause` it waits for a
 //! line on stdin after each checkpoint, so a test can compare the agent's
 //! numbers while the process holds still.
+// It shares the test crate's dependencies with the end-to-end tests.
+#![allow(unused_crate_dependencies)]
 use std::{
     io::{BufRead, Write},
     sync::{Arc, Mutex},

@@ -147,6 +147,86 @@ fn median(mut v: Vec<f64>) -> Option<f64> {
     Some(v[v.len() / 2])
 }
 
+/// What the repetitions collect.
+#[derive(Default)]
+struct Collected {
+    samples: BTreeMap<(&'static str, &'static str), Vec<f64>>,
+    attach_ms: Vec<f64>,
+    verified: Option<verifier::Verified>,
+    runtimes: BTreeMap<&'static str, Vec<runtime::Runtime>>,
+    runtime_missing: Option<String>,
+}
+
+/// How to start `config`'s tracer and the line it says when ready; None
+/// for `untraced`, Err when it cannot run here (bpftrace missing).
+fn tracer_command(
+    config: &str,
+    b: &Built,
+    script: &Path,
+    bpftrace: &Result<PathBuf, String>,
+) -> Result<Option<(Command, &'static str)>, ()> {
+    let agent = |verb: &str| {
+        let mut c = Command::new(&b.agent);
+        c.arg(verb).arg("--libcuda").arg(&b.libcuda);
+        c
+    };
+    Ok(match config {
+        "untraced" => None,
+        "floor" => Some((agent("floor"), "gpumem: ready")),
+        "gpumem" | "gpumem+limits" => {
+            let mut c = agent("run");
+            c.arg("--output").arg(b.out.join("events.jsonl"));
+            c.arg("--socket").arg(b.out.join("gpumem.sock")).args(["--rescan", "0"]);
+            if config == "gpumem+limits" {
+                c.args(["--limit", "cgroup:/=1TiB,action=audit"]);
+            }
+            Some((c, "gpumem: ready"))
+        }
+        _ => {
+            let mut c = Command::new(bpftrace.as_ref().map_err(|_| ())?);
+            c.arg(script);
+            Some((c, "ready"))
+        }
+    })
+}
+
+impl Collected {
+    /// One configuration's loops (and, with a tracer, its programs' run
+    /// time; for the agent, its start-up and verifier counts).
+    fn measure(
+        &mut self,
+        config: &'static str,
+        tracer: Option<(Tracer, Duration)>,
+        b: &Built,
+        sizes: (usize, usize),
+    ) -> anyhow::Result<()> {
+        let (pairs, mixed_pairs) = sizes;
+        if let (Some((t, started)), "gpumem") = (&tracer, config) {
+            self.attach_ms.push(started.as_secs_f64() * 1000.0);
+            if self.verified.is_none() {
+                let pid = t.pid().context("the agent has no pid")?;
+                self.verified = Some(verifier::verified(pid).unwrap_or_else(|e| {
+                    eprintln!("xtask: bench: no verifier counts: {e:#}");
+                    verifier::Verified::new()
+                }));
+            }
+        }
+        for (name, mixed, n) in [("alloc_free", false, pairs), ("mixed", true, mixed_pairs)] {
+            if config == "bpftrace" && mixed {
+                continue; // the script covers cuMemAlloc_v2/cuMemFree_v2 only
+            }
+            self.samples.entry((config, name)).or_default().push(run_loop(b, mixed, n)?);
+        }
+        if let (Some(pid), None) = (tracer.as_ref().and_then(|t| t.0.pid()), &self.runtime_missing) {
+            match runtime::measure(pid, || run_loop(b, false, pairs).map(drop)) {
+                Ok(r) => self.runtimes.entry(config).or_default().push(r),
+                Err(e) => self.runtime_missing = Some(format!("{e:#}")),
+            }
+        }
+        Ok(())
+    }
+}
+
 pub fn bench(quick: bool) -> anyhow::Result<()> {
     if !is_root() {
         bail!("cargo xtask bench loads eBPF programs: run it as root");
@@ -156,73 +236,13 @@ pub fn bench(quick: bool) -> anyhow::Result<()> {
     let bpftrace = bpftrace();
     let script = b.out.join("gpumem.bt");
     std::fs::write(&script, bpftrace_script(&b.libcuda))?;
-    let mut samples: BTreeMap<(&str, &str), Vec<f64>> = BTreeMap::new();
-    let mut attach_ms = Vec::new();
-    let mut verified = None;
-    let mut runtimes: BTreeMap<&str, Vec<runtime::Runtime>> = BTreeMap::new();
-    let mut runtime_missing = None;
+    let mut c = Collected::default();
     for rep in 0..reps {
         eprintln!("xtask: bench repetition {}/{reps}", rep + 1);
         for config in CONFIGS {
-            let tracer = match config {
-                "untraced" => None,
-                "floor" => Some(Tracer::start(
-                    {
-                        let mut c = Command::new(&b.agent);
-                        c.arg("floor").arg("--libcuda").arg(&b.libcuda);
-                        c
-                    },
-                    "gpumem: ready",
-                )?),
-                "gpumem" | "gpumem+limits" => {
-                    let mut c = Command::new(&b.agent);
-                    c.arg("run")
-                        .arg("--libcuda")
-                        .arg(&b.libcuda)
-                        .arg("--output")
-                        .arg(b.out.join("events.jsonl"));
-                    c.arg("--socket").arg(b.out.join("gpumem.sock")).args(["--rescan", "0"]);
-                    if config == "gpumem+limits" {
-                        c.args(["--limit", "cgroup:/=1TiB,action=audit"]);
-                    }
-                    let started = Tracer::start(c, "gpumem: ready")?;
-                    if config == "gpumem" {
-                        attach_ms.push(started.1.as_secs_f64() * 1000.0);
-                        if verified.is_none() {
-                            let pid = started.0.pid().context("the agent has no pid")?;
-                            verified = Some(verifier::verified(pid).unwrap_or_else(|e| {
-                                eprintln!("xtask: bench: no verifier counts: {e:#}");
-                                verifier::Verified::new()
-                            }));
-                        }
-                    }
-                    Some(started)
-                }
-                _ => match &bpftrace {
-                    Ok(bt) => Some(Tracer::start(
-                        {
-                            let mut c = Command::new(bt);
-                            c.arg(&script);
-                            c
-                        },
-                        "ready",
-                    )?),
-                    Err(_) => continue,
-                },
-            };
-            for (name, mixed, n) in [("alloc_free", false, pairs), ("mixed", true, mixed_pairs)] {
-                if config == "bpftrace" && mixed {
-                    continue; // the script covers cuMemAlloc_v2/cuMemFree_v2 only
-                }
-                samples.entry((config, name)).or_default().push(run_loop(&b, mixed, n)?);
-            }
-            if let (Some(pid), None) = (tracer.as_ref().and_then(|t| t.0.pid()), &runtime_missing) {
-                match runtime::measure(pid, || run_loop(&b, false, pairs).map(drop)) {
-                    Ok(r) => runtimes.entry(config).or_default().push(r),
-                    Err(e) => runtime_missing = Some(format!("{e:#}")),
-                }
-            }
-            drop(tracer);
+            let Ok(command) = tracer_command(config, &b, &script, &bpftrace) else { continue };
+            let tracer = command.map(|(cmd, ready)| Tracer::start(cmd, ready)).transpose()?;
+            c.measure(config, tracer, &b, (pairs, mixed_pairs))?;
         }
     }
     let _ = std::fs::remove_file(b.out.join("events.jsonl"));
@@ -232,11 +252,11 @@ pub fn bench(quick: bool) -> anyhow::Result<()> {
         reps,
         pairs,
         mixed_pairs,
-        attach_ms: median(attach_ms),
-        verified: verified.unwrap_or_default(),
-        runtimes,
-        runtime_missing,
+        attach_ms: median(c.attach_ms),
+        verified: c.verified.unwrap_or_default(),
+        runtimes: c.runtimes,
+        runtime_missing: c.runtime_missing,
         bpftrace_missing: bpftrace.err(),
     };
-    report::write(&b.out, &samples, &run, &load)
+    report::write(&b.out, &c.samples, &run, &load)
 }

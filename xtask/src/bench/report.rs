@@ -27,41 +27,55 @@ pub struct Run {
     pub bpftrace_missing: Option<String>,
 }
 
-pub fn write(
-    out: &Path,
-    samples: &BTreeMap<(&str, &str), Vec<f64>>,
-    run: &Run,
-    load: &AgentLoad,
-) -> anyhow::Result<()> {
-    let med = |c: &str, l: &str| samples.get(&(c, l)).and_then(|v| median(v.clone()));
-    // Each repetition's ratio is of two loops run a second or two apart;
-    // the median of those follows the host's drift less than a ratio of
-    // medians taken minutes apart.
-    let ratio = |a: &str, b: &str| {
-        per_repetition_ratio(samples.get(&(a, "alloc_free")), samples.get(&(b, "alloc_free")))
-    };
-    let (program_pair, program_run) = (program_ns_per_pair(run), program_rows(run));
-    let mut pair_ns = serde_json::Map::new();
-    for c in CONFIGS {
-        let row: serde_json::Map<String, Value> =
-            LOOPS.iter().map(|&l| (l.to_string(), med(c, l).map_or(Value::Null, |v| json!(v)))).collect();
-        pair_ns.insert(c.into(), row.into());
-    }
+/// The median alloc+free (or mixed) time of a configuration.
+fn med(samples: &Samples, c: &str, l: &str) -> Option<f64> {
+    samples.get(&(c, l)).and_then(|v| median(v.clone()))
+}
+
+/// The median of each repetition's ratio `a / b` of alloc+free loops. Each
+/// is of two loops run a second or two apart; the median of those follows
+/// the host's drift less than a ratio of medians taken minutes apart.
+fn ratio(samples: &Samples, a: &str, b: &str) -> Option<f64> {
+    per_repetition_ratio(samples.get(&(a, "alloc_free")), samples.get(&(b, "alloc_free")))
+}
+
+type Samples<'a> = BTreeMap<(&'a str, &'a str), Vec<f64>>;
+
+pub fn write(out: &Path, samples: &Samples, run: &Run, load: &AgentLoad) -> anyhow::Result<()> {
     let machine = format!(
         "{} cores, kernel {}",
         std::thread::available_parallelism().map_or(0, |n| n.get()),
         std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default().trim()
     );
+    let json = report_json(&machine, samples, run, load);
+    std::fs::write(out.join("report.json"), serde_json::to_string_pretty(&json)?)?;
+    let md = report_md(&machine, samples, run, load);
+    std::fs::write(out.join("report.md"), &md)?;
+    println!("{md}");
+    println!("written: {} and report.json", out.join("report.md").display());
+    Ok(())
+}
+
+fn report_json(machine: &str, samples: &Samples, run: &Run, load: &AgentLoad) -> Value {
+    let (program_pair, program_run) = (program_ns_per_pair(run), program_rows(run));
+    let mut pair_ns = serde_json::Map::new();
+    for c in CONFIGS {
+        let row: serde_json::Map<String, Value> = LOOPS
+            .iter()
+            .map(|&l| (l.to_string(), med(samples, c, l).map_or(Value::Null, |v| json!(v))))
+            .collect();
+        pair_ns.insert(c.into(), row.into());
+    }
     let cpu_at = |name: &str| load.rows.iter().find(|r| r.load == name).map(|r| r.agent_cpu_pct);
-    let json = json!({
+    json!({
         "machine": machine,
         "repetitions": run.reps,
         "pairs": { "alloc_free": run.pairs, "mixed": run.mixed_pairs },
         "pair_ns": pair_ns,
         "pair_ns_per_repetition": samples.iter().map(|((c, l), v)| (format!("{c}/{l}"), v.clone())).collect::<BTreeMap<_, _>>(),
-        "ratio_vs_floor": ratio("gpumem", "floor"),
-        "ratio_limits_vs_floor": ratio("gpumem+limits", "floor"),
-        "ratio_vs_bpftrace": ratio("gpumem", "bpftrace"),
+        "ratio_vs_floor": ratio(samples, "gpumem", "floor"),
+        "ratio_limits_vs_floor": ratio(samples, "gpumem+limits", "floor"),
+        "ratio_vs_bpftrace": ratio(samples, "gpumem", "bpftrace"),
         "attach_ms": run.attach_ms,
         "program_ns_per_pair": program_pair,
         "program_ns_per_run": program_run,
@@ -77,8 +91,11 @@ pub fn write(
         "agent_cpu_pct_at_saturation": cpu_at("saturation"),
         "agent_rss_mb_100k_live": load.agent_rss_mb_100k_live,
         "agent_load": load.rows,
-    });
-    std::fs::write(out.join("report.json"), serde_json::to_string_pretty(&json)?)?;
+    })
+}
+
+fn report_md(machine: &str, samples: &Samples, run: &Run, load: &AgentLoad) -> String {
+    let (program_pair, program_run) = (program_ns_per_pair(run), program_rows(run));
     let f = |v: Option<f64>| v.map_or("–".to_string(), |v| format!("{v:.0}"));
     let r = |v: Option<f64>| v.map_or("–".to_string(), |v| format!("{v:.3}"));
     let (reps, pairs, mixed) = (run.reps, run.pairs, run.mixed_pairs);
@@ -86,13 +103,13 @@ pub fn write(
         "# gpumem bench\n\n{machine}; {reps} interleaved repetitions, median (ratios: median of each repetition's ratio); {pairs} alloc+free pairs, {mixed} mixed pairs.\n\n| configuration | ns per alloc+free pair | ns per mixed pair |\n| --- | --- | --- |\n"
     );
     for c in CONFIGS {
-        md += &format!("| {c} | {} | {} |\n", f(med(c, "alloc_free")), f(med(c, "mixed")));
+        md += &format!("| {c} | {} | {} |\n", f(med(samples, c, "alloc_free")), f(med(samples, c, "mixed")));
     }
     md += &format!(
         "\n| ratio | value |\n| --- | --- |\n| gpumem / floor | {} |\n| gpumem+limits / floor | {} |\n| gpumem / bpftrace | {} |\n| start to attached (ms) | {} |\n",
-        r(ratio("gpumem", "floor")),
-        r(ratio("gpumem+limits", "floor")),
-        r(ratio("gpumem", "bpftrace")),
+        r(ratio(samples, "gpumem", "floor")),
+        r(ratio(samples, "gpumem+limits", "floor")),
+        r(ratio(samples, "gpumem", "bpftrace")),
         f(run.attach_ms)
     );
     md += &runtime_table(run, &program_pair, &program_run);
@@ -100,25 +117,25 @@ pub fn write(
     if let Some(why) = &run.bpftrace_missing {
         md += &format!("\nbpftrace not measured: {why}\n");
     }
-    md += "\nThe agent under load (one agent, streaming JSON Lines to a file):\n\n| load | records/s produced | agent CPU (% of a core) | agent peak RSS (MB) |\n| --- | --- | --- | --- |\n";
+    md + &load_table(load)
+}
+
+fn load_table(load: &AgentLoad) -> String {
+    let mut md = "\nThe agent under load (one agent, streaming JSON Lines to a file):\n\n| load | records/s produced | agent CPU (% of a core) | agent peak RSS (MB) |\n| --- | --- | --- | --- |\n".to_string();
     for row in &load.rows {
         md += &format!(
             "| {} | {:.0} | {:.1} | {:.1} |\n",
             row.load, row.events_per_s, row.agent_cpu_pct, row.agent_peak_rss_mb
         );
     }
-    md += &format!(
+    md + &format!(
         "\nRecords produced {}, applied by the agent {}, lost in the kernel (counted) {}. The `100k live` row holds {} allocations at once. Peak RSS includes the kernel ring buffer ({} MiB by default) twice: the kernel maps its pages twice into the agent, for records that wrap.\n",
         load.produced_records,
         load.delivered_records,
         load.lost_records,
         load.live_allocations,
         gpumem_common::EVENTS_BYTES >> 20
-    );
-    std::fs::write(out.join("report.md"), &md)?;
-    println!("{md}");
-    println!("written: {} and report.json", out.join("report.md").display());
-    Ok(())
+    )
 }
 
 /// One sentence on what the verifier walked: the total and the costliest

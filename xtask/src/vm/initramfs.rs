@@ -44,8 +44,15 @@ fn libraries(elf: &Path) -> anyhow::Result<Vec<PathBuf>> {
 }
 
 /// Builds `out` (a gzip'd newc cpio archive) from `contents`, staging in
-/// `stage`. Executables are copied without debug information.
-pub fn build(contents: &Contents, init: &str, skips: &str, stage: &Path, out: &Path) -> anyhow::Result<()> {
+/// `stage`, with `init` as /init and `texts` (guest path, contents) as
+/// files. Executables are copied without debug information.
+pub fn build(
+    contents: &Contents,
+    init: &str,
+    texts: &[(&str, &str)],
+    stage: &Path,
+    out: &Path,
+) -> anyhow::Result<()> {
     let _ = fs::remove_dir_all(stage);
     for d in ["bin", "proc", "sys", "dev", "tmp", "root", "tests", "etc"] {
         fs::create_dir_all(stage.join(d))?;
@@ -67,7 +74,9 @@ pub fn build(contents: &Contents, init: &str, skips: &str, stage: &Path, out: &P
         // Follow symlinks: the guest gets the file under the linked name.
         fs::copy(&lib, &dest).with_context(|| format!("copying {}", lib.display()))?;
     }
-    fs::write(stage.join("etc/gpumem-skips"), skips)?;
+    for (guest, text) in texts {
+        fs::write(stage.join(guest), text)?;
+    }
     let init_path = stage.join("init");
     fs::write(&init_path, init)?;
     fs::set_permissions(&init_path, fs::Permissions::from_mode(0o755))?;

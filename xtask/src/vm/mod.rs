@@ -16,9 +16,13 @@ use crate::{
     util::{cmd, ensure_tool, root, target_dir},
 };
 
-/// The suites that run on every kernel: limits (signal, audit, deny or its
-/// refusal, races) and exact tracing.
+/// The suites (modules of the end-to-end test binary) that run on every
+/// kernel: limits (signal, audit, deny or its refusal, races) and exact
+/// tracing.
 pub const SUITES: &[&str] = &["limits", "trace_exact"];
+
+/// The end-to-end test binary's name (`tests/tests/e2e`).
+const E2E: &str = "e2e";
 
 /// How long one kernel's boot and suites may take.
 const PER_KERNEL: Duration = Duration::from_secs(15 * 60);
@@ -67,31 +71,28 @@ impl KernelResult {
     }
 }
 
-/// Builds the end-to-end test binaries of `SUITES`, returning their paths.
-fn test_binaries() -> anyhow::Result<Vec<(String, PathBuf)>> {
+/// Builds the end-to-end test binary, returning its path.
+fn test_binary() -> anyhow::Result<PathBuf> {
     let mut c = cmd("cargo");
-    c.current_dir(root()).args(["test", "-p", "gpumem-tests", "--no-run", "--message-format=json"]);
-    for s in SUITES {
-        c.args(["--test", s]);
-    }
-    let out = c.stderr(Stdio::inherit()).output().context("building the test binaries")?;
+    c.current_dir(root()).args([
+        "test",
+        "-p",
+        "gpumem-tests",
+        "--no-run",
+        "--message-format=json",
+        "--test",
+        E2E,
+    ]);
+    let out = c.stderr(Stdio::inherit()).output().context("building the test binary")?;
     if !out.status.success() {
-        bail!("building the end-to-end test binaries failed");
+        bail!("building the end-to-end test binary failed");
     }
-    let mut bins = Vec::new();
-    for line in String::from_utf8_lossy(&out.stdout).lines() {
-        let Ok(v) = serde_json::from_str::<serde_json::Value>(line) else { continue };
-        let (Some(exe), Some(name)) = (v["executable"].as_str(), v["target"]["name"].as_str()) else {
-            continue;
-        };
-        if SUITES.contains(&name) {
-            bins.push((name.to_string(), PathBuf::from(exe)));
-        }
-    }
-    if bins.len() != SUITES.len() {
-        bail!("cargo reported {} of the {} test binaries {SUITES:?}", bins.len(), SUITES.len());
-    }
-    Ok(bins)
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+        .find(|v| v["target"]["name"] == E2E && v["executable"].is_string())
+        .and_then(|v| v["executable"].as_str().map(PathBuf::from))
+        .with_context(|| format!("cargo reported no executable for the test binary `{E2E}`"))
 }
 
 /// Runs the matrix (only the columns named in `only`, if any) and returns
@@ -113,9 +114,7 @@ pub fn matrix(built: &Built, only: &[String]) -> anyhow::Result<Vec<KernelResult
         (built.workload.clone(), format!("{g}/debug/gpumem-workload")),
         (built.libcuda.clone(), format!("{g}/simcuda/libcuda.so.1")),
     ];
-    for (name, bin) in test_binaries()? {
-        files.push((bin, format!("tests/{name}")));
-    }
+    files.push((test_binary()?, "tests/e2e".to_string()));
     let dir = target_dir().join("vm");
     std::fs::create_dir_all(&dir)?;
     let initrd = dir.join("initramfs.cpio.gz");
@@ -123,10 +122,11 @@ pub fn matrix(built: &Built, only: &[String]) -> anyhow::Result<Vec<KernelResult
         .iter()
         .map(|(prefix, test, why)| format!("{prefix} {test} {why}\n"))
         .collect();
+    let suites: String = SUITES.iter().map(|s| format!("{s}::\n")).collect();
     initramfs::build(
         &initramfs::Contents { files },
         include_str!("init.sh"),
-        &skips,
+        &[("etc/gpumem-skips", &skips), ("etc/gpumem-suites", &suites)],
         &dir.join("stage"),
         &initrd,
     )?;

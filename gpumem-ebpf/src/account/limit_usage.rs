@@ -1,0 +1,134 @@
+//! Bytes counted under each limit (`LIMIT_STATE`): reserved at a call's
+//! entry by the limit decision (`limits.rs`), committed at the size the
+//! driver charged or rolled back at its return, given back by frees and by
+//! the process's release (each byte once, see held.rs).
+use gpumem_common::{limit_list, Pending, ProcUsage, LIMITS_PER_CALL, MAX_LIMITS, PROC_LIMIT_SLOTS};
+
+use crate::{
+    account::held,
+    base::{atomic::add_nofetch, bounded},
+    maps::{LIMITS, LIMIT_BASE, LIMIT_STATE},
+};
+
+/// A call whose return will never run (its thread was killed inside it,
+/// or the kernel skipped the return's run and the thread calls again):
+/// gives back what its entry reserved under limits. `p` is the call's
+/// `PENDING` entry of a reserving API (an allocation), armed or not (a
+/// returned call reserves nothing more).
+#[inline(always)]
+pub fn abandon(p: *const Pending) {
+    // SAFETY: checked map value pointer of a reserving API, whose entry
+    // keeps the allocation variant; fields read once.
+    let (armed, slots, reserved) = unsafe {
+        (
+            core::ptr::read_volatile(core::ptr::addr_of!((*p).armed)),
+            core::ptr::read_volatile(core::ptr::addr_of!((*p).call.alloc.limit_slots)),
+            core::ptr::read_volatile(core::ptr::addr_of!((*p).call.alloc.size)),
+        )
+    };
+    if armed == 1 {
+        release(slots, reserved);
+    }
+}
+
+/// Adds `delta` (wrapping: may be negative) to every limit in `slots`;
+/// re-arms soft-limit records when usage falls back under them.
+#[inline(always)]
+pub fn adjust(slots: u64, delta: u64) {
+    if slots == 0 || delta == 0 {
+        return;
+    }
+    let mut i = 0;
+    while i < LIMITS_PER_CALL {
+        let slot = limit_list::at(slots, i);
+        if let (Some(rule), Some(state)) =
+            (slot.and_then(|s| LIMITS.get_ptr(s)), slot.and_then(|s| LIMIT_STATE.get_ptr_mut(s)))
+        {
+            // SAFETY: checked map value pointers.
+            let usage = unsafe { core::ptr::addr_of_mut!((*state).usage) };
+            // SAFETY: as above.
+            unsafe { add_nofetch(usage, delta) };
+            // SAFETY: as above.
+            let soft = unsafe { core::ptr::read_volatile(core::ptr::addr_of!((*rule).soft)) };
+            let base = slot.and_then(|s| LIMIT_BASE.get(s).copied()).unwrap_or(0);
+            // SAFETY: as above.
+            if soft != 0 && unsafe { core::ptr::read_volatile(usage) }.wrapping_add(base) <= soft {
+                // SAFETY: as above.
+                unsafe { core::ptr::write_volatile(core::ptr::addr_of_mut!((*state).soft_over), 0) };
+            }
+        }
+        i += 1;
+    }
+}
+
+/// Releases `size` bytes from every limit in `slots`.
+#[inline(always)]
+pub fn release(slots: u64, size: u64) {
+    adjust(slots, size.wrapping_neg());
+}
+
+/// After a charge of `size` under the limits in `slots` (reserved at the
+/// call's entry): counts it as held by the process, for its release. Where
+/// the release took the process's part first, nothing holds the bytes: the
+/// reservation goes back.
+#[inline(always)]
+pub fn commit(proc: *mut ProcUsage, slots: u64, size: u64) {
+    hold(proc, slots, size, true);
+}
+
+/// After a free of `size` bytes held under the limits in `slots`: gives
+/// them back, unless the process's release took them first.
+#[inline(always)]
+pub fn uncommit(proc: *mut ProcUsage, slots: u64, size: u64) {
+    hold(proc, slots, size, false);
+}
+
+/// Changes what the process holds under each limit of `slots` by `size`
+/// (more if `charge`, less if not), claiming its per-limit amounts as
+/// needed; see held.rs for the release it may race. A limit with no
+/// amount left for it in the process (all taken by other limits) counts as
+/// held: it keeps the reservation until the free.
+#[inline(always)]
+fn hold(proc: *mut ProcUsage, slots: u64, size: u64, charge: bool) {
+    if slots == 0 {
+        return; // no limit applies: the common case, and cheap
+    }
+    let delta = if charge { size } else { size.wrapping_neg() };
+    let mut i = 0;
+    while i < LIMITS_PER_CALL {
+        if let Some(slot) = limit_list::at(slots, i) {
+            // SAFETY: checked map value pointer.
+            let (ids, amounts) = unsafe {
+                (core::ptr::addr_of_mut!((*proc).limit_slots), core::ptr::addr_of_mut!((*proc).limit_bytes))
+            };
+            let held =
+                held::change_keyed(ids.cast(), amounts.cast(), PROC_LIMIT_SLOTS, slot as u64 + 1, delta)
+                    .is_none_or(|(_, changed)| changed);
+            // A charge the release beat holds nothing; a free that beat the
+            // release gives back its own bytes.
+            if held != charge {
+                release(slot as u64 + 1, size);
+            }
+        }
+        i += 1;
+    }
+}
+
+/// At the process's release (exit.rs, once claimed): takes what it holds
+/// under each limit and gives that back.
+#[inline(always)]
+pub fn release_process(proc: *mut ProcUsage) {
+    let mut pair = 0;
+    while pair < PROC_LIMIT_SLOTS {
+        let pair_at = bounded(pair, PROC_LIMIT_SLOTS);
+        // SAFETY: checked map value pointer; the id read after the take
+        // sees any claim made by a change the take included.
+        let taken = held::take(unsafe { core::ptr::addr_of_mut!((*proc).limit_bytes[pair_at]) });
+        // SAFETY: as above.
+        let id = unsafe { core::ptr::read_volatile(core::ptr::addr_of!((*proc).limit_slots[pair_at])) };
+        if id != 0 && id <= MAX_LIMITS as u64 && taken != 0 {
+            release(id, taken);
+        }
+        pair += 1;
+    }
+}

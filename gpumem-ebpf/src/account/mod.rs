@@ -1,0 +1,13 @@
+//! Accounting: what each process, cgroup and limit holds, and the calls in
+//! flight between their entries and returns. Built on `base`; the limit
+//! decision (`limits.rs`) and the API families build on this.
+//!
+//! - `usage`: charging and uncharging process and cgroup totals;
+//! - `held`: a process's per-cgroup and per-limit amounts, and its release
+//!   racing its own charges and frees;
+//! - `limit_usage`: bytes reserved and held under each limit;
+//! - `pending`: calls in flight.
+pub mod held;
+pub mod limit_usage;
+pub mod pending;
+pub mod usage;

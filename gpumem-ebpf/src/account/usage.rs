@@ -1,0 +1,144 @@
+//! Charging and uncharging what processes and cgroups hold (`PROC_USAGE`,
+//! `CGROUP_USAGE`), and the limits' share of it (`limit_usage`).
+//!
+//! Totals are updated with atomic fetch-and-add, so concurrent threads and
+//! processes never lose an update, and each record carries the exact total
+//! its own update produced.
+use aya_ebpf::{helpers::bpf_ktime_get_ns, maps::HashMap};
+use gpumem_common::{stat, LiveAlloc, ProcUsage, NO_SLOT, PROC_CGROUP_SLOTS};
+
+use crate::{
+    account::{held, limit_usage},
+    base::{
+        atomic::{add, sub},
+        bounded,
+        counters::count,
+    },
+    maps::{CGROUP_USAGE, PROC_USAGE},
+};
+
+/// The value at `key`, created as `init` when absent.
+#[inline(always)]
+fn get_or_insert<K, V>(map: &HashMap<K, V>, key: &K, init: &V) -> Option<*mut V> {
+    if let Some(p) = map.get_ptr_mut(key) {
+        return Some(p);
+    }
+    // BPF_NOEXIST: a racing thread may have created it; either way look up.
+    let _ = map.insert(key, init, 1);
+    let p = map.get_ptr_mut(key);
+    if p.is_none() {
+        count(stat::MAP_FULL);
+    }
+    p
+}
+
+/// Totals after a charge or uncharge, the cgroup slot used, and the
+/// process's generation.
+pub struct Totals {
+    pub proc_total: u64,
+    pub cgroup_total: u64,
+    pub slot: u32,
+    pub generation: u64,
+}
+
+/// The generation in a process's usage entry, with `held::RELEASED` set
+/// once its release has begun.
+#[inline(always)]
+fn generation_at(proc: *const ProcUsage) -> u64 {
+    // SAFETY: `proc` is a checked map value pointer.
+    unsafe { core::ptr::read_volatile(core::ptr::addr_of!((*proc).generation)) }
+}
+
+/// Whether a live entry was charged to the image of `generation` (a raw
+/// one: an image being released matches nothing).
+#[inline(always)]
+fn of_image(live: &LiveAlloc, generation: u64) -> bool {
+    live.generation != 0 && live.generation == generation
+}
+
+/// Charges `size` bytes to process `tgid` and cgroup `cgroup_id`, and
+/// counts them as the process's under the limits in `limit_slots` (which
+/// reserved them at the call's entry). A charge that races its process's
+/// release and loses (see held.rs) leaves the cgroup and the limits as
+/// they were.
+#[inline(always)]
+pub fn charge(tgid: u32, cgroup_id: u64, size: u64, limit_slots: u64) -> Totals {
+    let mut t = Totals { proc_total: 0, cgroup_total: 0, slot: NO_SLOT, generation: 0 };
+    // The cgroup first, and undone below if need be: its total is never
+    // below what its processes hold.
+    let cg = get_or_insert(&CGROUP_USAGE, &cgroup_id, &0);
+    if let Some(cg) = cg {
+        t.cgroup_total = add(cg, size);
+    }
+    // SAFETY: plain helper call.
+    let fresh = ProcUsage { generation: unsafe { bpf_ktime_get_ns() } | 1, ..ProcUsage::default() };
+    let Some(proc) = get_or_insert(&PROC_USAGE, &tgid, &fresh) else {
+        limit_usage::release(limit_slots, size);
+        return t;
+    };
+    t.generation = held::image(generation_at(proc));
+    // SAFETY: checked map value pointer.
+    t.proc_total = add(unsafe { core::ptr::addr_of_mut!((*proc).bytes) }, size);
+    // SAFETY: checked map value pointer.
+    let (ids, amounts) = unsafe {
+        (core::ptr::addr_of_mut!((*proc).cgroup_ids), core::ptr::addr_of_mut!((*proc).cgroup_bytes))
+    };
+    match held::change_keyed(ids.cast(), amounts.cast(), PROC_CGROUP_SLOTS, cgroup_id, size) {
+        Some((slot, changed)) => {
+            t.slot = slot;
+            if !changed {
+                if let Some(cg) = cg {
+                    t.cgroup_total = sub(cg, size);
+                }
+            }
+        }
+        None => count(stat::CGROUP_SLOTS_FULL),
+    }
+    limit_usage::commit(proc, limit_slots, size);
+    t
+}
+
+/// Uncharges live allocation `live` (from the process, its cgroup and its
+/// limits) if it belongs to process `tgid`'s current image (see
+/// `LiveAlloc::generation`); None (nothing changed) if it does not. Where
+/// the process's release took the bytes first, only the process total
+/// changes.
+#[inline(always)]
+pub fn uncharge_current(tgid: u32, live: &LiveAlloc) -> Option<Totals> {
+    let proc = PROC_USAGE.get_ptr_mut(tgid)?;
+    if !of_image(live, generation_at(proc)) {
+        return None;
+    }
+    let mut t = Totals { proc_total: 0, cgroup_total: 0, slot: live.cgroup_slot, generation: 0 };
+    let size = live.size;
+    // SAFETY: checked map value pointer.
+    t.proc_total = sub(unsafe { core::ptr::addr_of_mut!((*proc).bytes) }, size);
+    let slot = live.cgroup_slot as usize;
+    let held = slot >= PROC_CGROUP_SLOTS || {
+        let slot = bounded(slot, PROC_CGROUP_SLOTS);
+        // SAFETY: checked map value pointer, index masked to the array.
+        held::change(unsafe { core::ptr::addr_of_mut!((*proc).cgroup_bytes[slot]) }, size.wrapping_neg())
+    };
+    // The cgroup before the limits: a limit never admits a call while its
+    // cgroup's total still counts what the limit gave back.
+    if let Some(cg) = CGROUP_USAGE.get_ptr_mut(live.cgroup_id) {
+        // SAFETY: checked map value pointer.
+        t.cgroup_total = if held { sub(cg, size) } else { unsafe { core::ptr::read_volatile(cg) } };
+    }
+    limit_usage::uncommit(proc, live.limit_slots, size);
+    Some(t)
+}
+
+/// Current totals, without changing them.
+#[inline(always)]
+pub fn current(tgid: u32, cgroup_id: u64) -> Totals {
+    let proc_total = PROC_USAGE
+        .get_ptr(tgid)
+        // SAFETY: checked map value pointer.
+        .map(|p| unsafe { core::ptr::read_volatile(core::ptr::addr_of!((*p).bytes)) })
+        .unwrap_or(0);
+    let cgroup_total =
+        // SAFETY: checked map value pointer.
+        CGROUP_USAGE.get_ptr(cgroup_id).map(|p| unsafe { core::ptr::read_volatile(p) }).unwrap_or(0);
+    Totals { proc_total, cgroup_total, slot: NO_SLOT, generation: 0 }
+}

@@ -1,0 +1,12 @@
+//! Per-CPU counters of what the kernel could not do (`gpumem_common::stat`),
+//! summed and reported by the agent.
+use crate::maps::STATS;
+
+/// Counts one occurrence of `stat::*` on this CPU.
+#[inline(always)]
+pub fn count(which: u32) {
+    if let Some(p) = STATS.get_ptr_mut(which) {
+        // SAFETY: per-CPU slot, no other writer on this CPU while we run.
+        unsafe { *p += 1 };
+    }
+}

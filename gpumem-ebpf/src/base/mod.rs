@@ -1,0 +1,19 @@
+//! The bottom layer, used by every program: atomics, the ring-buffer
+//! records, the drop counters, the attach cookie and each program's run
+//! guard. Nothing here knows about accounting or limits.
+pub mod atomic;
+pub mod cookie;
+pub mod counters;
+pub mod guard;
+pub mod records;
+
+/// `i` masked to `n` entries (`n` a power of two), right where an array is
+/// indexed. The value goes through the stack so LLVM cannot drop the mask
+/// on the strength of an earlier bounds check: kernels before about 6.3
+/// lose such a check when the index is spilled and reloaded ("unbounded
+/// memory access").
+#[inline(always)]
+pub fn bounded(i: usize, n: usize) -> usize {
+    // SAFETY: reads a local.
+    unsafe { core::ptr::read_volatile(&i) & (n - 1) }
+}

@@ -1,0 +1,202 @@
+//! Allocations. Every allocating shape has its own entry program, which
+//! works out what the call asks for (size, kind, where the result goes);
+//! they share one return program, which charges the call if the driver
+//! succeeded and records the live allocation.
+//!
+//! Entry shapes served here:
+//! - `alloc_entry`: `(T **out, size_t bytes, ...)`: `cuMemAlloc_v2`,
+//!   `cuMemAllocManaged`, `cuMemAllocAsync[_ptsz]`,
+//!   `cuMemAllocFromPoolAsync[_ptsz]`, `cuMemAllocHost_v2`, `cuMemHostAlloc`;
+//! - `pitch_entry`: `cuMemAllocPitch_v2`, charged pitch x rows as returned;
+//! - `host_register_entry`: `cuMemHostRegister_v2(void *p, size_t bytes, ..)`.
+//!
+//! `vmm.rs` and `array.rs` add entries for `cuMemCreate` and the arrays.
+use aya_ebpf::{
+    helpers::{bpf_get_current_cgroup_id, bpf_get_current_pid_tgid, bpf_probe_read_user},
+    programs::{ProbeContext, RetProbeContext},
+    EbpfContext,
+};
+use gpumem_common::{
+    event_type, ns, stat, AllocCall, Change, LiveAlloc, LiveKey, CUDA_SUCCESS, FLAG_CGROUP_SLOTS_FULL,
+    NO_SLOT,
+};
+
+use crate::{
+    account::{limit_usage, pending, usage},
+    base::{
+        cookie::{self, cookie},
+        counters::count,
+        guard::guarded,
+        records::{emit, Subject},
+    },
+    device::current_device,
+    limits::admit,
+    maps::LIVE,
+};
+
+/// The entry-time state every allocation shares: caller's cgroup and
+/// device, and the kind from the cookie.
+#[inline(always)]
+pub fn start<C: EbpfContext>(ctx: &C) -> AllocCall {
+    AllocCall {
+        // SAFETY: plain helper call.
+        cgroup_id: unsafe { bpf_get_current_cgroup_id() },
+        device: current_device(),
+        kind: gpumem_common::cookie::kind(cookie(ctx)),
+        ..AllocCall::default()
+    }
+}
+
+/// Applies the caller's limits to the call's `size` bytes and remembers
+/// the call (refused or with its reservations) for the return; a denied
+/// call returns `CUDA_ERROR_OUT_OF_MEMORY` without entering the driver.
+#[inline(always)]
+pub fn admit_and_remember(ctx: &ProbeContext, mut call: AllocCall) -> u32 {
+    let api = cookie::api(ctx);
+    let ret_delta = crate::deny::ret_delta(ctx);
+    let a = admit(call.size, call.device, api, ret_delta != 0);
+    call.refused = a.refused as u32;
+    call.limit_slots = a.slots;
+    pending::put_reserving(api, call.into());
+    if a.deny && ret_delta != 0 {
+        crate::deny::return_out_of_memory(ctx, ret_delta);
+    }
+    0
+}
+
+guarded!(uprobe alloc_entry = AllocEntry => alloc_entry_run);
+
+#[inline(always)]
+fn alloc_entry_run(ctx: ProbeContext) -> u32 {
+    let mut call = start(&ctx);
+    call.out_ptr = ctx.arg::<u64>(0).unwrap_or(0);
+    call.size = ctx.arg::<u64>(1).unwrap_or(0);
+    admit_and_remember(&ctx, call)
+}
+
+guarded!(
+    /// `cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t width,
+    /// size_t height, unsigned elementSize)`.
+    uprobe pitch_entry = PitchEntry => pitch_entry_run
+);
+
+#[inline(always)]
+fn pitch_entry_run(ctx: ProbeContext) -> u32 {
+    let mut call = start(&ctx);
+    call.out_ptr = ctx.arg::<u64>(0).unwrap_or(0);
+    call.pitch_ptr = ctx.arg::<u64>(1).unwrap_or(0);
+    call.rows = ctx.arg::<u64>(3).unwrap_or(0);
+    // The pitch is the driver's to choose, at least the width: admit on
+    // width x rows; the return adjusts to what the driver charged.
+    let width = ctx.arg::<u64>(2).unwrap_or(0);
+    call.size = gpumem_common::array::mul(width, call.rows);
+    admit_and_remember(&ctx, call)
+}
+
+guarded!(
+    /// `cuMemHostRegister_v2(void *p, size_t bytes, unsigned flags)`: the
+    /// caller's own memory, pinned; the address is the argument.
+    uprobe host_register_entry = HostRegisterEntry => host_register_entry_run
+);
+
+#[inline(always)]
+fn host_register_entry_run(ctx: ProbeContext) -> u32 {
+    let mut call = start(&ctx);
+    call.addr = ctx.arg::<u64>(0).unwrap_or(0);
+    call.size = ctx.arg::<u64>(1).unwrap_or(0);
+    admit_and_remember(&ctx, call)
+}
+
+guarded!(uretprobe alloc_return = AllocReturn => alloc_return_run);
+
+#[inline(always)]
+fn alloc_return_run(ctx: RetProbeContext) -> u32 {
+    let api = cookie::api(&ctx);
+    let Some(p) = pending::take(api) else { return 0 };
+    // SAFETY: every entry returning here keeps the allocation variant.
+    let call = unsafe { p.call.alloc };
+    let result = ctx.ret::<u64>() as u32;
+    if call.refused == 1 && result == CUDA_SUCCESS {
+        return 0; // refused at entry (and said so), yet it ran: nothing to charge
+    }
+    let pid_tgid = bpf_get_current_pid_tgid();
+    let who = Subject { pid_tgid, cgroup_id: call.cgroup_id };
+    let mut change =
+        Change { size: call.size, result, kind: call.kind, device: call.device, ..Change::default() };
+    if result != CUDA_SUCCESS {
+        // A denied call comes back here too, with nothing reserved.
+        limit_usage::release(call.limit_slots, call.size);
+        let t = usage::current((pid_tgid >> 32) as u32, call.cgroup_id);
+        (change.proc_total, change.cgroup_total) = (t.proc_total, t.cgroup_total);
+        emit(event_type::ALLOC_FAILED, api, who, change);
+        return 0;
+    }
+    let addr = if call.out_ptr == 0 {
+        call.addr
+    } else {
+        // SAFETY: reads user memory of the current process through the helper.
+        match unsafe { bpf_probe_read_user(call.out_ptr as *const u64) } {
+            Ok(a) => a,
+            Err(_) => return unreadable(&call),
+        }
+    };
+    change.addr = addr;
+    if call.pitch_ptr != 0 {
+        // SAFETY: as above.
+        let Ok(pitch) = (unsafe { bpf_probe_read_user(call.pitch_ptr as *const u64) }) else {
+            return unreadable(&call);
+        };
+        change.size = gpumem_common::array::mul(pitch, call.rows);
+    }
+    // Commit the reservation at the size the driver charged.
+    limit_usage::adjust(call.limit_slots, change.size.wrapping_sub(call.size));
+    record_alloc(api, who, change, ns::for_kind(call.kind), call.limit_slots);
+    0
+}
+
+/// The driver succeeded but its result cannot be read: the allocation is
+/// not charged, and what it reserved goes back.
+#[inline(always)]
+fn unreadable(call: &AllocCall) -> u32 {
+    count(stat::OUT_PTR_UNREADABLE);
+    limit_usage::release(call.limit_slots, call.size);
+    0
+}
+
+/// Charges a successful allocation, records it as live and sends its
+/// `alloc` record (`change` carries address, size, kind and device).
+#[inline(always)]
+pub fn record_alloc(api: u32, who: Subject, mut change: Change, namespace: u32, limit_slots: u64) {
+    let tgid = (who.pid_tgid >> 32) as u32;
+    let key = LiveKey { tgid, ns: namespace, addr: change.addr };
+    // An entry at this key is an allocation whose free gpumem never saw:
+    // of this image (drop its charge so it is not counted twice), or of an
+    // earlier image of this tgid that exited or exec'd (already uncharged).
+    // SAFETY: copied out before removal.
+    if let Some(stale) = unsafe { LIVE.get(key) }.copied() {
+        let _ = LIVE.remove(key);
+        let _ = usage::uncharge_current(tgid, &stale);
+    }
+    let t = usage::charge(tgid, who.cgroup_id, change.size, limit_slots);
+    let live = LiveAlloc {
+        size: change.size,
+        cgroup_id: who.cgroup_id,
+        kind: change.kind,
+        device: change.device,
+        cgroup_slot: t.slot,
+        api,
+        generation: t.generation,
+        limit_slots,
+        ..LiveAlloc::default()
+    };
+    if LIVE.insert(key, live, 0).is_err() {
+        count(stat::MAP_FULL);
+    }
+    change.generation = t.generation;
+    change.proc_total = t.proc_total;
+    change.cgroup_total = t.cgroup_total;
+    if t.slot == NO_SLOT {
+        change.flags |= FLAG_CGROUP_SLOTS_FULL;
+    }
+    emit(event_type::ALLOC, api, who, change);
+}

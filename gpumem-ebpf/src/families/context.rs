@@ -1,0 +1,152 @@
+//! Contexts: which device each thread's allocations go to.
+//!
+//! The driver allocates on the device of the calling thread's current
+//! context. gpumem learns each context's device when it is made
+//! (`cuDevicePrimaryCtxRetain`, `cuCtxCreate*`: one entry program per
+//! position of the device argument, since the verifier rejects a computed
+//! offset into the registers) and each thread's current context when it is set
+//! (`cuCtxSetCurrent`, `cuCtxPushCurrent`, and `cuCtxCreate*`, which makes
+//! the new context current). `cuCtxPopCurrent` restores a context gpumem
+//! does not track, so the thread's device becomes unknown until it sets
+//! one again.
+use aya_ebpf::{
+    helpers::{bpf_get_current_pid_tgid, bpf_probe_read_user},
+    programs::{ProbeContext, RetProbeContext},
+};
+use gpumem_common::{id, ContextCall, CtxKey, CurrentCall, CUDA_SUCCESS};
+
+use crate::{
+    account::pending,
+    base::{cookie, guard::guarded},
+    families::report::report,
+    maps::{CTX_DEVICE, THREAD_CTX},
+};
+
+/// Remembers the out-pointer (argument 0) and the device of a
+/// context-making call.
+#[inline(always)]
+fn ctx_out(ctx: &ProbeContext, device: u64) -> u32 {
+    let call = ContextCall { out_ptr: ctx.arg::<u64>(0).unwrap_or(0), device: device as u32 as u64 };
+    pending::put(cookie::api(ctx), call.into());
+    0
+}
+
+guarded!(
+    /// `(CUcontext *out, CUdevice dev)`: `cuDevicePrimaryCtxRetain`.
+    uprobe ctx_out_dev1_entry = CtxOutDev1Entry => ctx_out_dev1_entry_run
+);
+
+#[inline(always)]
+fn ctx_out_dev1_entry_run(ctx: ProbeContext) -> u32 {
+    ctx_out(&ctx, ctx.arg::<u64>(1).unwrap_or(0))
+}
+
+guarded!(
+    /// `(CUcontext *out, flags, CUdevice dev)`: `cuCtxCreate`, `_v2`.
+    uprobe ctx_out_dev2_entry = CtxOutDev2Entry => ctx_out_dev2_entry_run
+);
+
+#[inline(always)]
+fn ctx_out_dev2_entry_run(ctx: ProbeContext) -> u32 {
+    ctx_out(&ctx, ctx.arg::<u64>(2).unwrap_or(0))
+}
+
+guarded!(
+    /// `(CUcontext *out, params, flags, CUdevice dev)`: `cuCtxCreate_v4`.
+    uprobe ctx_out_dev3_entry = CtxOutDev3Entry => ctx_out_dev3_entry_run
+);
+
+#[inline(always)]
+fn ctx_out_dev3_entry_run(ctx: ProbeContext) -> u32 {
+    ctx_out(&ctx, ctx.arg::<u64>(3).unwrap_or(0))
+}
+
+guarded!(
+    /// `(CUcontext *out, params, n, flags, CUdevice dev)`: `cuCtxCreate_v3`.
+    uprobe ctx_out_dev4_entry = CtxOutDev4Entry => ctx_out_dev4_entry_run
+);
+
+#[inline(always)]
+fn ctx_out_dev4_entry_run(ctx: ProbeContext) -> u32 {
+    ctx_out(&ctx, ctx.arg::<u64>(4).unwrap_or(0))
+}
+
+guarded!(uretprobe ctx_out_return = CtxOutReturn => ctx_out_return_run);
+
+#[inline(always)]
+fn ctx_out_return_run(ctx: RetProbeContext) -> u32 {
+    let api = cookie::api(&ctx);
+    let Some(p) = pending::take(api) else { return 0 };
+    if ctx.ret::<u64>() as u32 != CUDA_SUCCESS {
+        return 0;
+    }
+    // SAFETY: the context-making entries keep the context variant.
+    let call = unsafe { p.call.context };
+    // SAFETY: reads the caller's out-parameter through the helper.
+    let Ok(handle) = (unsafe { bpf_probe_read_user(call.out_ptr as *const u64) }) else {
+        return 0;
+    };
+    let pid_tgid = bpf_get_current_pid_tgid();
+    let key = CtxKey { tgid: (pid_tgid >> 32) as u32, _pad: 0, ctx: handle };
+    let _ = CTX_DEVICE.insert(key, call.device as u32, 0);
+    report(api, gpumem_common::kind::CONTEXT, handle, 0, call.device as u32);
+    if api != id::DEVICE_PRIMARY_CTX_RETAIN {
+        // cuCtxCreate makes the new context current on the calling thread.
+        let _ = THREAD_CTX.insert(pid_tgid, handle, 0);
+    }
+    0
+}
+
+guarded!(
+    /// `(CUcontext ctx)`: becomes current at a successful return.
+    uprobe ctx_set_entry = CtxSetEntry => ctx_set_entry_run
+);
+
+#[inline(always)]
+fn ctx_set_entry_run(ctx: ProbeContext) -> u32 {
+    let call = CurrentCall { ctx: ctx.arg::<u64>(0).unwrap_or(0) };
+    pending::put(cookie::api(&ctx), call.into());
+    0
+}
+
+guarded!(uretprobe ctx_set_return = CtxSetReturn => ctx_set_return_run);
+
+#[inline(always)]
+fn ctx_set_return_run(ctx: RetProbeContext) -> u32 {
+    let Some(p) = pending::take(cookie::api(&ctx)) else {
+        return 0;
+    };
+    if ctx.ret::<u64>() as u32 != CUDA_SUCCESS {
+        return 0;
+    }
+    // SAFETY: the set entry keeps the current-context variant.
+    let current = unsafe { p.call.current.ctx };
+    let pid_tgid = bpf_get_current_pid_tgid();
+    if current == 0 {
+        let _ = THREAD_CTX.remove(pid_tgid);
+    } else {
+        let _ = THREAD_CTX.insert(pid_tgid, current, 0);
+    }
+    0
+}
+
+guarded!(
+    /// `cuCtxPopCurrent`: the restored context is not tracked.
+    uprobe ctx_pop_entry = CtxPopEntry => ctx_pop_entry_run
+);
+
+#[inline(always)]
+fn ctx_pop_entry_run(ctx: ProbeContext) -> u32 {
+    pending::put(cookie::api(&ctx), CurrentCall::default().into());
+    0
+}
+
+guarded!(uretprobe ctx_pop_return = CtxPopReturn => ctx_pop_return_run);
+
+#[inline(always)]
+fn ctx_pop_return_run(ctx: RetProbeContext) -> u32 {
+    if pending::take(cookie::api(&ctx)).is_some() && ctx.ret::<u64>() as u32 == CUDA_SUCCESS {
+        let _ = THREAD_CTX.remove(bpf_get_current_pid_tgid());
+    }
+    0
+}

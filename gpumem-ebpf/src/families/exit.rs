@@ -1,0 +1,153 @@
+//! Process exit and exec: the process's driver state is gone, so
+//! everything it still holds is uncharged from each cgroup it charged, and
+//! a record tells the agent to forget it.
+//!
+//! Exit: when the thread-group leader exits. (A leader that leaves with
+//! `pthread_exit` while other threads run on is taken for the process
+//! exiting; gpumem cannot tell without the kernel's thread count.) A thread
+//! that was returning from a driver call when its group was killed can
+//! charge after the leader's release; each later thread exit of the group
+//! releases such charges again (one more `exit` record, with what it held).
+//! Exec: the new image starts with no CUDA state (the driver's file
+//! descriptors are close-on-exec and the address space is replaced).
+use aya_ebpf::{
+    helpers::{bpf_get_current_cgroup_id, bpf_get_current_pid_tgid, bpf_ktime_get_ns},
+    macros::raw_tracepoint,
+    programs::RawTracePointContext,
+};
+use gpumem_common::{event_type, id, PendingKey, Release, PROC_CGROUP_SLOTS};
+
+use crate::{
+    account::{held, limit_usage, usage},
+    base::{
+        atomic::sub,
+        bounded,
+        records::{emit, Subject},
+    },
+    maps::{CALLERS, CGROUP_USAGE, LEADER_GONE, PENDING, PROC_USAGE},
+};
+
+/// How long after its leader a thread of a killed group may still exit.
+const LATE_THREAD_NS: u64 = 10_000_000_000;
+
+/// Raw tracepoints attach by name through the BPF syscall, so they need no
+/// tracefs mount (many hosts and containers have none).
+#[raw_tracepoint(tracepoint = "sched_process_exit")]
+pub fn process_exit(_ctx: RawTracePointContext) -> i32 {
+    let pid_tgid = bpf_get_current_pid_tgid();
+    let tgid = (pid_tgid >> 32) as u32;
+    if CALLERS.get_ptr(tgid).is_some() || LEADER_GONE.get_ptr(tgid).is_some() {
+        forget_pending(pid_tgid);
+    }
+    // SAFETY: plain helper call.
+    let now = unsafe { bpf_ktime_get_ns() };
+    let leader = tgid == pid_tgid as u32;
+    if leader {
+        let _ = LEADER_GONE.insert(tgid, now, 0);
+    }
+    // A later thread: only the killed group's own threads, which exit right
+    // after their leader, not a later process that reused the pid.
+    let late = !leader
+        && LEADER_GONE.get_ptr(tgid).is_some_and(|gone| {
+            // SAFETY: a checked map value pointer.
+            now.wrapping_sub(unsafe { *gone }) < LATE_THREAD_NS
+        });
+    if leader || late {
+        // SAFETY: plain helper call.
+        let cgroup_id = unsafe { bpf_get_current_cgroup_id() };
+        release(pid_tgid, event_type::EXIT, cgroup_id);
+    }
+    0
+}
+
+/// Runs in the exec'ing task after the new image is in place; by then the
+/// whole thread group is this one task.
+#[raw_tracepoint(tracepoint = "sched_process_exec")]
+pub fn process_exec(_ctx: RawTracePointContext) -> i32 {
+    let pid_tgid = bpf_get_current_pid_tgid();
+    // The tgid lives on in the new image (a reused pid too).
+    let _ = LEADER_GONE.remove((pid_tgid >> 32) as u32);
+    // SAFETY: plain helper call.
+    let cgroup_id = unsafe { bpf_get_current_cgroup_id() };
+    release(pid_tgid, event_type::EXEC, cgroup_id);
+    0
+}
+
+/// Removes a dying thread's `PENDING` entries, giving back what the calls
+/// it was inside (killed before their return) had reserved under limits:
+/// no return will commit or roll that back now.
+#[inline(always)]
+fn forget_pending(pid_tgid: u64) {
+    let mut api = 1;
+    while api <= id::MAX {
+        let key = PendingKey { pid_tgid, api, _pad: 0 };
+        if let Some(p) = PENDING.get_ptr(key) {
+            if id::reserves(api) {
+                limit_usage::abandon(p);
+            }
+            let _ = PENDING.remove(key);
+        }
+        api += 1;
+    }
+}
+
+/// Never attached: the agent runs it (BPF_PROG_TEST_RUN, the tgid in
+/// args[0]) for a process that is gone while the kernel still counts
+/// memory for it, because the kernel skipped `process_exit`'s run (it does
+/// when a run of the same program is preempted on that CPU, seen on 7.x
+/// kernels). Releases it as its exit would have, with an `exit` record.
+#[raw_tracepoint(tracepoint = "sched_process_exit")]
+pub fn release_gone(ctx: RawTracePointContext) -> i32 {
+    // SAFETY: args[0] of the raw tracepoint context the agent passed in.
+    let tgid = unsafe { *(aya_ebpf::EbpfContext::as_ptr(&ctx) as *const u64) } as u32;
+    if tgid != 0 {
+        release(((tgid as u64) << 32) | tgid as u64, event_type::EXIT, 0);
+    }
+    0
+}
+
+/// `cgroup_id`: the record's cgroup (0: the first the process charged).
+/// Claims the process, takes what it holds in each cgroup and under each
+/// limit and gives it back (held.rs: a charge or free racing this on
+/// another CPU changes each byte's count once, before or after), then
+/// forgets it.
+#[inline(always)]
+fn release(pid_tgid: u64, event: u32, cgroup_id: u64) {
+    let tgid = (pid_tgid >> 32) as u32;
+    let Some(proc) = PROC_USAGE.get_ptr_mut(tgid) else {
+        return; // never touched CUDA: the common case, and cheap
+    };
+    // Of two releases at once (two threads of a killed group exiting on two
+    // CPUs, or the agent's release of a gone process), one goes on.
+    // SAFETY: checked map value pointer.
+    let Some(generation) = held::claim_release(unsafe { core::ptr::addr_of_mut!((*proc).generation) }) else {
+        return;
+    };
+    let mut first = 0;
+    let mut i = 0;
+    while i < PROC_CGROUP_SLOTS {
+        let at = bounded(i, PROC_CGROUP_SLOTS);
+        // SAFETY: checked map value pointer; the id is read after the take,
+        // so it sees the claim of any charge the take included.
+        let taken = held::take(unsafe { core::ptr::addr_of_mut!((*proc).cgroup_bytes[at]) });
+        // SAFETY: as above.
+        let id = unsafe { core::ptr::read_volatile(core::ptr::addr_of!((*proc).cgroup_ids[at])) };
+        if i == 0 {
+            first = id;
+        }
+        if id != 0 && taken != 0 {
+            if let Some(cg) = CGROUP_USAGE.get_ptr_mut(id) {
+                sub(cg, taken);
+            }
+        }
+        i += 1;
+    }
+    limit_usage::release_process(proc);
+    // SAFETY: checked map value pointer.
+    let bytes = unsafe { core::ptr::read_volatile(core::ptr::addr_of!((*proc).bytes)) };
+    let _ = PROC_USAGE.remove(tgid);
+    let cgroup_id = if cgroup_id == 0 { first } else { cgroup_id };
+    let release =
+        Release { size: bytes, cgroup_total: usage::current(tgid, cgroup_id).cgroup_total, generation };
+    emit(event, id::NONE, Subject { pid_tgid, cgroup_id }, release);
+}

@@ -1,0 +1,112 @@
+//! Frees whose first argument is the address (`cuMemFree_v2` and the same
+//! shape). The entry takes the allocation out of the live map, so an
+//! address the driver hands to another thread before this return cannot be
+//! confused with it; the return uncharges it if the driver succeeded and
+//! puts it back if not.
+use aya_ebpf::{
+    helpers::{bpf_get_current_cgroup_id, bpf_get_current_pid_tgid},
+    programs::{ProbeContext, RetProbeContext},
+};
+use gpumem_common::{
+    event_type, ns, stat, Change, FreeCall, LiveAlloc, LiveKey, CUDA_SUCCESS, DEVICE_UNKNOWN, FLAG_UNTRACKED,
+};
+
+use crate::{
+    account::{pending, usage},
+    base::{
+        cookie::cookie,
+        counters::count,
+        guard::guarded,
+        records::{emit, Subject},
+    },
+    maps::LIVE,
+};
+
+guarded!(uprobe free_entry = FreeEntry => free_entry_run);
+
+#[inline(always)]
+fn free_entry_run(ctx: ProbeContext) -> u32 {
+    let c = cookie(&ctx);
+    let addr = ctx.arg::<u64>(0).unwrap_or(0);
+    let call = take_live(ns::for_kind(gpumem_common::cookie::kind(c)), addr);
+    pending::put(gpumem_common::cookie::api(c), call.into());
+    0
+}
+
+/// The state of a free of `addr` (an address or a handle in `namespace`):
+/// the allocation, taken out of the live map, when gpumem knows it.
+#[inline(always)]
+pub fn take_live(namespace: u32, addr: u64) -> FreeCall {
+    // SAFETY: plain helper call.
+    let cgroup_id = unsafe { bpf_get_current_cgroup_id() };
+    let mut call = FreeCall { addr, cgroup_id, ..FreeCall::default() };
+    let key = live_key(namespace, addr);
+    // SAFETY: copied out before removal.
+    if let Some(live) = unsafe { LIVE.get(key) }.copied() {
+        let _ = LIVE.remove(key);
+        call.found = 1;
+        call.live = live;
+    }
+    call
+}
+
+guarded!(uretprobe free_return = FreeReturn => free_return_run);
+
+#[inline(always)]
+fn free_return_run(ctx: RetProbeContext) -> u32 {
+    let c = cookie(&ctx);
+    let (api, kind) = (gpumem_common::cookie::api(c), gpumem_common::cookie::kind(c));
+    let Some(p) = pending::take(api) else { return 0 };
+    // SAFETY: the free entry keeps the free variant.
+    let call = unsafe { p.call.free };
+    let result = ctx.ret::<u64>() as u32;
+    let key = live_key(ns::for_kind(kind), call.addr);
+    if result != CUDA_SUCCESS {
+        // The driver kept the allocation: it is still live and charged.
+        if call.found == 1 && LIVE.insert(key, call.live, 0).is_err() {
+            count(stat::MAP_FULL);
+        }
+        return 0;
+    }
+    let change = Change { addr: call.addr, result, kind, ..Change::default() };
+    if !(call.found == 1 && record_free(api, key.tgid, change, &call.live)) {
+        record_untracked_free(api, call.cgroup_id, change);
+    }
+    0
+}
+
+/// Sends a free of something gpumem never saw allocated (`change` carries
+/// address, result and kind): nothing is uncharged.
+#[inline(always)]
+pub fn record_untracked_free(api: u32, cgroup_id: u64, mut change: Change) {
+    let pid_tgid = bpf_get_current_pid_tgid();
+    let t = usage::current((pid_tgid >> 32) as u32, cgroup_id);
+    change.device = DEVICE_UNKNOWN;
+    change.flags = FLAG_UNTRACKED;
+    change.proc_total = t.proc_total;
+    change.cgroup_total = t.cgroup_total;
+    emit(event_type::FREE, api, Subject { pid_tgid, cgroup_id }, change);
+}
+
+/// Uncharges a live allocation that is gone and sends its free (`change`
+/// carries address and result); false (nothing done) when it was charged
+/// to an earlier image of the process, released already.
+#[inline(always)]
+pub fn record_free(api: u32, tgid: u32, mut change: Change, live: &LiveAlloc) -> bool {
+    let Some(t) = usage::uncharge_current(tgid, live) else { return false };
+    change.size = live.size;
+    change.kind = live.kind;
+    change.device = live.device;
+    change.generation = live.generation;
+    change.proc_total = t.proc_total;
+    change.cgroup_total = t.cgroup_total;
+    let who = Subject { pid_tgid: bpf_get_current_pid_tgid(), cgroup_id: live.cgroup_id };
+    emit(event_type::FREE, api, who, change);
+    true
+}
+
+/// The calling process's live-map key for `addr` in `namespace`.
+#[inline(always)]
+pub fn live_key(namespace: u32, addr: u64) -> LiveKey {
+    LiveKey { tgid: (bpf_get_current_pid_tgid() >> 32) as u32, ns: namespace, addr }
+}

@@ -1,0 +1,18 @@
+//! The programs, one module per CUDA API family (see
+//! `gpumem_common::api`'s table for which symbol each serves).
+//!
+//! - `alloc`: allocation entries and the return every allocation shares;
+//! - `array`, `vmm`: the array and virtual-memory entries;
+//! - `free`: frees (and what `vmm`'s release shares with them);
+//! - `context`: contexts, hence the device of each thread's allocations;
+//! - `report`: calls reported, never charged;
+//! - `exit`: process exit and exec, which release what a process held;
+//! - `floor`: empty programs for the bench.
+pub mod alloc;
+pub mod array;
+pub mod context;
+pub mod exit;
+pub mod floor;
+pub mod free;
+pub mod report;
+pub mod vmm;

@@ -1,0 +1,193 @@
+//! The virtual memory management API (`cuMemCreate` and friends), as
+//! PyTorch's expandable segments and NCCL use it.
+//!
+//! Physical memory is charged at `cuMemCreate` (to the device its
+//! location names, or as host memory for host locations) and uncharged
+//! when the driver frees it: at `cuMemRelease` if the handle is not mapped,
+//! otherwise at the last `cuMemUnmap` of it. `cuMemMap`/`cuMemUnmap` only
+//! count mappings; address reservations are not probed (no memory).
+//!
+//! Limitation: `cuMemUnmap` is matched by its start address, so one unmap
+//! spanning several mappings counts as the first one only.
+use aya_ebpf::{
+    helpers::{bpf_get_current_pid_tgid, bpf_probe_read_user},
+    programs::{ProbeContext, RetProbeContext},
+};
+use gpumem_common::{kind, ns, stat, Change, LiveKey, MappingCall, CUDA_SUCCESS};
+
+use crate::{
+    account::pending,
+    base::{atomic::fetch_add, cookie, counters::count, guard::guarded},
+    families::{
+        alloc::{admit_and_remember, start},
+        free::{live_key, record_free, record_untracked_free, take_live},
+    },
+    maps::{LIVE, VMM_MAPPINGS},
+};
+
+/// `CU_MEM_LOCATION_TYPE_DEVICE`.
+const LOCATION_DEVICE: u32 = 1;
+
+/// `CUmemAllocationProp` up to its location: type, requested handle
+/// types, location type, location id.
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct PropHead {
+    alloc_type: u32,
+    handle_types: u32,
+    location_type: u32,
+    location_id: i32,
+}
+
+guarded!(
+    /// `cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
+    /// const CUmemAllocationProp *prop, unsigned long long flags)`; returns
+    /// through `alloc_return`.
+    uprobe vmm_create_entry = VmmCreateEntry => vmm_create_entry_run
+);
+
+#[inline(always)]
+fn vmm_create_entry_run(ctx: ProbeContext) -> u32 {
+    let mut call = start(&ctx);
+    call.out_ptr = ctx.arg::<u64>(0).unwrap_or(0);
+    call.size = ctx.arg::<u64>(1).unwrap_or(0);
+    let prop = ctx.arg::<u64>(2).unwrap_or(0);
+    // SAFETY: reads the caller's struct through the helper.
+    match unsafe { bpf_probe_read_user(prop as *const PropHead) } {
+        Ok(head) if head.location_type == LOCATION_DEVICE => call.device = head.location_id as u32,
+        Ok(_) => call.kind = kind::HOST,
+        Err(_) => count(stat::OUT_PTR_UNREADABLE),
+    }
+    admit_and_remember(&ctx, call)
+}
+
+guarded!(
+    /// `cuMemRelease(handle)`: the entry takes the handle out of the live map.
+    uprobe vmm_release_entry = VmmReleaseEntry => vmm_release_entry_run
+);
+
+#[inline(always)]
+fn vmm_release_entry_run(ctx: ProbeContext) -> u32 {
+    let call = take_live(ns::VMM_HANDLE, ctx.arg::<u64>(0).unwrap_or(0));
+    pending::put(cookie::api(&ctx), call.into());
+    0
+}
+
+guarded!(uretprobe vmm_release_return = VmmReleaseReturn => vmm_release_return_run);
+
+#[inline(always)]
+fn vmm_release_return_run(ctx: RetProbeContext) -> u32 {
+    let api = cookie::api(&ctx);
+    let Some(p) = pending::take(api) else {
+        return 0;
+    };
+    // SAFETY: the release entry keeps the free variant.
+    let mut call = unsafe { p.call.free };
+    let result = ctx.ret::<u64>() as u32;
+    let key = live_key(ns::VMM_HANDLE, call.addr);
+    if result != CUDA_SUCCESS || (call.found == 1 && call.live.maps != 0) {
+        // Kept by the driver (failed), or still mapped: stays charged,
+        // marked released so that the last unmap uncharges it.
+        if call.found == 1 {
+            call.live.released = (result == CUDA_SUCCESS) as u32;
+            if LIVE.insert(key, call.live, 0).is_err() {
+                count(stat::MAP_FULL);
+            }
+        }
+        return 0;
+    }
+    let change = Change { addr: call.addr, result, kind: kind::VMM, ..Change::default() };
+    if !(call.found == 1 && record_free(api, key.tgid, change, &call.live)) {
+        record_untracked_free(api, call.cgroup_id, change);
+    }
+    0
+}
+
+guarded!(
+    /// `cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, handle, flags)`.
+    uprobe vmm_map_entry = VmmMapEntry => vmm_map_entry_run
+);
+
+#[inline(always)]
+fn vmm_map_entry_run(ctx: ProbeContext) -> u32 {
+    let call = MappingCall { va: ctx.arg::<u64>(0).unwrap_or(0), handle: ctx.arg::<u64>(3).unwrap_or(0) };
+    pending::put(cookie::api(&ctx), call.into());
+    0
+}
+
+guarded!(uretprobe vmm_map_return = VmmMapReturn => vmm_map_return_run);
+
+#[inline(always)]
+fn vmm_map_return_run(ctx: RetProbeContext) -> u32 {
+    let Some(p) = pending::take(cookie::api(&ctx)) else {
+        return 0;
+    };
+    if ctx.ret::<u64>() as u32 != CUDA_SUCCESS {
+        return 0;
+    }
+    // SAFETY: the map entry keeps the mapping variant.
+    let call = unsafe { p.call.mapping };
+    let tgid = (bpf_get_current_pid_tgid() >> 32) as u32;
+    // Handles gpumem never saw created (imported, or older than the agent)
+    // are not charged here, so their mappings need no counting.
+    if let Some(live) = LIVE.get_ptr_mut(LiveKey { tgid, ns: ns::VMM_HANDLE, addr: call.handle }) {
+        // SAFETY: checked map value pointer.
+        unsafe { fetch_add(core::ptr::addr_of_mut!((*live).maps), 1) };
+        let map_key = LiveKey { tgid, ns: ns::VMM_MAPPING, addr: call.va };
+        if VMM_MAPPINGS.insert(map_key, call.handle, 0).is_err() {
+            count(stat::MAP_FULL);
+        }
+    }
+    0
+}
+
+guarded!(
+    /// `cuMemUnmap(CUdeviceptr ptr, size_t size)`.
+    uprobe vmm_unmap_entry = VmmUnmapEntry => vmm_unmap_entry_run
+);
+
+#[inline(always)]
+fn vmm_unmap_entry_run(ctx: ProbeContext) -> u32 {
+    let call = MappingCall { va: ctx.arg::<u64>(0).unwrap_or(0), handle: 0 };
+    pending::put(cookie::api(&ctx), call.into());
+    0
+}
+
+guarded!(uretprobe vmm_unmap_return = VmmUnmapReturn => vmm_unmap_return_run);
+
+#[inline(always)]
+fn vmm_unmap_return_run(ctx: RetProbeContext) -> u32 {
+    let api = cookie::api(&ctx);
+    let Some(p) = pending::take(api) else { return 0 };
+    let result = ctx.ret::<u64>() as u32;
+    if result != CUDA_SUCCESS {
+        return 0;
+    }
+    // SAFETY: the unmap entry keeps the mapping variant.
+    let va = unsafe { p.call.mapping.va };
+    let tgid = (bpf_get_current_pid_tgid() >> 32) as u32;
+    let map_key = LiveKey { tgid, ns: ns::VMM_MAPPING, addr: va };
+    // SAFETY: copied out before removal.
+    let Some(handle) = (unsafe { VMM_MAPPINGS.get(map_key) }).copied() else {
+        return 0;
+    };
+    let _ = VMM_MAPPINGS.remove(map_key);
+    let key = LiveKey { tgid, ns: ns::VMM_HANDLE, addr: handle };
+    let Some(live) = LIVE.get_ptr_mut(key) else {
+        return 0;
+    };
+    // SAFETY: checked map value pointer.
+    let before = unsafe { fetch_add(core::ptr::addr_of_mut!((*live).maps), u64::MAX) };
+    // SAFETY: as above.
+    let released = unsafe { core::ptr::read_volatile(core::ptr::addr_of!((*live).released)) };
+    if before == 1 && released == 1 {
+        // SAFETY: copied out before removal.
+        let Some(gone) = (unsafe { LIVE.get(key) }).copied() else {
+            return 0;
+        };
+        let _ = LIVE.remove(key);
+        let change = Change { addr: handle, result, ..Change::default() };
+        record_free(api, tgid, change, &gone);
+    }
+    0
+}

@@ -1,0 +1,113 @@
+//! The agent's state, one owner per stage of the pipeline each record
+//! goes through, in this order:
+//!
+//! ring-buffer bytes -> `decode` (a typed event; malformed ones counted by
+//! `health`) -> `ledger` (what each process and cgroup holds) -> `limits`
+//! (bases of limits set at run time follow carried memory) -> `enrich`
+//! (cgroup path, container, process) -> `output` (the record line) ->
+//! `sink`.
+//!
+//! The event loop (`cmd::run`) drives it: records, control requests
+//! (`requests.rs`), the health step, usage lines. Status tables are built
+//! in `status.rs`.
+mod requests;
+mod status;
+
+use std::io;
+
+use crate::{
+    bpf::{discover::Library, kernel::KernelMaps},
+    decode::{decode, Body, Event},
+    enrich::{devices::Devices, Enricher},
+    health::Health,
+    ledger::Ledger,
+    limits::{policy::config::Policy, Limits},
+    output::{EventLine, LimitLine, Line},
+    sink::Sink,
+};
+
+pub struct Agent {
+    ledger: Ledger,
+    enricher: Enricher,
+    devices: Devices,
+    limits: Limits,
+    health: Health,
+    kernel: KernelMaps,
+    sink: Box<dyn Sink>,
+    /// Libraries attached, for `status`.
+    libraries: Vec<String>,
+}
+
+impl Agent {
+    pub fn new(sink: Box<dyn Sink>, kernel: KernelMaps, limits: Limits, libraries: &[Library]) -> Self {
+        Self {
+            ledger: Ledger::default(),
+            enricher: Enricher::default(),
+            devices: Devices::open(),
+            limits,
+            health: Health::default(),
+            kernel,
+            sink,
+            libraries: libraries.iter().map(|l| l.path.display().to_string()).collect(),
+        }
+    }
+
+    /// A library attached after start-up.
+    pub fn add_library(&mut self, lib: &Library) {
+        self.libraries.push(lib.path.display().to_string());
+    }
+
+    /// One ring-buffer item through the pipeline.
+    pub fn on_bytes(&mut self, bytes: &[u8]) -> io::Result<()> {
+        match decode(bytes) {
+            Ok(event) => self.on_event(&event),
+            Err(e) => {
+                self.health.malformed(&e);
+                Ok(())
+            }
+        }
+    }
+
+    fn on_event(&mut self, e: &Event) -> io::Result<()> {
+        self.health.applied();
+        self.ledger.apply(e);
+        self.limits.follow(e);
+        if matches!(e.body, Body::Exit(_) | Body::Exec(_)) {
+            self.enricher.forget(e.origin.pid);
+        }
+        let (cgroup, container) = self.enricher.cgroup(e.origin.cgroup_id);
+        let line = match &e.body {
+            Body::Limit(d) | Body::LimitSoft(d) => {
+                let soft = matches!(e.body, Body::LimitSoft(_));
+                Line::Limit(LimitLine::new(&e.origin, d, soft, cgroup, self.limits.rule(d.slot)))
+            }
+            _ => match EventLine::new(e, cgroup, container) {
+                Some(line) => Line::Event(line),
+                None => return Ok(()),
+            },
+        };
+        self.sink.write(&line)
+    }
+
+    /// Makes everything written so far visible to readers.
+    pub fn flush(&mut self) -> io::Result<()> {
+        self.sink.flush()
+    }
+
+    /// The health step: releases processes whose exit the kernel skipped
+    /// (through `release`, which runs the kernel's release program), then
+    /// writes a `dropped` line if any counter moved.
+    pub fn check_health(&mut self, release: impl FnMut(u32) -> bool) -> io::Result<()> {
+        self.health.recover_missed_exits(&self.kernel, release);
+        if let Some(line) = self.health.report(self.kernel.stats()) {
+            self.sink.write(&Line::Dropped(line))?;
+            self.sink.flush()?;
+        }
+        Ok(())
+    }
+
+    /// SIGHUP: applies a reread policy.
+    pub fn reload(&mut self, policy: &Policy) {
+        self.limits.reload(policy, &self.ledger.live_allocations());
+    }
+}

@@ -1,0 +1,91 @@
+//! The usage table, the ledger's view beside the kernel's, for `status`
+//! answers and `usage` lines.
+use std::io;
+
+use super::Agent;
+use crate::output::{monotonic_ns, Line, Scope, SplitLine, StatusEntry, StatusReport, UsageEvent, UsageLine};
+
+impl Agent {
+    /// The usage table: the ledger's view beside the kernel's, for every
+    /// process and cgroup either of them knows.
+    pub fn status(&mut self) -> StatusReport {
+        let mut processes = self.process_entries();
+        let mut cgroups = self.cgroup_entries();
+        for e in processes.iter_mut().chain(cgroups.iter_mut()) {
+            (e.cgroup, e.container) = self.enricher.cgroup(e.cgroup_id);
+            if let Some(pid) = e.pid {
+                let info = self.enricher.process(pid);
+                (e.exe, e.cmdline) = (info.exe, info.cmdline);
+            }
+        }
+        StatusReport {
+            libraries: self.libraries.clone(),
+            devices: self.devices.snapshot(),
+            nvml: self.devices.available(),
+            processes,
+            cgroups,
+            records: self.health.records(),
+            dropped: self.kernel.stats().ringbuf_drops,
+            late_records: self.ledger.late_records(),
+        }
+    }
+
+    fn process_entries(&self) -> Vec<StatusEntry> {
+        let kernel = self.kernel.processes();
+        let mut entries: Vec<StatusEntry> = self
+            .ledger
+            .processes()
+            .into_iter()
+            .map(|(pid, p)| StatusEntry {
+                pid: Some(pid),
+                comm: Some(p.comm.clone()),
+                cgroup_id: p.cgroup_id,
+                bytes: p.usage.bytes,
+                kernel_bytes: kernel.get(&pid).copied().unwrap_or(0),
+                split: SplitLine::of(&p.usage),
+                ..StatusEntry::default()
+            })
+            .collect();
+        for (&pid, &kernel_bytes) in &kernel {
+            if self.ledger.process(pid).is_none() {
+                entries.push(StatusEntry { pid: Some(pid), kernel_bytes, ..StatusEntry::default() });
+            }
+        }
+        entries
+    }
+
+    fn cgroup_entries(&self) -> Vec<StatusEntry> {
+        let kernel = self.kernel.cgroups();
+        let mut entries: Vec<StatusEntry> = self
+            .ledger
+            .cgroups()
+            .into_iter()
+            .map(|(id, u)| StatusEntry {
+                cgroup_id: id,
+                bytes: u.bytes,
+                kernel_bytes: kernel.get(&id).copied().unwrap_or(0),
+                split: SplitLine::of(u),
+                ..StatusEntry::default()
+            })
+            .collect();
+        for (&id, &kernel_bytes) in &kernel {
+            if kernel_bytes != 0 && self.ledger.cgroup(id).is_none() {
+                entries.push(StatusEntry { cgroup_id: id, kernel_bytes, ..StatusEntry::default() });
+            }
+        }
+        entries
+    }
+
+    /// Writes a `usage` line for every process and cgroup holding memory.
+    pub fn write_usage(&mut self) -> io::Result<()> {
+        let ts_ns = monotonic_ns();
+        let report = self.status();
+        for (scope, entries) in [(Scope::Process, report.processes), (Scope::Cgroup, report.cgroups)] {
+            for entry in entries.into_iter().filter(|e| e.bytes != 0 || e.kernel_bytes != 0) {
+                let line = UsageLine { ts_ns, event: UsageEvent::Usage, scope, entry };
+                self.sink.write(&Line::Usage(line))?;
+            }
+        }
+        self.sink.flush()
+    }
+}

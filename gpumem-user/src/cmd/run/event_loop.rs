@@ -1,0 +1,123 @@
+//! `gpumem run`'s event loop: records from the ring buffer, requests from
+//! the control socket, signals and timers, each handled by the agent in
+//! turn (one task: no locks).
+use std::{collections::HashSet, time::Duration};
+
+use anyhow::Context;
+use aya::maps::{MapData, RingBuf};
+use tokio::{
+    io::unix::AsyncFd,
+    signal::unix::{signal, Signal, SignalKind},
+    sync::mpsc,
+};
+
+use super::setup;
+use crate::{agent::Agent, bpf::Tracer, cli::RunArgs, control};
+
+/// How often the agent drains records the kernel submitted quietly.
+const DRAIN_EVERY: Duration = Duration::from_millis(20);
+/// How often the health step runs.
+const HEALTH_EVERY: Duration = Duration::from_secs(1);
+
+/// What the loop works on.
+pub struct State {
+    pub agent: Agent,
+    pub tracer: Tracer,
+    pub ring: AsyncFd<RingBuf<MapData>>,
+    /// Library files that could not be attached (said once).
+    pub rejected: HashSet<(u64, u64)>,
+}
+
+struct Signals {
+    int: Signal,
+    term: Signal,
+    hup: Signal,
+}
+
+impl Signals {
+    fn install() -> anyhow::Result<Self> {
+        let on = |kind, name| signal(kind).with_context(|| format!("installing the {name} handler"));
+        Ok(Self {
+            int: on(SignalKind::interrupt(), "SIGINT")?,
+            term: on(SignalKind::terminate(), "SIGTERM")?,
+            hup: on(SignalKind::hangup(), "SIGHUP")?,
+        })
+    }
+}
+
+/// Runs until SIGINT, SIGTERM or the end of `--duration`.
+pub async fn run(s: &mut State, args: &RunArgs) -> anyhow::Result<()> {
+    let (req_tx, mut requests) = mpsc::channel::<control::Incoming>(16);
+    let server = control::serve(&args.socket, req_tx).await?;
+    let mut signals = Signals::install()?;
+    let deadline = async {
+        match args.duration {
+            Some(d) => tokio::time::sleep(d).await,
+            None => std::future::pending().await,
+        }
+    };
+    tokio::pin!(deadline);
+    let mut health = tokio::time::interval(HEALTH_EVERY);
+    // The kernel submits records without waking the agent unless a backlog
+    // builds up (see gpumem-ebpf's base/records.rs): drain on a short timer.
+    let mut drain_tick = tokio::time::interval(DRAIN_EVERY);
+    let mut rescan = tokio::time::interval(args.rescan_every().unwrap_or(Duration::from_secs(3600)));
+    let mut usage = tokio::time::interval(args.interval.unwrap_or(Duration::from_secs(3600)));
+    usage.tick().await; // the first tick is immediate; usage starts one interval in
+    tracing::info!("control socket {}", args.socket.display());
+    tracing::info!("ready");
+    let result: anyhow::Result<()> = async {
+        loop {
+            tokio::select! {
+                guard = s.ring.readable_mut() => {
+                    let mut guard = guard.context("waiting on the ring buffer")?;
+                    drain(guard.get_inner_mut(), &mut s.agent)?;
+                    guard.clear_ready();
+                }
+                Some((request, reply)) = requests.recv() => {
+                    // Apply everything already in the ring first, so a
+                    // status taken after a workload's calls returned
+                    // includes them.
+                    drain(s.ring.get_mut(), &mut s.agent)?;
+                    let _ = reply.send(s.agent.answer(request));
+                }
+                _ = signals.hup.recv() => reload(&mut s.agent, args),
+                _ = drain_tick.tick() => drain(s.ring.get_mut(), &mut s.agent)?,
+                _ = health.tick() => {
+                    let tracer = &s.tracer;
+                    s.agent.check_health(|tgid| tracer.release_gone(tgid)).context("writing records")?;
+                }
+                _ = rescan.tick(), if args.rescan_every().is_some() => setup::attach_new(&mut s.tracer, &mut s.agent, &mut s.rejected),
+                _ = usage.tick(), if args.interval.is_some() => s.agent.write_usage().context("writing records")?,
+                _ = signals.int.recv() => break,
+                _ = signals.term.recv() => break,
+                _ = &mut deadline => break,
+            }
+        }
+        Ok(())
+    }
+    .await;
+    server.abort();
+    result
+}
+
+/// Applies every record waiting in the ring buffer, then makes them
+/// visible to readers.
+pub fn drain(ring: &mut RingBuf<MapData>, agent: &mut Agent) -> anyhow::Result<()> {
+    while let Some(item) = ring.next() {
+        agent.on_bytes(&item).context("writing records")?;
+    }
+    agent.flush().context("writing records")
+}
+
+/// SIGHUP: reads --config again and applies the difference.
+fn reload(agent: &mut Agent, args: &RunArgs) {
+    let Some(path) = args.config.as_deref() else {
+        tracing::warn!("SIGHUP: no --config to reload; nothing changed");
+        return;
+    };
+    match setup::policy(args) {
+        Ok(policy) => agent.reload(&policy),
+        Err(e) => tracing::warn!("SIGHUP: {} not reloaded, the limits in force stay: {e:#}", path.display()),
+    }
+}

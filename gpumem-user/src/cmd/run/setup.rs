@@ -1,0 +1,109 @@
+//! What `gpumem run` does before its event loop: the tracer, the policy,
+//! the sink; and attaching libraries found while it runs.
+use std::{collections::HashSet, io::Write, os::unix::fs::MetadataExt, path::Path};
+
+use anyhow::Context;
+
+use crate::{
+    agent::Agent,
+    bpf::{
+        discover::{self, Library},
+        AttachReport, Tracer,
+    },
+    cli::{Format, RunArgs},
+    enrich::cgroup::host_cgroup2_mount,
+    limits::policy::config::{self, Policy},
+    sink::{json::JsonSink, text::TextSink, Sink},
+};
+
+pub fn cgroup_root() -> Option<std::path::PathBuf> {
+    host_cgroup2_mount()
+}
+
+/// --config, --limit and --default-action, checked as a whole.
+pub fn policy(args: &RunArgs) -> anyhow::Result<Policy> {
+    let file = args.config.as_deref().map(config::load).transpose()?;
+    let root = cgroup_root();
+    let exists = |p: &str| root.as_ref().is_some_and(|r| r.join(p.trim_start_matches('/')).is_dir());
+    Ok(config::combine(file, args.limits.clone(), args.default_action, exists)?)
+}
+
+/// The tracer with every program loaded, and why `deny` cannot rewrite
+/// registers on this kernel (None: it can). Where the kernel lets uprobe
+/// programs write registers, the programs are loaded with the deny path
+/// live (see gpumem-ebpf's deny.rs), so a deny limit set at run time works
+/// too. Asked before the programs are verified, so that they are verified
+/// once.
+pub fn open_tracer(ring_bytes: u32) -> anyhow::Result<(Tracer, Option<String>)> {
+    let mut tracer = Tracer::open(false, ring_bytes)?;
+    let deny_reason = tracer.register_write_refusal();
+    if deny_reason.is_none() {
+        tracer = Tracer::open(true, ring_bytes)?;
+    }
+    tracer.load_programs()?;
+    Ok((tracer, deny_reason))
+}
+
+pub fn open_sink(output: Option<&Path>, format: Format) -> anyhow::Result<Box<dyn Sink>> {
+    let out: Box<dyn Write + Send> = match output {
+        Some(path) => Box::new(
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)
+                .with_context(|| format!("opening --output {}", path.display()))?,
+        ),
+        None => Box::new(std::io::stdout()),
+    };
+    Ok(match format {
+        Format::Json => Box::new(JsonSink::new(out)),
+        Format::Text => Box::new(TextSink::new(out)),
+    })
+}
+
+pub fn say_attached(r: &AttachReport) {
+    let path = r.library.path.display();
+    tracing::info!(
+        "attached {} probe(s) to {path} (dev {}, inode {})",
+        r.attached.len(),
+        r.library.dev,
+        r.library.ino
+    );
+    if !r.missing.is_empty() {
+        tracing::info!("{path} does not export (skipped): {}", r.missing.join(", "));
+    }
+    for (alias, first) in &r.aliases {
+        tracing::info!("{alias} is an alias of {first} in {path}: probed once");
+    }
+}
+
+/// Attaches to every `libcuda.so*` that a process mapped since the last
+/// look and that is a file gpumem has not seen (a container's own copy, a
+/// driver upgrade). A file that cannot be attached is reported once.
+pub fn attach_new(tracer: &mut Tracer, agent: &mut Agent, rejected: &mut HashSet<(u64, u64)>) {
+    for path in discover::mapped_paths() {
+        let Ok(meta) = std::fs::metadata(&path) else { continue };
+        let key = (meta.dev(), meta.ino());
+        if tracer.libraries().any(|l| (l.dev, l.ino) == key) || rejected.contains(&key) {
+            continue;
+        }
+        let lib = Library { path, dev: key.0, ino: key.1 };
+        match tracer.attach(&lib) {
+            Ok(report) => {
+                say_attached(&report);
+                agent.add_library(&lib);
+            }
+            Err(e) => {
+                tracing::warn!("not attaching to {}: {}", lib.path.display(), crate::chain(&e));
+                rejected.insert(key);
+            }
+        }
+    }
+}
+
+/// Older kernels charge BPF maps to RLIMIT_MEMLOCK; newer ones to the memory
+/// cgroup. Raising it may be refused (no CAP_SYS_RESOURCE): harmless there.
+pub fn raise_memlock() {
+    use nix::sys::resource::{setrlimit, Resource, RLIM_INFINITY};
+    let _ = setrlimit(Resource::RLIMIT_MEMLOCK, RLIM_INFINITY, RLIM_INFINITY);
+}

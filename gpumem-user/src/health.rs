@@ -1,0 +1,107 @@
+//! The agent's health: records applied and malformed, the kernel's
+//! counters of what it could not do, and the recovery of exits the kernel
+//! skipped. Both are explicit steps of the event loop (`gpumem run`): a
+//! `dropped` line whenever a counter moved, and the release of processes
+//! that are gone while the kernel still counts memory for them.
+use crate::{
+    bpf::kernel::{KernelMaps, Stats},
+    decode::DecodeError,
+    output::{monotonic_ns, DroppedEvent, DroppedLine},
+};
+
+/// What the agent counts of its own.
+#[derive(Debug, Default)]
+pub struct Health {
+    /// Records applied to the ledger.
+    records: u64,
+    /// Ring-buffer items that were not records.
+    malformed: u64,
+    /// Processes found gone while the kernel still counted memory for them
+    /// (their exit's program run was skipped), released by the agent.
+    missed_exits: u64,
+    /// The counters as the last `dropped` line reported them.
+    reported: Reported,
+}
+
+#[derive(Debug, Default, PartialEq, Eq)]
+struct Reported {
+    stats: Stats,
+    malformed: u64,
+    missed_exits: u64,
+}
+
+impl Health {
+    /// A record applied.
+    pub fn applied(&mut self) {
+        self.records += 1;
+    }
+
+    /// Bytes from the ring buffer that were not a record; the first is
+    /// said, all are counted (`dropped.malformed`).
+    pub fn malformed(&mut self, e: &DecodeError) {
+        if self.malformed == 0 {
+            tracing::warn!(
+                "a ring-buffer record could not be read ({e}); such records are counted as malformed"
+            );
+        }
+        self.malformed += 1;
+    }
+
+    pub fn records(&self) -> u64 {
+        self.records
+    }
+
+    /// Releases, through `release` (which runs the kernel's release
+    /// program for a tgid and says whether it ran), every process the
+    /// kernel still counts memory for that no longer exists: the kernel
+    /// skipped its exit. Its `exit` record comes through the ring buffer
+    /// as a normal one would.
+    pub fn recover_missed_exits(&mut self, kernel: &KernelMaps, mut release: impl FnMut(u32) -> bool) {
+        for tgid in kernel.processes().into_keys() {
+            if procfs::process::Process::new(tgid as i32).is_err() && release(tgid) {
+                self.missed_exits += 1;
+            }
+        }
+    }
+
+    /// A `dropped` line when any counter moved since the last one.
+    pub fn report(&mut self, stats: Stats) -> Option<DroppedLine> {
+        let now = Reported { stats, malformed: self.malformed, missed_exits: self.missed_exits };
+        if now == self.reported {
+            return None;
+        }
+        let line = DroppedLine {
+            ts_ns: monotonic_ns(),
+            event: DroppedEvent::Dropped,
+            records: stats.ringbuf_drops - self.reported.stats.ringbuf_drops,
+            total: stats.ringbuf_drops,
+            map_full: stats.map_full,
+            unmatched_returns: stats.unmatched_returns,
+            cgroup_slots_full: stats.cgroup_slots_full,
+            out_ptr_unreadable: stats.out_ptr_unreadable,
+            skipped_runs: stats.skipped_runs,
+            malformed: self.malformed,
+            missed_exits: self.missed_exits,
+        };
+        self.reported = now;
+        Some(line)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_dropped_line_comes_only_when_a_counter_moved() {
+        let mut h = Health::default();
+        assert!(h.report(Stats::default()).is_none());
+        let stats = Stats { ringbuf_drops: 5, skipped_runs: 2, ..Stats::default() };
+        let line = h.report(stats).unwrap();
+        assert_eq!((line.records, line.total, line.skipped_runs), (5, 5, 2));
+        assert!(h.report(stats).is_none(), "nothing moved since");
+        h.malformed(&DecodeError::Short(3));
+        let line = h.report(Stats { ringbuf_drops: 7, ..stats }).unwrap();
+        assert_eq!((line.records, line.total, line.malformed), (2, 7, 1));
+    }
+}

@@ -1,0 +1,138 @@
+//! Limits, as the agent owns them: the user's policy (`policy/`), the
+//! rules written into the kernel's limit maps (`table.rs`), what targets
+//! held when their limits were set at run time (`carried.rs`, `matcher.rs`)
+//! and the names the records give each rule. The decision itself is made
+//! in the kernel at each allocation (gpumem-ebpf's limits.rs); this module
+//! only writes rules and bases.
+pub mod carried;
+pub mod matcher;
+pub mod policy;
+pub mod table;
+
+use std::{collections::HashMap, path::PathBuf};
+
+use gpumem_common::ns;
+
+use self::{
+    carried::{Carried, Entry},
+    policy::{config::Policy, Action, Limit, Target},
+    table::{Installed, LimitError, LimitTable},
+};
+use crate::{
+    bpf::Tracer,
+    decode::{Body, Event},
+    ledger::LiveAllocation,
+    output::LimitStatus,
+};
+
+/// The rules in force, their bases, and their names.
+pub struct Limits {
+    table: LimitTable,
+    carried: Carried,
+    /// By slot: the rule's target and action, for the records.
+    names: HashMap<u32, (String, Action)>,
+}
+
+impl Limits {
+    /// Takes the kernel's limit maps out of `tracer` and installs
+    /// `policy`'s rules (nothing is held under them yet). `deny_reason`:
+    /// why this kernel cannot deny (None: it can).
+    pub fn install(
+        tracer: &mut Tracer,
+        policy: &Policy,
+        cgroup_root: Option<PathBuf>,
+        deny_reason: Option<String>,
+    ) -> Result<(Self, Vec<Installed>), LimitError> {
+        let mut table = LimitTable::open(tracer, cgroup_root, deny_reason, policy.default_action)?;
+        let installed = table.install(policy)?;
+        let names = table.names();
+        Ok((Self { table, carried: Carried::default(), names }, installed))
+    }
+
+    /// Sets a limit at run time (see `LimitTable::set`); a new target's
+    /// live allocations (among `live`) are carried in its base until freed.
+    pub fn set(&mut self, limit: &Limit, live: &[LiveAllocation<'_>]) -> Result<Installed, LimitError> {
+        let m = self.table.matcher(&limit.target, limit.device);
+        let entries: Vec<Entry> = live
+            .iter()
+            .filter(|a| m.covers(a.tgid, a.comm, a.cgroup_id, a.device))
+            .map(|a| (a.tgid, a.key, a.size))
+            .collect();
+        let total = entries.iter().map(|e| e.2).sum();
+        let (installed, new) = self.table.set(limit, total)?;
+        if new {
+            self.carried.carry(installed.slot, &entries);
+        }
+        self.names = self.table.names();
+        Ok(installed)
+    }
+
+    /// Takes the limit on `target` out of force.
+    pub fn clear(&mut self, target: &Target) -> Result<Installed, LimitError> {
+        let installed = self.table.clear(target)?;
+        self.carried.drop_slot(installed.slot);
+        self.table.write_base(installed.slot, 0)?;
+        self.names = self.table.names();
+        Ok(installed)
+    }
+
+    /// The rules in force, with what each counts now.
+    pub fn list(&self) -> Vec<LimitStatus> {
+        self.table.list()
+    }
+
+    /// The target and action of the rule in `slot`, as records name them.
+    pub fn rule(&self, slot: u32) -> (String, String) {
+        self.names
+            .get(&slot)
+            .map_or_else(|| (format!("slot {slot}"), "audit".into()), |(t, a)| (t.clone(), a.to_string()))
+    }
+
+    /// Carried memory freed or gone with its process: lowers the bases of
+    /// the limits that carried it. A base that cannot be written is said,
+    /// and counts a little more than is held until the next change.
+    pub fn follow(&mut self, e: &Event) {
+        let tgid = e.origin.pid;
+        let changed = match &e.body {
+            // An allocation at a carried address replaces one whose free
+            // was never seen, as the kernel treats it.
+            Body::Alloc(c) => self.carried.freed(tgid, (ns::for_kind(c.kind), c.addr)),
+            Body::Free(c) if !c.untracked => self.carried.freed(tgid, (ns::for_kind(c.kind), c.addr)),
+            Body::Exit(_) | Body::Exec(_) => self.carried.exited(tgid),
+            _ => return,
+        };
+        for (slot, base) in changed {
+            if let Err(e) = self.table.write_base(slot, base) {
+                tracing::warn!("{}", crate::chain(&e));
+            }
+        }
+    }
+
+    /// Applies a reread policy (SIGHUP): rules no longer in it are
+    /// cleared, new and changed ones set; each change, and each rule that
+    /// cannot be applied, is said.
+    pub fn reload(&mut self, policy: &Policy, live: &[LiveAllocation<'_>]) {
+        self.table.set_default_action(policy.default_action);
+        for target in self.table.targets() {
+            if !policy.limits.iter().any(|l| l.target == target) {
+                match self.clear(&target) {
+                    Ok(_) => tracing::info!("SIGHUP: limit cleared on {target}"),
+                    Err(e) => tracing::warn!("SIGHUP: {}", crate::chain(&e)),
+                }
+            }
+        }
+        for limit in &policy.limits {
+            match self.set(limit, live) {
+                Ok(i) => tracing::info!("SIGHUP: {}", describe("limit", &i)),
+                Err(e) => tracing::warn!("SIGHUP: {}", crate::chain(&e)),
+            }
+        }
+    }
+}
+
+/// `limit cgroup:/a on device 0: 1024 bytes, soft 512 bytes, action deny`.
+pub fn describe(verb: &str, i: &Installed) -> String {
+    let soft = i.limit.soft.map_or(String::new(), |s| format!(", soft {s} bytes"));
+    let dev = i.limit.device.map_or(String::new(), |d| format!(" on device {d}"));
+    format!("{verb} {}{dev}: {} bytes{soft}, action {}", i.limit.target, i.limit.hard, i.action)
+}

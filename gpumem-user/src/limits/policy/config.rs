@@ -1,0 +1,218 @@
+//! The whole policy: the default action and every limit, from `--limit`
+//! arguments and a TOML file (`--config`), validated together.
+//!
+//! ```toml
+//! default_action = "signal:SIGKILL"
+//!
+//! [[limit]]
+//! cgroup = "/kubepods.slice/team-a"
+//! hard = "8GiB"
+//! soft = "6GiB"
+//! action = "deny"
+//! fallback = "signal:SIGTERM"
+//!
+//! [[limit]]
+//! comm = "python3"
+//! hard = "2GiB"
+//! device = 0
+//! ```
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+use super::{
+    error::SpecError,
+    size::parse_size,
+    spec::{parse_target, Action, Limit},
+};
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read the config file {path}")]
+    Read { path: PathBuf, source: std::io::Error },
+    #[error("config file {path} is not valid: {message}")]
+    Parse { path: PathBuf, message: String },
+    #[error("config file {path}: default_action: {source}")]
+    DefaultAction { path: PathBuf, source: SpecError },
+    #[error("config file {path}, limit #{index}: {source}")]
+    Rule { path: PathBuf, index: usize, source: SpecError },
+    #[error("two limits for {target}{} ({first} and {second} bytes): keep one", on_device(*.device))]
+    Duplicate { target: String, device: Option<u32>, first: u64, second: u64 },
+    #[error("no cgroup {0} under the cgroup2 root: create it first, or check the path")]
+    NoCgroup(String),
+}
+
+fn on_device(device: Option<u32>) -> String {
+    device.map_or(String::new(), |d| format!(" on device {d}"))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct File {
+    default_action: Option<String>,
+    #[serde(default, rename = "limit")]
+    limits: Vec<Entry>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Entry {
+    cgroup: Option<String>,
+    pid: Option<u32>,
+    comm: Option<String>,
+    hard: String,
+    soft: Option<String>,
+    action: Option<String>,
+    fallback: Option<String>,
+    device: Option<u32>,
+}
+
+impl Entry {
+    fn into_limit(self) -> Result<Limit, SpecError> {
+        let target = match (self.cgroup, self.pid, self.comm) {
+            (Some(c), None, None) => parse_target(&format!("cgroup:{c}"))?,
+            (None, Some(p), None) => parse_target(&format!("pid:{p}"))?,
+            (None, None, Some(c)) => parse_target(&format!("comm:{c}"))?,
+            _ => return Err(SpecError::OneTarget),
+        };
+        let limit = Limit {
+            target,
+            hard: parse_size(&self.hard)?,
+            soft: self.soft.as_deref().map(parse_size).transpose()?,
+            action: self.action.as_deref().map(Action::parse).transpose()?,
+            fallback: self.fallback.as_deref().map(Action::parse).transpose()?,
+            device: self.device,
+        };
+        limit.check()?;
+        Ok(limit)
+    }
+}
+
+/// The default action and the limits.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Policy {
+    pub default_action: Action,
+    pub limits: Vec<Limit>,
+}
+
+impl Default for Policy {
+    fn default() -> Self {
+        Self { default_action: Action::Signal(nix::sys::signal::Signal::SIGKILL as i32), limits: Vec::new() }
+    }
+}
+
+/// Parses a config file's text (`path` names it in errors).
+pub fn parse(path: &Path, text: &str) -> Result<Policy, ConfigError> {
+    let file: File =
+        toml::from_str(text).map_err(|e| ConfigError::Parse { path: path.into(), message: e.to_string() })?;
+    let mut policy = Policy::default();
+    if let Some(a) = file.default_action {
+        policy.default_action =
+            Action::parse(&a).map_err(|source| ConfigError::DefaultAction { path: path.into(), source })?;
+    }
+    for (i, entry) in file.limits.into_iter().enumerate() {
+        let limit = entry.into_limit().map_err(|source| ConfigError::Rule {
+            path: path.into(),
+            index: i + 1,
+            source,
+        })?;
+        policy.limits.push(limit);
+    }
+    Ok(policy)
+}
+
+pub fn load(path: &Path) -> Result<Policy, ConfigError> {
+    let text =
+        std::fs::read_to_string(path).map_err(|source| ConfigError::Read { path: path.into(), source })?;
+    parse(path, &text)
+}
+
+/// The policy from a file (if any) plus `--limit`s and `--default-action`,
+/// checked as a whole: no two rules for the same target and device, every
+/// cgroup exists (`cgroup_exists` says so).
+pub fn combine(
+    file: Option<Policy>,
+    cli_limits: Vec<Limit>,
+    default_action: Option<Action>,
+    cgroup_exists: impl Fn(&str) -> bool,
+) -> Result<Policy, ConfigError> {
+    let mut policy = file.unwrap_or_default();
+    if let Some(a) = default_action {
+        policy.default_action = a;
+    }
+    policy.limits.extend(cli_limits);
+    for (i, a) in policy.limits.iter().enumerate() {
+        if let Some(b) = policy.limits[..i].iter().find(|b| b.target == a.target && b.device == a.device) {
+            let target = a.target.to_string();
+            return Err(ConfigError::Duplicate { target, device: a.device, first: b.hard, second: a.hard });
+        }
+        if let super::Target::Cgroup(p) = &a.target {
+            if !cgroup_exists(p) {
+                return Err(ConfigError::NoCgroup(p.clone()));
+            }
+        }
+    }
+    Ok(policy)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::limits::policy::Target;
+
+    fn p() -> PathBuf {
+        PathBuf::from("/etc/gpumem.toml")
+    }
+
+    #[test]
+    fn parses_the_documented_example() {
+        let text = r#"
+            default_action = "signal:SIGKILL"
+            [[limit]]
+            cgroup = "/kubepods.slice/team-a"
+            hard = "8GiB"
+            soft = "6GiB"
+            action = "deny"
+            fallback = "signal:SIGTERM"
+            [[limit]]
+            comm = "python3"
+            hard = "2GiB"
+            device = 0
+        "#;
+        let policy = parse(&p(), text).unwrap();
+        assert_eq!(policy.default_action, Action::Signal(9));
+        assert_eq!(policy.limits.len(), 2);
+        assert_eq!(policy.limits[0].fallback, Some(Action::Signal(15)));
+        assert_eq!(
+            (policy.limits[1].target.clone(), policy.limits[1].device),
+            (Target::Comm("python3".into()), Some(0))
+        );
+    }
+
+    #[test]
+    fn errors_name_the_file_and_rule() {
+        let e = parse(&p(), "[[limit]]\ncgroup = \"/a\"\nhard = \"0\"\n").unwrap_err().to_string();
+        assert!(e.contains("/etc/gpumem.toml, limit #1") && e.contains("zero"), "{e}");
+        let e = parse(&p(), "[[limit]]\ncgroup = \"/a\"\npid = 3\nhard = \"1G\"\n").unwrap_err().to_string();
+        assert!(e.contains("exactly one of cgroup, pid or comm"), "{e}");
+        let e =
+            parse(&p(), "[[limit]]\ncgroup = \"/a\"\nhard = \"1G\"\ncolour = 1\n").unwrap_err().to_string();
+        assert!(e.contains("unknown field") && e.contains("colour"), "{e}");
+        let e = parse(&p(), "default_action = \"explode\"\n").unwrap_err().to_string();
+        assert!(e.contains("explode"), "{e}");
+    }
+
+    #[test]
+    fn combining_refuses_conflicts_and_unknown_cgroups() {
+        let file = parse(&p(), "[[limit]]\ncgroup = \"/a\"\nhard = \"1G\"\n").unwrap();
+        let cli = vec![Limit::parse("cgroup:/a=2G").unwrap()];
+        let e = combine(Some(file.clone()), cli, None, |_| true).unwrap_err().to_string();
+        assert!(e.contains("two limits for cgroup:/a"), "{e}");
+        let other_device = vec![Limit::parse("cgroup:/a=2G,device=1").unwrap()];
+        assert_eq!(combine(Some(file.clone()), other_device, None, |_| true).unwrap().limits.len(), 2);
+        let e = combine(Some(file), vec![], None, |_| false).unwrap_err().to_string();
+        assert!(e.contains("no cgroup /a"), "{e}");
+        let policy = combine(None, vec![], Some(Action::Audit), |_| true).unwrap();
+        assert_eq!(policy.default_action, Action::Audit);
+    }
+}

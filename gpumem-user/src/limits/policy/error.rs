@@ -1,0 +1,47 @@
+//! Why a limit, a size, an action or a target as the user wrote it is
+//! refused: each says what is wrong and what to write instead.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SpecError {
+    #[error("`{0}` is not a size: it must start with a number (for example 8GiB)")]
+    SizeWithoutNumber(String),
+    #[error("`{text}`: unknown unit `{unit}` (use B, KiB, MiB, GiB, TiB, or KB, MB, GB, TB)")]
+    SizeUnit { text: String, unit: String },
+    #[error("`{0}` is not a size")]
+    Size(String),
+    #[error("`{0}` is too large")]
+    SizeTooLarge(String),
+    #[error("`{0}`: a limit of zero bytes would refuse every allocation; give a positive size")]
+    SizeZero(String),
+    #[error("`{0}`: the ring buffer must be a power of two from 64KiB to 1GiB (for example 4MiB)")]
+    RingSize(String),
+    #[error("`{0}` is not an action: use audit, signal, signal:SIG (e.g. signal:SIGTERM) or deny")]
+    Action(String),
+    #[error("signal {0} is out of range 1-64")]
+    SignalRange(i32),
+    #[error("`{0}` is not a signal gpumem knows (use a name like SIGTERM or a number)")]
+    Signal(String),
+    #[error("`{0}`: expected TARGET=SIZE, e.g. cgroup:/team-a=8GiB")]
+    NoSize(String),
+    #[error("`{part}` in `{text}`: expected KEY=VALUE")]
+    KeyValue { part: String, text: String },
+    #[error("device `{0}` is not a device index")]
+    Device(String),
+    #[error("`{key}` in `{text}`: unknown key (use soft, action, fallback, device)")]
+    UnknownKey { key: String, text: String },
+    #[error("{target}: the soft limit ({soft}) must be below the hard limit ({hard})")]
+    SoftNotBelowHard { target: String, soft: u64, hard: u64 },
+    #[error("{0}: the fallback for deny cannot itself be deny")]
+    FallbackIsDeny(String),
+    #[error("{0}: a fallback only applies to action=deny")]
+    FallbackWithoutDeny(String),
+    #[error("cgroup `{0}`: give the path from the cgroup2 root, starting with /")]
+    CgroupNotAbsolute(String),
+    #[error("pid `{0}` is not a process id")]
+    Pid(String),
+    #[error("comm `{0}` must be 1 to 15 characters (the kernel's TASK_COMM_LEN)")]
+    Comm(String),
+    #[error("`{0}` is not a target: use cgroup:/path, pid:N or comm:NAME")]
+    Target(String),
+    #[error("give exactly one of cgroup, pid or comm")]
+    OneTarget,
+}

@@ -1,0 +1,202 @@
+//! One limit: what it applies to, how much, and what happens when a call
+//! would cross it. `--limit TARGET=HARD[,soft=SIZE][,action=A][,fallback=A][,device=N]`.
+use std::{fmt, str::FromStr};
+
+use gpumem_common::TASK_COMM_LEN;
+use nix::sys::signal::Signal;
+
+use serde::{Deserialize, Serialize};
+
+use super::{error::SpecError, size::parse_size};
+
+/// What a limit applies to.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Target {
+    /// A cgroup v2 path (relative to the cgroup2 root) and everything below.
+    Cgroup(String),
+    /// One process.
+    Pid(u32),
+    /// Processes whose comm is this, including ones that start later.
+    Comm(String),
+}
+
+impl fmt::Display for Target {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Target::Cgroup(p) => write!(f, "cgroup:{p}"),
+            Target::Pid(p) => write!(f, "pid:{p}"),
+            Target::Comm(c) => write!(f, "comm:{c}"),
+        }
+    }
+}
+
+/// What happens to a call that would cross a hard limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Action {
+    /// Record it; the call goes ahead and is charged.
+    Audit,
+    /// `bpf_send_signal` to the caller before the call runs; not charged.
+    Signal(i32),
+    /// The call returns CUDA_ERROR_OUT_OF_MEMORY without entering the driver
+    /// (needs a kernel that lets uprobe programs write registers).
+    Deny,
+}
+
+impl Action {
+    pub fn parse(text: &str) -> Result<Self, SpecError> {
+        let t = text.trim();
+        match t.split_once(':') {
+            None if t == "audit" => Ok(Action::Audit),
+            None if t == "deny" => Ok(Action::Deny),
+            None if t == "signal" => Ok(Action::Signal(Signal::SIGKILL as i32)),
+            Some(("signal", sig)) => Ok(Action::Signal(parse_signal(sig)?)),
+            _ => Err(SpecError::Action(text.into())),
+        }
+    }
+}
+
+impl fmt::Display for Action {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Action::Audit => write!(f, "audit"),
+            Action::Signal(s) => write!(f, "signal:{s}"),
+            Action::Deny => write!(f, "deny"),
+        }
+    }
+}
+
+/// `SIGTERM`, `TERM` or `15` (1 to 64: real-time signals by number).
+pub fn parse_signal(text: &str) -> Result<i32, SpecError> {
+    let t = text.trim();
+    if let Ok(n) = t.parse::<i32>() {
+        return if (1..=64).contains(&n) { Ok(n) } else { Err(SpecError::SignalRange(n)) };
+    }
+    let upper = t.to_ascii_uppercase();
+    let name = upper.strip_prefix("SIG").unwrap_or(&upper);
+    Signal::from_str(&format!("SIG{name}")).map(|s| s as i32).map_err(|_| SpecError::Signal(text.into()))
+}
+
+/// A limit rule.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Limit {
+    pub target: Target,
+    /// Bytes; a call that would take usage above this gets `action`.
+    pub hard: u64,
+    /// Bytes; crossing it upwards emits one `limit_soft` record.
+    pub soft: Option<u64>,
+    /// None: the agent's default action.
+    pub action: Option<Action>,
+    /// Used instead of `deny` where the kernel cannot deny.
+    pub fallback: Option<Action>,
+    /// Only memory on this device counts (None: all devices).
+    pub device: Option<u32>,
+}
+
+impl Limit {
+    /// Parses a `--limit` argument.
+    pub fn parse(text: &str) -> Result<Self, SpecError> {
+        let (target, rest) = text.split_once('=').ok_or_else(|| SpecError::NoSize(text.into()))?;
+        let target = parse_target(target)?;
+        let mut parts = rest.split(',');
+        let hard = parse_size(parts.next().unwrap_or_default())?;
+        let mut limit = Limit { target, hard, soft: None, action: None, fallback: None, device: None };
+        for part in parts {
+            let (key, value) = part
+                .split_once('=')
+                .ok_or_else(|| SpecError::KeyValue { part: part.into(), text: text.into() })?;
+            match key.trim() {
+                "soft" => limit.soft = Some(parse_size(value)?),
+                "action" => limit.action = Some(Action::parse(value)?),
+                "fallback" => limit.fallback = Some(Action::parse(value)?),
+                "device" => {
+                    limit.device = Some(value.trim().parse().map_err(|_| SpecError::Device(value.into()))?)
+                }
+                other => return Err(SpecError::UnknownKey { key: other.into(), text: text.into() }),
+            }
+        }
+        limit.check()?;
+        Ok(limit)
+    }
+
+    /// Checks the rule on its own.
+    pub fn check(&self) -> Result<(), SpecError> {
+        let target = || self.target.to_string();
+        if let Some(soft) = self.soft.filter(|&soft| soft >= self.hard) {
+            return Err(SpecError::SoftNotBelowHard { target: target(), soft, hard: self.hard });
+        }
+        if matches!(self.fallback, Some(Action::Deny)) {
+            return Err(SpecError::FallbackIsDeny(target()));
+        }
+        if self.fallback.is_some() && self.action != Some(Action::Deny) {
+            return Err(SpecError::FallbackWithoutDeny(target()));
+        }
+        Ok(())
+    }
+}
+
+/// `cgroup:/path`, `pid:N`, `comm:NAME`.
+pub fn parse_target(text: &str) -> Result<Target, SpecError> {
+    match text.trim().split_once(':') {
+        Some(("cgroup", p)) if p.starts_with('/') => Ok(Target::Cgroup(normalize_cgroup(p))),
+        Some(("cgroup", p)) => Err(SpecError::CgroupNotAbsolute(p.into())),
+        Some(("pid", p)) => {
+            p.trim().parse::<u32>().ok().filter(|&n| n > 0).map(Target::Pid).ok_or(SpecError::Pid(p.into()))
+        }
+        Some(("comm", c)) if !c.is_empty() && c.len() < TASK_COMM_LEN => Ok(Target::Comm(c.to_string())),
+        Some(("comm", c)) => Err(SpecError::Comm(c.into())),
+        _ => Err(SpecError::Target(text.into())),
+    }
+}
+
+fn normalize_cgroup(p: &str) -> String {
+    let trimmed = p.trim_end_matches('/');
+    if trimmed.is_empty() {
+        "/".into()
+    } else {
+        trimmed.into()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_full_specs() {
+        let l = Limit::parse("cgroup:/team-a/=8GiB,soft=6GiB,action=deny,fallback=signal:SIGTERM,device=1")
+            .unwrap();
+        assert_eq!(l.target, Target::Cgroup("/team-a".into()));
+        assert_eq!((l.hard, l.soft), (8 << 30, Some(6 << 30)));
+        assert_eq!((l.action, l.fallback, l.device), (Some(Action::Deny), Some(Action::Signal(15)), Some(1)));
+        let l = Limit::parse("pid:1234=512MiB").unwrap();
+        assert_eq!((l.target, l.hard, l.action), (Target::Pid(1234), 512 << 20, None));
+        assert_eq!(Limit::parse("comm:python3=1G,action=audit").unwrap().action, Some(Action::Audit));
+    }
+
+    #[test]
+    fn actions_and_signals() {
+        assert_eq!(Action::parse("signal"), Ok(Action::Signal(9)));
+        assert_eq!(Action::parse("signal:TERM"), Ok(Action::Signal(15)));
+        assert_eq!(Action::parse("signal:10"), Ok(Action::Signal(10)));
+        assert_eq!(Action::parse("signal:sigusr1"), Ok(Action::Signal(10)));
+        assert!(Action::parse("signal:SIGFOO").unwrap_err().to_string().contains("SIGFOO"));
+        assert!(Action::parse("kill").unwrap_err().to_string().contains("not an action"));
+        assert!(Action::parse("signal:65").unwrap_err().to_string().contains("out of range"));
+    }
+
+    #[test]
+    fn refusals_name_the_problem() {
+        let err = |s: &str| Limit::parse(s).unwrap_err().to_string();
+        assert!(err("cgroup:/a").contains("expected TARGET=SIZE"));
+        assert!(err("cgroup:a=1G").contains("starting with /"));
+        assert!(err("pid:0=1G").contains("not a process id"));
+        assert!(err("host:x=1G").contains("not a target"));
+        assert!(err("pid:1=0").contains("zero"));
+        assert!(err("pid:1=1G,soft=2G").contains("below the hard limit"));
+        assert!(err("pid:1=1G,action=audit,fallback=signal").contains("only applies to action=deny"));
+        assert!(err("pid:1=1G,action=deny,fallback=deny").contains("cannot itself be deny"));
+        assert!(err("pid:1=1G,colour=red").contains("unknown key"));
+        assert!(err("comm:averyveryverylongname=1G").contains("15 characters"));
+    }
+}

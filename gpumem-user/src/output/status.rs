@@ -1,0 +1,86 @@
+//! What the agent answers over its control socket: the usage table
+//! (`gpumem status`) and the limits in force (`gpumem limit list`). The
+//! `usage` line flattens a [`StatusEntry`].
+use serde::{Deserialize, Serialize};
+
+use crate::{enrich::container::Container, output::lines::SplitLine};
+
+/// Usage of one process or cgroup, as `status` reports it.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq, Default)]
+pub struct StatusEntry {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pid: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub comm: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exe: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cmdline: Option<String>,
+    pub cgroup_id: u64,
+    pub cgroup: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub container: Option<Container>,
+    /// As the agent's ledger counts it.
+    pub bytes: u64,
+    /// As the kernel's map counts it (the truth; differs only if records
+    /// were lost).
+    pub kernel_bytes: u64,
+    pub split: Vec<SplitLine>,
+}
+
+/// The answer to `status`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq, Default)]
+pub struct StatusReport {
+    pub libraries: Vec<String>,
+    /// Devices as NVML describes them; empty without NVML.
+    #[serde(default)]
+    pub devices: Vec<DeviceInfo>,
+    /// Whether NVML was loaded.
+    #[serde(default)]
+    pub nvml: bool,
+    pub processes: Vec<StatusEntry>,
+    pub cgroups: Vec<StatusEntry>,
+    /// Records applied to the ledger so far.
+    pub records: u64,
+    /// Records lost in the kernel (ring buffer full) so far.
+    pub dropped: u64,
+    /// `alloc`/`free` records that reached the agent after the `exit` of
+    /// the process image they belong to (already released with it).
+    #[serde(default)]
+    pub late_records: u64,
+}
+
+/// One device as the driver (NVML) describes it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeviceInfo {
+    pub index: u32,
+    pub name: Option<String>,
+    pub uuid: Option<String>,
+    pub total_bytes: Option<u64>,
+    pub used_bytes: Option<u64>,
+    /// Per-process usage as the driver counts it (includes what gpumem
+    /// cannot see: context and module memory).
+    pub processes: Vec<DriverProcess>,
+}
+
+/// One process's usage of a device, as the driver counts it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DriverProcess {
+    pub pid: u32,
+    pub used_bytes: Option<u64>,
+}
+
+/// A rule's place in the kernel and what it counts now, as `gpumem limit
+/// list` shows it.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct LimitStatus {
+    pub target: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device: Option<u32>,
+    pub hard: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub soft: Option<u64>,
+    pub action: String,
+    /// Bytes charged or reserved under it, as the kernel counts them.
+    pub usage: u64,
+}

@@ -1,8 +1,0 @@
-//! Limits as the user states them: parsing, validation, defaults. Pure
-//! logic; the decision itself is made in the kernel at the allocation
-//! (gpumem-ebpf), from the rules this module produces.
-pub mod config;
-pub mod size;
-pub mod spec;
-
-pub use spec::{Action, Limit, Target};

@@ -1,0 +1,179 @@
+//! The real agent (`gpumem run`), attached to the simulated driver, and
+//! what the tests ask it: its records, `gpumem status`, `gpumem limit`.
+use std::{
+    path::PathBuf,
+    process::{Child, Command, ExitStatus, Stdio},
+    sync::{Arc, Mutex},
+};
+
+use gpumem::{
+    cmd::run::READY,
+    output::{LimitStatus, Line, RecordEvent, StatusReport},
+};
+
+use super::{paths, poll, records::Records, workload::collect_lines, DEADLINE};
+use crate::truth::Checkpoint;
+
+pub struct Agent {
+    child: Option<Child>,
+    pub output: PathBuf,
+    pub socket: PathBuf,
+    stderr: Arc<Mutex<Vec<String>>>,
+    _scratch: tempfile::TempDir,
+}
+
+impl Agent {
+    /// Starts `gpumem run` and returns once it says it is ready.
+    pub fn start(extra: &[&str]) -> Self {
+        let p = paths();
+        let scratch = super::scratch();
+        let output = scratch.path().join("events.jsonl");
+        let socket = scratch.path().join("gpumem.sock");
+        let mut child = Command::new(&p.agent)
+            .arg("run")
+            .arg("--libcuda")
+            .arg(&p.libcuda)
+            .arg("--output")
+            .arg(&output)
+            .arg("--socket")
+            .arg(&socket)
+            .args(extra)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawning the agent");
+        let (stderr, rx) = collect_lines(child.stderr.take().unwrap());
+        loop {
+            match rx.recv_timeout(DEADLINE) {
+                Ok(line) if line == READY => break,
+                Ok(_) => {}
+                Err(_) => {
+                    let status = child.try_wait().ok().flatten();
+                    panic!(
+                        "the agent did not become ready (exit {status:?}); its stderr:\n{}",
+                        stderr.lock().unwrap().join("\n")
+                    );
+                }
+            }
+        }
+        Self { child: Some(child), output, socket, stderr, _scratch: scratch }
+    }
+
+    pub fn stderr(&self) -> String {
+        self.stderr.lock().unwrap().join("\n")
+    }
+
+    /// Sends `signal` to the agent (SIGHUP: reread --config).
+    pub fn signal(&self, signal: nix::sys::signal::Signal) {
+        let pid = self.child.as_ref().expect("the agent runs").id();
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), signal).expect("signalling the agent");
+    }
+
+    /// `gpumem limit ARGS` against this agent: (success, stdout, stderr).
+    pub fn limit(&self, args: &[&str]) -> (bool, String, String) {
+        let out = Command::new(paths().agent)
+            .arg("limit")
+            .args(args)
+            .arg("--socket")
+            .arg(&self.socket)
+            .output()
+            .expect("running gpumem limit");
+        let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+        (out.status.success(), text(&out.stdout), text(&out.stderr))
+    }
+
+    /// `gpumem limit list --json`, read.
+    pub fn limits(&self) -> Vec<LimitStatus> {
+        let (ok, out, err) = self.limit(&["list", "--json"]);
+        assert!(ok, "gpumem limit list failed: {err}");
+        serde_json::from_str(&out).unwrap_or_else(|e| panic!("gpumem limit list --json printed {out} ({e})"))
+    }
+
+    /// Every complete line the agent has written so far, read as records
+    /// (a read can land in the middle of a write: a last line without its
+    /// newline is not complete yet).
+    pub fn lines(&self) -> Vec<Line> {
+        let text = std::fs::read_to_string(&self.output).unwrap_or_default();
+        let complete = text.rfind('\n').map_or("", |end| &text[..end]);
+        complete
+            .lines()
+            .map(|l| {
+                serde_json::from_str(l)
+                    .unwrap_or_else(|e| panic!("agent wrote a line that is not a record ({e}): {l}"))
+            })
+            .collect()
+    }
+
+    /// Waits until `pred` holds for the agent's records, and returns them.
+    pub fn wait_for(&self, what: &str, pred: impl Fn(&[Line]) -> bool) -> Vec<Line> {
+        poll(what, || self.lines(), |l| pred(l), || format!("stderr:\n{}", self.stderr()))
+    }
+
+    /// Waits until the stream holds a checkpoint's calls for its process.
+    pub fn wait_for_checkpoint(&self, c: &Checkpoint) -> Vec<Line> {
+        self.wait_for(&format!("the records of checkpoint {c:?}"), |lines| {
+            lines.count(c.pid, RecordEvent::Alloc) as u64 == c.allocs
+                && lines.count(c.pid, RecordEvent::Free) as u64 == c.frees
+                && lines.count(c.pid, RecordEvent::AllocFailed) as u64 == c.failed
+        })
+    }
+
+    /// Waits until `cond` holds for `read`'s answer (the agent's status,
+    /// its limits), failing with the agent's `exit` and `dropped` records.
+    pub fn wait_for_state<T: std::fmt::Debug>(
+        &self,
+        what: &str,
+        read: impl Fn() -> T,
+        cond: impl Fn(&T) -> bool,
+    ) -> T {
+        poll(what, read, cond, || {
+            let lines = self.lines();
+            let shown: Vec<String> = lines
+                .all_events(RecordEvent::Exit)
+                .iter()
+                .map(|l| format!("{l:?}"))
+                .chain(lines.dropped().iter().map(|d| format!("{d:?}")))
+                .collect();
+            format!("records:\n{}", shown.join("\n"))
+        })
+    }
+
+    /// Waits until `cond` holds for `gpumem status`.
+    pub fn wait_for_status(&self, what: &str, cond: impl Fn(&StatusReport) -> bool) -> StatusReport {
+        self.wait_for_state(what, || self.status(), cond)
+    }
+
+    /// `gpumem status --json`, through the CLI.
+    pub fn status(&self) -> StatusReport {
+        let out = Command::new(paths().agent)
+            .args(["status", "--json", "--socket"])
+            .arg(&self.socket)
+            .output()
+            .expect("running gpumem status");
+        assert!(out.status.success(), "gpumem status failed: {}", String::from_utf8_lossy(&out.stderr));
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+            panic!(
+                "gpumem status printed something else than a report ({e}): {}",
+                String::from_utf8_lossy(&out.stdout)
+            )
+        })
+    }
+
+    /// SIGINT, then the agent's exit status and every record it wrote.
+    pub fn stop(mut self) -> (ExitStatus, Vec<Line>) {
+        let mut child = self.child.take().unwrap();
+        let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).expect("interrupting the agent");
+        let status = child.wait().expect("waiting for the agent");
+        (status, self.lines())
+    }
+}
+
+impl Drop for Agent {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}

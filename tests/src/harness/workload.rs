@@ -1,0 +1,131 @@
+//! A running workload: the generator (`gpumem-workload`) or any program
+//! that prints its ground truth as checkpoints the same way.
+use std::{
+    io::{BufRead, BufReader, Write},
+    os::unix::process::CommandExt,
+    process::{Child, ChildStdin, Command, ExitStatus, Stdio},
+    sync::{mpsc, Arc, Mutex},
+};
+
+use super::{paths, Cgroup, DEADLINE};
+use crate::truth::Checkpoint;
+
+/// Collects a child's stream line by line on a thread: every line so far,
+/// and each as it comes.
+pub fn collect_lines(
+    r: impl std::io::Read + Send + 'static,
+) -> (Arc<Mutex<Vec<String>>>, mpsc::Receiver<String>) {
+    let lines = Arc::new(Mutex::new(Vec::new()));
+    let (tx, rx) = mpsc::channel();
+    let l = lines.clone();
+    std::thread::spawn(move || {
+        for line in BufReader::new(r).lines().map_while(Result::ok) {
+            l.lock().unwrap().push(line.clone());
+            let _ = tx.send(line);
+        }
+    });
+    (lines, rx)
+}
+
+/// A running gpumem-workload.
+pub struct Workload {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    rx: mpsc::Receiver<String>,
+    stdout: Arc<Mutex<Vec<String>>>,
+}
+
+impl Workload {
+    /// Starts the workload on the simulated driver, inside `cgroup` if given.
+    pub fn spawn(args: &[&str], cgroup: Option<&Cgroup>, env: &[(&str, &str)]) -> Self {
+        let p = paths();
+        let mut cmd = Command::new(&p.workload);
+        cmd.arg("--libcuda").arg(&p.libcuda).args(args).envs(env.iter().copied());
+        Self::from_command(cmd, cgroup)
+    }
+
+    /// Starts any program that prints checkpoints the way gpumem-workload
+    /// does, inside `cgroup` if given.
+    pub fn from_command(mut cmd: Command, cgroup: Option<&Cgroup>) -> Self {
+        cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::inherit());
+        if let Some(cg) = cgroup {
+            let procs = cg.dir.join("cgroup.procs");
+            // SAFETY: only async-signal-safe work between fork and exec:
+            // open, write and close through std's thin wrappers.
+            unsafe {
+                cmd.pre_exec(move || std::fs::write(&procs, b"0"));
+            }
+        }
+        let mut child = cmd.spawn().unwrap_or_else(|e| panic!("spawning {cmd:?}: {e}"));
+        let stdin = child.stdin.take();
+        let (stdout, rx) = collect_lines(child.stdout.take().unwrap());
+        Self { child, stdin, rx, stdout }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// The next checkpoint the workload prints.
+    pub fn checkpoint(&mut self) -> Checkpoint {
+        match self.rx.recv_timeout(DEADLINE) {
+            Ok(line) => {
+                serde_json::from_str(&line).unwrap_or_else(|e| panic!("workload printed `{line}`: {e}"))
+            }
+            Err(_) => panic!(
+                "no checkpoint from workload {} (status {:?}); it printed:\n{}",
+                self.child.id(),
+                self.child.try_wait().ok().flatten(),
+                self.stdout.lock().unwrap().join("\n")
+            ),
+        }
+    }
+
+    /// Lets a paused workload go on past its checkpoint.
+    pub fn resume(&mut self) {
+        if let Some(stdin) = self.stdin.as_mut() {
+            stdin.write_all(b"\n").expect("resuming the workload");
+        }
+    }
+
+    /// Resumes through every remaining checkpoint until the workload
+    /// exits, then [`Self::finish`]es it.
+    pub fn run_to_end(mut self) {
+        loop {
+            self.resume();
+            if self.rx.recv_timeout(DEADLINE).is_err() {
+                break; // stdout closed: it is exiting
+            }
+        }
+        self.finish();
+    }
+
+    /// Every checkpoint until the workload exits, and how it exited (a
+    /// limit may have signalled it).
+    pub fn until_exit(mut self) -> (Vec<Checkpoint>, ExitStatus) {
+        drop(self.stdin.take());
+        let mut seen = Vec::new();
+        while let Ok(line) = self.rx.recv_timeout(DEADLINE) {
+            seen.push(
+                serde_json::from_str(&line).unwrap_or_else(|e| panic!("workload printed `{line}`: {e}")),
+            );
+        }
+        (seen, self.child.wait().expect("waiting for the workload"))
+    }
+
+    /// Closes stdin and waits; panics unless it exited 0.
+    pub fn finish(mut self) {
+        drop(self.stdin.take());
+        let status = self.child.wait().expect("waiting for the workload");
+        assert!(status.success(), "workload {} failed: {status}", self.child.id());
+    }
+}
+
+impl Drop for Workload {
+    fn drop(&mut self) {
+        if self.child.try_wait().ok().flatten().is_none() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}

@@ -1,0 +1,108 @@
+//! The agent's refusals: clear errors for bad input and missing privileges,
+//! and a clean start/stop cycle.
+use std::process::Command;
+
+use gpumem::output::{Scope, SplitLine};
+use gpumem_tests::harness::*;
+
+fn run_agent(args: &[&str]) -> (bool, String) {
+    let out = Command::new(paths().agent).args(args).output().unwrap();
+    (out.status.success(), String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+#[test]
+fn missing_libcuda_path_is_named_in_the_error() {
+    if !privileged() {
+        return;
+    }
+    let (ok, err) = run_agent(&["run", "--libcuda", "/nonexistent/libcuda.so.1", "--duration", "1"]);
+    assert!(!ok);
+    assert!(err.contains("--libcuda /nonexistent/libcuda.so.1") && err.contains("No such file"), "{err}");
+}
+
+#[test]
+fn a_library_that_is_not_a_driver_is_refused_by_name() {
+    if !privileged() {
+        return;
+    }
+    let libc = ["/lib/x86_64-linux-gnu/libc.so.6", "/usr/lib64/libc.so.6"]
+        .into_iter()
+        .find(|p| std::path::Path::new(p).exists())
+        .expect("a libc to point gpumem at");
+    let scratch = scratch();
+    let sock = scratch.path().join("s.sock");
+    let (ok, err) =
+        run_agent(&["run", "--libcuda", libc, "--socket", sock.to_str().unwrap(), "--duration", "1"]);
+    assert!(!ok);
+    assert!(err.contains("lacks required driver symbol(s) cuMemAlloc_v2, cuMemFree_v2"), "{err}");
+}
+
+#[test]
+fn unprivileged_run_is_refused_naming_the_capabilities() {
+    if !privileged() {
+        return;
+    }
+    let Ok(out) = Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all"])
+        .arg(paths().agent)
+        .args(["run", "--duration", "1"])
+        .output()
+    else {
+        skip("setpriv (util-linux) is not installed");
+        return;
+    };
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(err.contains("CAP_BPF and CAP_PERFMON"), "{err}");
+}
+
+#[test]
+fn start_ready_and_clean_stop() {
+    if !privileged() {
+        return;
+    }
+    let agent = Agent::start(&[]);
+    let s = agent.status();
+    assert_eq!(s.libraries.len(), 1);
+    // The simulated driver exports every symbol of the probe table.
+    let attached = format!("attached {} probe(s)", gpumem::bpf::probes::probes().count());
+    assert!(agent.stderr().contains(&attached), "{}", agent.stderr());
+    // NVML: used where an NVIDIA driver provides it, otherwise said once.
+    if s.nvml {
+        assert!(!s.devices.is_empty());
+    } else {
+        assert!(s.devices.is_empty());
+        assert_eq!(agent.stderr().matches("NVML is not available").count(), 1, "{}", agent.stderr());
+    }
+    let socket = agent.socket.clone();
+    let (status, _) = agent.stop();
+    assert!(status.success());
+    assert!(!socket.exists(), "the control socket is removed at exit");
+}
+
+#[test]
+fn periodic_usage_records_split_by_kind_and_device() {
+    if !privileged() {
+        return;
+    }
+    let agent = Agent::start(&["--interval", "0.2"]);
+    let cg = Cgroup::create("interval");
+    let mut w = Workload::spawn(&["--scenario", "basic", "--device", "1", "--pause"], Some(&cg), &[]);
+    let pid = w.pid();
+    let c = w.checkpoint();
+    agent.wait_for_checkpoint(&c);
+    let fresh = agent.lines().len();
+    let lines = agent.wait_for("usage records after the checkpoint", |l| {
+        let new = l.get(fresh..).unwrap_or_default();
+        new.usage(Scope::Process).iter().any(|u| u.entry.pid == Some(pid))
+            && new.usage(Scope::Cgroup).iter().any(|u| u.entry.cgroup_id == cg.id)
+    });
+    let new = &lines[fresh..];
+    let p = &new.usage(Scope::Process).into_iter().find(|u| u.entry.pid == Some(pid)).unwrap().entry;
+    assert_eq!((p.bytes, p.kernel_bytes), (c.held, c.held));
+    assert_eq!(p.split, [SplitLine { kind: "device".into(), device: Some(1), bytes: c.held }]);
+    assert!(p.cmdline.as_deref().unwrap().contains("--scenario basic"));
+    let g = &new.usage(Scope::Cgroup).into_iter().find(|u| u.entry.cgroup_id == cg.id).unwrap().entry;
+    assert_eq!(g.bytes, c.held);
+    w.run_to_end();
+}

@@ -1,0 +1,77 @@
+//! Every allocation family, through the simulated driver: the agent's and
+//! the kernel's totals equal the workload's truth exactly, per process,
+//! per cgroup and per (kind, device); calls that are not charged are
+//! reported; every charging symbol of the probe table is seen.
+use std::collections::BTreeSet;
+
+use gpumem::{
+    bpf::probes::{probes, Shape},
+    output::{EventLine, Line, RecordEvent},
+};
+use gpumem_tests::{harness::*, truth::Checkpoint};
+
+fn check(agent: &Agent, cg: &Cgroup, c: &Checkpoint) -> Vec<Line> {
+    let lines = agent.wait_for_checkpoint(c);
+    let s = agent.status();
+    assert_process_holds(&s, c.pid, c.held);
+    assert_cgroup_holds(&s, cg, c.held);
+    assert_eq!(split_of(&s, c.pid), c.split, "split by kind:device at checkpoint {}", c.checkpoint);
+    lines
+}
+
+#[test]
+fn every_family_is_accounted_exactly_by_kind_and_device() {
+    if !privileged() {
+        return;
+    }
+    let agent = Agent::start(&[]);
+    let cg = Cgroup::create("families");
+    let mut w = Workload::spawn(&["--scenario", "families", "--pause"], Some(&cg), &[]);
+    let pid = w.pid();
+
+    let all = w.checkpoint();
+    assert_eq!(all.checkpoint, "all");
+    let lines = check(&agent, &cg, &all);
+    let mine = |event| lines.events(pid, event);
+    let import_apis: BTreeSet<_> = mine(RecordEvent::Import).iter().map(|l| l.caller.api.as_ref()).collect();
+    assert_eq!(import_apis, BTreeSet::from(["cuIpcOpenMemHandle_v2", "cuMemImportFromShareableHandle"]));
+    let contexts = mine(RecordEvent::Context);
+    let context_apis: BTreeSet<_> = contexts.iter().map(|l| l.caller.api.as_ref()).collect();
+    assert!(
+        context_apis.contains("cuDevicePrimaryCtxRetain") && context_apis.contains("cuCtxCreate_v4"),
+        "{context_apis:?}"
+    );
+    let v4 = contexts.iter().find(|l| l.caller.api == "cuCtxCreate_v4").unwrap();
+    assert_eq!(v4.device, Some(1), "cuCtxCreate_v4's device argument is its fourth");
+    w.resume();
+
+    let freed = w.checkpoint();
+    assert_eq!(freed.checkpoint, "freed");
+    let lines = check(&agent, &cg, &freed);
+    let unmap_free = lines.events(pid, RecordEvent::Free).into_iter().find(|l| l.caller.api == "cuMemUnmap");
+    assert_eq!(unmap_free.expect("the last unmap of a released handle frees it").size, 2 << 20);
+    let seen: BTreeSet<&str> =
+        [RecordEvent::Alloc, RecordEvent::Free, RecordEvent::Pool, RecordEvent::Context]
+            .into_iter()
+            .flat_map(|e| lines.events(pid, e))
+            .map(|l: &EventLine| l.caller.api.as_ref())
+            .collect();
+    // Every row that charges or uncharges was exercised (the context
+    // setters produce no records of their own).
+    for p in probes() {
+        let silent = matches!(p.api.shape, Shape::CtxSet | Shape::CtxPop | Shape::VmmMap | Shape::CallOut)
+            || matches!(p.symbol(), "cuCtxCreate" | "cuCtxCreate_v2" | "cuCtxCreate_v3")
+            || p.symbol().starts_with("cuDevicePrimaryCtxRelease")
+            || p.symbol() == "cuMemPoolDestroy";
+        if !silent {
+            assert!(seen.contains(p.symbol()), "no record for {} ({:?})", p.symbol(), p.api.shape);
+        }
+    }
+    w.resume();
+    w.finish();
+    let lines = agent.wait_for("the exit record", |l| l.count(pid, RecordEvent::Exit) == 1);
+    assert!(lines.events(pid, RecordEvent::Pool).iter().any(|l| l.caller.api == "cuMemPoolDestroy"));
+    let s = agent.status();
+    assert_process_holds(&s, pid, 0);
+    assert_cgroup_holds(&s, &cg, 0);
+}

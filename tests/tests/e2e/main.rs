@@ -1,0 +1,18 @@
+//! gpumem's privileged end-to-end tests, in one binary: each module is a
+//! suite. Each test starts the real agent on the simulated driver, runs
+//! workloads in cgroups it makes, and compares the agent's and the
+//! kernel's numbers with the workloads' own ground truth, exactly. Run
+//! them as root with one test thread (`cargo xtask test` does); the kernel
+//! matrix runs the `limits` and `trace_exact` suites inside its VMs.
+// The suites share the test crate's dependencies; not every one uses each.
+#![allow(unused_crate_dependencies)]
+
+mod agent_cli;
+mod attribution;
+mod concurrency;
+mod coverage;
+mod cuda_bindings;
+mod libraries;
+mod limit_changes;
+mod limits;
+mod trace_exact;

@@ -1,0 +1,170 @@
+//! The agent's totals equal the workload's ground truth exactly, per
+//! process and per cgroup, at checkpoints and after exit.
+use gpumem::output::{Flag, RecordEvent};
+use gpumem_tests::harness::*;
+
+#[test]
+fn basic_workload_is_accounted_exactly_and_released_at_exit() {
+    if !privileged() {
+        return;
+    }
+    let agent = Agent::start(&[]);
+    let cg = Cgroup::create("basic");
+    let mut w = Workload::spawn(&["--scenario", "basic", "--pause"], Some(&cg), &[]);
+    let pid = w.pid();
+
+    for name in ["allocated", "freed"] {
+        let c = w.checkpoint();
+        assert_eq!(c.checkpoint, name);
+        agent.wait_for_checkpoint(&c);
+        let s = agent.status();
+        assert_process_holds(&s, pid, c.held);
+        assert_cgroup_holds(&s, &cg, c.held);
+        assert_eq!(proc_entry(&s, pid).unwrap().cgroup.as_deref(), Some(cg.path.as_str()));
+        w.resume();
+    }
+    w.finish();
+
+    let lines = agent.wait_for("the workload's exit record", |l| l.count(pid, RecordEvent::Exit) == 1);
+    let s = agent.status();
+    assert_process_holds(&s, pid, 0);
+    assert_cgroup_holds(&s, &cg, 0);
+
+    // Every record reads back as the documented schema, and the stream's
+    // own totals add up: the exit released what was still held.
+    let exit = lines.events(pid, RecordEvent::Exit)[0];
+    let (allocs, frees) = (lines.events(pid, RecordEvent::Alloc), lines.events(pid, RecordEvent::Free));
+    let sum = |v: &[&gpumem::output::EventLine]| v.iter().map(|l| l.size).sum::<u64>();
+    assert_eq!(exit.size, sum(&allocs) - sum(&frees));
+    for l in allocs.iter().chain(frees.iter()) {
+        assert_eq!(l.caller.cgroup.as_deref(), Some(cg.path.as_str()));
+        assert_eq!(l.caller.cgroup_id, cg.id);
+        assert_eq!(l.caller.comm, "gpumem-workload");
+        assert_eq!(l.device, Some(0), "the workload's primary context is device 0");
+        assert!(l.addr.starts_with("0x"));
+        assert!(l.caller.ts_ns > 0 && l.caller.tid > 0 && l.kind == "device", "{l:?}");
+    }
+    assert_eq!(allocs.last().unwrap().caller.api, "cuMemAlloc_v2");
+    assert_eq!(frees.last().unwrap().caller.api, "cuMemFree_v2");
+
+    let (status, lines) = agent.stop();
+    assert!(status.success(), "agent exit: {status}");
+    assert_eq!(lines.lost(), 0, "records were lost");
+}
+
+#[test]
+fn failed_allocation_is_reported_and_charges_nothing() {
+    if !privileged() {
+        return;
+    }
+    let agent = Agent::start(&[]);
+    let cg = Cgroup::create("oom");
+    // A 10 MiB card, 3 MiB chunks: three fit, the fourth is refused.
+    let env = [("SIMCUDA_CAPACITY", "10485760")];
+    let mut w = Workload::spawn(&["--scenario", "oom", "--size", "3145728", "--pause"], Some(&cg), &env);
+    let pid = w.pid();
+    let full = w.checkpoint();
+    assert_eq!((full.allocs, full.failed, full.held), (3, 1, 9 << 20));
+    let lines = agent.wait_for_checkpoint(&full);
+    let failed = lines.events(pid, RecordEvent::AllocFailed)[0];
+    assert_eq!(failed.result, 2, "CUDA_ERROR_OUT_OF_MEMORY");
+    assert_eq!(failed.size, 3145728);
+    assert_eq!(failed.proc_total, 9 << 20, "the refused call charged nothing");
+    let s = agent.status();
+    assert_process_holds(&s, pid, 9 << 20);
+    assert_cgroup_holds(&s, &cg, 9 << 20);
+    w.resume();
+    let empty = w.checkpoint();
+    agent.wait_for_checkpoint(&empty);
+    let s = agent.status();
+    assert_process_holds(&s, pid, 0);
+    assert_cgroup_holds(&s, &cg, 0);
+    w.resume();
+    w.finish();
+}
+
+#[test]
+fn forked_child_holds_nothing_of_its_parent() {
+    if !privileged() {
+        return;
+    }
+    let agent = Agent::start(&[]);
+    let cg = Cgroup::create("fork");
+    let mut w = Workload::spawn(&["--scenario", "fork", "--pause"], Some(&cg), &[]);
+    let parent_pid = w.pid();
+    let child = w.checkpoint();
+    assert_eq!(child.checkpoint, "child");
+    assert_ne!(child.pid, parent_pid);
+    let parent = w.checkpoint();
+    assert_eq!(parent.checkpoint, "parent");
+    let lines = agent.wait_for("the child's records and exit", |l| {
+        l.count(child.pid, RecordEvent::Alloc) as u64 == child.allocs
+            && l.count(child.pid, RecordEvent::Exit) == 1
+    });
+    // The child's free of the parent's address matched nothing it held.
+    let untracked = lines.events(child.pid, RecordEvent::Free)[0];
+    assert_eq!(untracked.flags, [Flag::Untracked]);
+    assert_eq!(untracked.size, 0);
+    agent.wait_for_checkpoint(&parent);
+    let s = agent.status();
+    assert_process_holds(&s, parent_pid, parent.held);
+    assert_process_holds(&s, child.pid, 0);
+    assert_cgroup_holds(&s, &cg, parent.held);
+    w.resume();
+    w.finish();
+}
+
+#[test]
+fn device_comes_from_the_threads_current_context() {
+    if !privileged() {
+        return;
+    }
+    let agent = Agent::start(&[]);
+    let mut w =
+        Workload::spawn(&["--scenario", "threads", "--device", "1", "--threads", "3", "--pause"], None, &[]);
+    let pid = w.pid();
+    let c = w.checkpoint();
+    let lines = agent.wait_for_checkpoint(&c);
+    let mine = lines.events(pid, RecordEvent::Alloc);
+    assert!(!mine.is_empty());
+    for l in &mine {
+        assert_eq!(l.device, Some(1), "every thread set device 1's primary context current: {l:?}");
+    }
+    let s = agent.status();
+    let split = &proc_entry(&s, pid).unwrap().split;
+    assert_eq!(split.len(), 1, "{split:?}");
+    assert_eq!((split[0].device, split[0].kind.as_str(), split[0].bytes), (Some(1), "device", c.held));
+    w.run_to_end();
+}
+
+#[test]
+fn exec_releases_what_the_old_image_held() {
+    if !privileged() {
+        return;
+    }
+    let agent = Agent::start(&[]);
+    let cg = Cgroup::create("exec");
+    let mut w = Workload::spawn(&["--scenario", "exec", "--pause"], Some(&cg), &[]);
+    let pid = w.pid();
+    let before = w.checkpoint();
+    assert_eq!((before.checkpoint.as_str(), before.held), ("before-exec", 3 << 20));
+    agent.wait_for_checkpoint(&before);
+    assert_process_holds(&agent.status(), pid, 3 << 20);
+    w.resume();
+    // The same pid, a new image, its own truth (counts start again).
+    let after = w.checkpoint();
+    assert_eq!((after.checkpoint.as_str(), after.pid), ("allocated", pid));
+    let lines = agent.wait_for("the exec record and the new image's allocations", |l| {
+        l.count(pid, RecordEvent::Exec) == 1
+            && l.count(pid, RecordEvent::Alloc) as u64 == before.allocs + after.allocs
+    });
+    assert_eq!(
+        lines.events(pid, RecordEvent::Exec)[0].size,
+        3 << 20,
+        "exec released what the old image held"
+    );
+    let s = agent.status();
+    assert_process_holds(&s, pid, after.held);
+    assert_cgroup_holds(&s, &cg, after.held);
+    w.run_to_end();
+}
