@@ -8,38 +8,7 @@
 //! An API id travels to the kernel in the uprobe's attach cookie (see
 //! [`crate::cookie`]), so one eBPF program serves every entry point that
 //! shares an argument shape.
-use crate::program::Program;
-
-/// Memory kinds, as charged.
-pub mod kind {
-    /// Device memory (`cuMemAlloc*`, pools, async).
-    pub const DEVICE: u32 = 0;
-    /// Unified (managed) memory.
-    pub const MANAGED: u32 = 1;
-    /// Page-locked host memory.
-    pub const HOST: u32 = 2;
-    /// CUDA arrays and mipmapped arrays.
-    pub const ARRAY: u32 = 3;
-    /// Physical memory created through the virtual memory API (`cuMemCreate`).
-    pub const VMM: u32 = 4;
-    /// Contexts (reported, not charged: their cost is not visible at the call).
-    pub const CONTEXT: u32 = 5;
-    /// Number of kinds.
-    pub const COUNT: u32 = 6;
-
-    /// The name used in JSON and text output.
-    pub const fn name(kind: u32) -> &'static str {
-        match kind {
-            DEVICE => "device",
-            MANAGED => "managed",
-            HOST => "host",
-            ARRAY => "array",
-            VMM => "vmm",
-            CONTEXT => "context",
-            _ => "unknown",
-        }
-    }
-}
+use crate::{kind, program::Program};
 
 /// Argument shapes. Each is served by one entry program and one return
 /// program; every API of a shape reads its arguments at the same places.
@@ -317,7 +286,7 @@ const _: () = {
         let mut j = i + 1;
         while j < APIS.len() {
             assert!(APIS[i].id != APIS[j].id, "two APIs share an id");
-            assert!(!crate::str_eq(APIS[i].symbol, APIS[j].symbol), "a symbol is listed twice");
+            assert!(!crate::text::str_eq(APIS[i].symbol, APIS[j].symbol), "a symbol is listed twice");
             j += 1;
         }
         i += 1;

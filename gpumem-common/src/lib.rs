@@ -13,41 +13,31 @@
 //! - `record`: the ring-buffer records (header and payloads);
 //! - `pending`: what a call keeps between its entry and its return;
 //! - `maps`: the other map keys and values, map names and sizes;
-//! - `limit_list`, `array`: arithmetic both sides share.
+//! - `limit_list`, `array`, `text`: arithmetic both sides share.
+//!
+//! The root re-exports the wire types for the other crates; inside this
+//! crate every module names the module it uses.
 #![no_std]
 
 pub mod api;
 pub mod array;
 pub mod cookie;
+pub mod kind;
 pub mod limit_list;
 pub mod maps;
 pub mod pending;
 pub mod program;
 pub mod record;
+pub mod text;
 
-pub use api::{id, kind};
+pub use api::id;
 pub use maps::*;
 pub use pending::*;
 pub use record::*;
+
+pub use text::str_eq;
 
 /// `CUDA_SUCCESS`.
 pub const CUDA_SUCCESS: u32 = 0;
 /// `CUDA_ERROR_OUT_OF_MEMORY`.
 pub const CUDA_ERROR_OUT_OF_MEMORY: u32 = 2;
-
-/// Whether two strings are equal, in a constant (the tables check
-/// themselves as they are compiled).
-pub const fn str_eq(a: &str, b: &str) -> bool {
-    let (a, b) = (a.as_bytes(), b.as_bytes());
-    if a.len() != b.len() {
-        return false;
-    }
-    let mut i = 0;
-    while i < a.len() {
-        if a[i] != b[i] {
-            return false;
-        }
-        i += 1;
-    }
-    true
-}

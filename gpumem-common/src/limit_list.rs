@@ -6,7 +6,7 @@
 //! at the low byte, and keeps the nearest [`LIMITS_PER_CALL`]. A count
 //! would be a value the eBPF verifier must track exactly, and it would walk
 //! the rest of the entry program once per count.
-use crate::{LIMITS_PER_CALL, MAX_LIMITS};
+use crate::maps::{LIMITS_PER_CALL, MAX_LIMITS};
 
 const _: () = assert!(LIMITS_PER_CALL >= 1 && LIMITS_PER_CALL <= 8);
 

@@ -3,7 +3,7 @@
 //! program, checked below as this table is compiled, so no two programs
 //! can share a guard. The eBPF crate checks at compile time that each
 //! program it defines is named here under the variant it uses.
-use crate::GUARDED_PROGRAMS;
+use crate::maps::GUARDED_PROGRAMS;
 
 macro_rules! programs {
     ($($variant:ident $name:literal;)*) => {

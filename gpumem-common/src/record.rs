@@ -113,7 +113,7 @@ pub struct Change {
     pub generation: u64,
     /// CUresult returned by the driver.
     pub result: u32,
-    /// One of [`crate::api::kind`].
+    /// One of [`crate::kind`].
     pub kind: u32,
     /// Device ordinal, or [`DEVICE_UNKNOWN`].
     pub device: u32,

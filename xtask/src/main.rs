@@ -5,6 +5,7 @@ mod bench;
 mod demo;
 mod lint;
 mod setup;
+mod tally;
 mod test;
 mod util;
 mod vm;

@@ -12,7 +12,7 @@ use aya::{
 };
 use gpumem_common::{map_name, stat, ProcUsage, Running, GUARDED_PROGRAMS};
 
-use super::{BpfError, Tracer};
+use super::{error::BpfError, Tracer};
 
 /// Handles on the kernel's usage maps.
 pub struct KernelMaps {

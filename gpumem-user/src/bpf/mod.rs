@@ -5,6 +5,7 @@
 //! the kernel's usage maps. The ring buffer reader lives with the agent's
 //! event loop (`cmd::run`); the limit maps are written by `limits`.
 pub mod discover;
+mod error;
 #[cfg(test)]
 mod guard_check;
 pub mod kernel;
@@ -20,49 +21,18 @@ use aya::{
         uprobe::{UProbeAttachLocation, UProbeAttachPoint, UProbeLinkId, UProbeScope},
         ProgramError, RawTracePoint, RawTracePointRunOptions, TestRun, UProbe,
     },
-    Ebpf, EbpfError, EbpfLoader,
+    Ebpf, EbpfLoader,
 };
 
+pub use self::error::BpfError;
 use self::{
     discover::Library,
     probes::{probes, Need, Probe},
-    symbols::{SymbolError, SymbolOffsets},
+    symbols::SymbolOffsets,
 };
 
 /// The eBPF object, built by `build.rs`.
 static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/gpumem"));
-
-#[derive(Debug, thiserror::Error)]
-pub enum BpfError {
-    #[error(
-        "this gpumem was built without its eBPF object (bpf-linker was missing or AYA_BUILD_SKIP was set); \
-         run `cargo xtask build` to build a working agent"
-    )]
-    NoObject,
-    #[error("loading the eBPF object failed")]
-    Load(#[source] Box<EbpfError>),
-    #[error(
-        "the eBPF object has no program `{0}` (the object and the agent were built from different sources)"
-    )]
-    MissingProgram(&'static str),
-    #[error("loading eBPF program `{name}` failed (gpumem needs kernel 5.15 or newer with uprobes)")]
-    Program { name: &'static str, source: Box<ProgramError> },
-    #[error("attaching the raw tracepoint {tracepoint} failed")]
-    Tracepoint { tracepoint: &'static str, source: Box<ProgramError> },
-    #[error(transparent)]
-    Symbols(#[from] SymbolError),
-    #[error(
-        "{path} lacks required driver symbol(s) {symbols}: it is not a CUDA driver library gpumem supports; \
-         point --libcuda at the real libcuda.so.1"
-    )]
-    MissingRequired { path: String, symbols: String },
-    #[error("attaching `{program}` to {symbol} in {path} failed")]
-    Attach { program: &'static str, symbol: &'static str, path: String, source: Box<ProgramError> },
-    #[error("the eBPF object has no map `{0}`")]
-    MissingMap(&'static str),
-    #[error("opening map `{name}` failed")]
-    Map { name: &'static str, source: Box<aya::maps::MapError> },
-}
 
 /// Program `name` of the object, as its type.
 fn program<'a, P>(ebpf: &'a mut Ebpf, name: &'static str) -> Result<&'a mut P, BpfError>

@@ -11,7 +11,7 @@ use aya::{
     Ebpf,
 };
 
-use super::BpfError;
+use super::error::BpfError;
 
 /// Programs whose verification costs far more than the rest (the array
 /// descriptor arithmetic and the shared allocation return): started first

@@ -5,7 +5,10 @@ use futures_util::{SinkExt, StreamExt};
 use tokio::net::UnixStream;
 use tokio_util::codec::{Framed, LinesCodec};
 
-use super::{ControlError, Request, Response, TIMEOUT};
+use super::{
+    protocol::{Request, Response},
+    socket::{ControlError, TIMEOUT},
+};
 use crate::output::StatusReport;
 
 /// Sends `request` to the agent at `path` and returns its answer (an

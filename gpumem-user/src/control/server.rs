@@ -12,7 +12,10 @@ use tokio::{
 };
 use tokio_util::codec::{Framed, LinesCodec};
 
-use super::{ControlError, Request, Response, MAX_LINE, TIMEOUT};
+use super::{
+    protocol::{Request, Response},
+    socket::{ControlError, MAX_LINE, TIMEOUT},
+};
 
 /// A request from a client, with where to send the answer.
 pub type Incoming = (Request, oneshot::Sender<Response>);

@@ -11,7 +11,6 @@ use gpumem_common::{api::Family, id, kind};
 use crate::{
     decode::{Body, Change, Decision, Event, Origin},
     enrich::container::Container,
-    ledger::Usage,
     output::status::StatusEntry,
 };
 
@@ -180,25 +179,6 @@ impl EventLine {
             cgroup_total: c.cgroup_total,
             flags,
         }
-    }
-}
-
-/// Bytes held by one (kind, device) pair.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
-pub struct SplitLine {
-    pub kind: String,
-    pub device: Option<u32>,
-    pub bytes: u64,
-}
-
-impl SplitLine {
-    /// `usage`'s split, one line per (kind, device).
-    pub fn of(usage: &Usage) -> Vec<SplitLine> {
-        usage
-            .split
-            .iter()
-            .map(|(&(k, device), &bytes)| SplitLine { kind: kind::name(k).to_string(), device, bytes })
-            .collect()
     }
 }
 

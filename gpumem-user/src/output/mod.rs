@@ -6,6 +6,6 @@ pub mod status;
 
 pub use lines::{
     monotonic_ns, Caller, DecisionEvent, DroppedEvent, DroppedLine, EventLine, Flag, LimitLine, Line,
-    RecordEvent, Scope, SplitLine, UsageEvent, UsageLine,
+    RecordEvent, Scope, UsageEvent, UsageLine,
 };
-pub use status::{DeviceInfo, DriverProcess, LimitStatus, StatusEntry, StatusReport};
+pub use status::{DeviceInfo, DriverProcess, LimitStatus, SplitLine, StatusEntry, StatusReport};

@@ -3,7 +3,9 @@
 //! `usage` line flattens a [`StatusEntry`].
 use serde::{Deserialize, Serialize};
 
-use crate::{enrich::container::Container, output::lines::SplitLine};
+use gpumem_common::kind;
+
+use crate::{enrich::container::Container, ledger::Usage};
 
 /// Usage of one process or cgroup, as `status` reports it.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq, Default)]
@@ -83,4 +85,23 @@ pub struct LimitStatus {
     pub action: String,
     /// Bytes charged or reserved under it, as the kernel counts them.
     pub usage: u64,
+}
+
+/// Bytes held by one (kind, device) pair.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct SplitLine {
+    pub kind: String,
+    pub device: Option<u32>,
+    pub bytes: u64,
+}
+
+impl SplitLine {
+    /// `usage`'s split, one line per (kind, device).
+    pub fn of(usage: &Usage) -> Vec<SplitLine> {
+        usage
+            .split
+            .iter()
+            .map(|(&(k, device), &bytes)| SplitLine { kind: kind::name(k).to_string(), device, bytes })
+            .collect()
+    }
 }

@@ -2,7 +2,10 @@
 //! formats; others are refused with CUDA_ERROR_INVALID_VALUE).
 use std::{collections::HashMap, sync::Mutex};
 
-use crate::{state, CUresult, CUDA_ERROR_INVALID_VALUE, CUDA_ERROR_OUT_OF_MEMORY, CUDA_SUCCESS};
+use crate::{
+    cuda::{CUresult, CUDA_ERROR_INVALID_VALUE, CUDA_ERROR_OUT_OF_MEMORY, CUDA_SUCCESS},
+    state,
+};
 
 #[repr(C)]
 pub struct ArrayDescriptor {
@@ -51,7 +54,7 @@ unsafe fn create(out: *mut u64, bytes: Option<u64>) -> CUresult {
     let Some(bytes) = bytes.filter(|_| !out.is_null()) else {
         return CUDA_ERROR_INVALID_VALUE;
     };
-    let (dev, mut card) = match state::current_card() {
+    let (dev, mut card) = match crate::context::current_card() {
         Ok(x) => x,
         Err(e) => return e,
     };

@@ -7,7 +7,10 @@ use std::{
     sync::{Mutex, OnceLock},
 };
 
-use crate::{state, CUdevice, CUresult, CUDA_ERROR_INVALID_CONTEXT, CUDA_ERROR_INVALID_VALUE, CUDA_SUCCESS};
+use crate::{
+    cuda::{CUdevice, CUresult, CUDA_ERROR_INVALID_CONTEXT, CUDA_ERROR_INVALID_VALUE, CUDA_SUCCESS},
+    state,
+};
 
 pub type CUcontext = *mut c_void;
 
@@ -37,6 +40,12 @@ thread_local! {
 }
 
 /// The device of the calling thread's current context.
+/// The calling thread's current device and the card, or why not.
+pub fn current_card() -> Result<(i32, std::sync::MutexGuard<'static, state::Card>), CUresult> {
+    let dev = current_device()?;
+    Ok((dev, state::card()?))
+}
+
 pub fn current_device() -> Result<CUdevice, CUresult> {
     let ctx = STACK.with(|s| s.borrow().last().copied()).ok_or(CUDA_ERROR_INVALID_CONTEXT)?;
     contexts().devices.get(&ctx).copied().ok_or(CUDA_ERROR_INVALID_CONTEXT)

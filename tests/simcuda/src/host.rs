@@ -2,7 +2,10 @@
 //! and their frees. Addresses are simulated (nothing is really pinned).
 use std::ffi::{c_uint, c_void};
 
-use crate::{state, CUresult, CUDA_ERROR_INVALID_VALUE, CUDA_SUCCESS};
+use crate::{
+    cuda::{CUresult, CUDA_ERROR_INVALID_VALUE, CUDA_SUCCESS},
+    state,
+};
 
 unsafe fn alloc_host(pp: *mut *mut c_void, bytes: usize, _flags: c_uint) -> CUresult {
     if pp.is_null() || bytes == 0 {

@@ -1,7 +1,8 @@
 //! Device memory: cuMemAlloc / cuMemFree / cuMemGetInfo.
 use crate::{
-    context::current_device, state, CUdeviceptr, CUresult, CUDA_ERROR_INVALID_VALUE,
-    CUDA_ERROR_OUT_OF_MEMORY, CUDA_SUCCESS,
+    context::current_device,
+    cuda::{CUdeviceptr, CUresult, CUDA_ERROR_INVALID_VALUE, CUDA_ERROR_OUT_OF_MEMORY, CUDA_SUCCESS},
+    state,
 };
 
 /// Allocates `bytes` on the current context's device into `*dptr`. `how`
@@ -11,7 +12,7 @@ pub(crate) unsafe fn alloc_device(dptr: *mut CUdeviceptr, bytes: usize, how: u32
     if dptr.is_null() || bytes == 0 {
         return CUDA_ERROR_INVALID_VALUE;
     }
-    let (dev, mut card) = match state::current_card() {
+    let (dev, mut card) = match crate::context::current_card() {
         Ok(x) => x,
         Err(e) => return e,
     };

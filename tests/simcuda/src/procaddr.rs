@@ -7,7 +7,16 @@ use std::{
     sync::OnceLock,
 };
 
-use crate::*;
+use crate::{
+    array::*,
+    context::*,
+    cuda::{CUresult, CUDA_ERROR_INVALID_VALUE, CUDA_ERROR_NOT_FOUND, CUDA_SUCCESS},
+    device::*,
+    host::*,
+    memory::*,
+    stream::*,
+    vmm::*,
+};
 
 /// `CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM`.
 const PER_THREAD_DEFAULT_STREAM: u64 = 2;

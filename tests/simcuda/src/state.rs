@@ -4,7 +4,7 @@ use std::{
     sync::{Mutex, MutexGuard, OnceLock},
 };
 
-use crate::{CUresult, CUDA_ERROR_INVALID_DEVICE, CUDA_ERROR_NOT_INITIALIZED};
+use crate::cuda::{CUresult, CUDA_ERROR_INVALID_DEVICE, CUDA_ERROR_NOT_INITIALIZED};
 
 const DEFAULT_CAPACITY: u64 = 16 << 30;
 const DEFAULT_DEVICES: i32 = 2;
@@ -60,12 +60,6 @@ pub fn card() -> Result<MutexGuard<'static, Card>, CUresult> {
     let m = CARD.get().ok_or(CUDA_ERROR_NOT_INITIALIZED)?;
     // A panicking test thread must not wedge the others.
     Ok(m.lock().unwrap_or_else(|p| p.into_inner()))
-}
-
-/// The calling thread's current device and the card, or why not.
-pub fn current_card() -> Result<(i32, MutexGuard<'static, Card>), CUresult> {
-    let dev = crate::context::current_device()?;
-    Ok((dev, card()?))
 }
 
 pub fn device_count() -> Option<i32> {

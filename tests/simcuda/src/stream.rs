@@ -3,8 +3,9 @@
 use std::ffi::c_void;
 
 use crate::{
+    cuda::{CUdeviceptr, CUresult, CUDA_ERROR_INVALID_VALUE, CUDA_SUCCESS},
     memory::{alloc_device, free_device},
-    state, CUdeviceptr, CUresult, CUDA_ERROR_INVALID_VALUE, CUDA_SUCCESS,
+    state,
 };
 
 pub type CUstream = *mut c_void;

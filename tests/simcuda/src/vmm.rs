@@ -7,7 +7,10 @@ use std::{
     sync::{Mutex, MutexGuard, OnceLock},
 };
 
-use crate::{state, CUdeviceptr, CUresult, CUDA_ERROR_INVALID_VALUE, CUDA_ERROR_OUT_OF_MEMORY, CUDA_SUCCESS};
+use crate::{
+    cuda::{CUdeviceptr, CUresult, CUDA_ERROR_INVALID_VALUE, CUDA_ERROR_OUT_OF_MEMORY, CUDA_SUCCESS},
+    state,
+};
 
 /// `CUmemAllocationProp` up to its location.
 #[repr(C)]

@@ -11,7 +11,12 @@ use gpumem::{
     output::{LimitStatus, Line, RecordEvent, StatusReport},
 };
 
-use super::{paths, poll, records::Records, workload::collect_lines, DEADLINE};
+use super::{
+    env::{paths, scratch},
+    poll::{poll, DEADLINE},
+    records::Records,
+    workload::collect_lines,
+};
 use crate::truth::Checkpoint;
 
 pub struct Agent {
@@ -26,7 +31,7 @@ impl Agent {
     /// Starts `gpumem run` and returns once it says it is ready.
     pub fn start(extra: &[&str]) -> Self {
         let p = paths();
-        let scratch = super::scratch();
+        let scratch = scratch();
         let output = scratch.path().join("events.jsonl");
         let socket = scratch.path().join("gpumem.sock");
         let mut child = Command::new(&p.agent)

@@ -115,7 +115,7 @@ pub fn assert_process_holds(s: &StatusReport, pid: u32, held: u64) {
 }
 
 /// Asserts that the ledger and the kernel both say cgroup `cg` holds `held`.
-pub fn assert_cgroup_holds(s: &StatusReport, cg: &super::Cgroup, held: u64) {
+pub fn assert_cgroup_holds(s: &StatusReport, cg: &super::cgroup::Cgroup, held: u64) {
     let (bytes, kernel) = cgroup_entry(s, cg.id).map_or((0, 0), |e| (e.bytes, e.kernel_bytes));
     assert_eq!(
         (bytes, kernel),

@@ -7,7 +7,7 @@ use std::{
     sync::{mpsc, Arc, Mutex},
 };
 
-use super::{paths, Cgroup, DEADLINE};
+use super::{cgroup::Cgroup, env::paths, poll::DEADLINE};
 use crate::truth::Checkpoint;
 
 /// Collects a child's stream line by line on a thread: every line so far,

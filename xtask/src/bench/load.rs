@@ -11,7 +11,7 @@ use std::{
 
 use anyhow::{bail, Context};
 
-use super::{Built, Tracer};
+use super::{setup::Built, tracer::Tracer};
 use crate::util::output;
 
 /// One measured load.

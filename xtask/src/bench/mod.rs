@@ -11,141 +11,24 @@
 mod load;
 mod report;
 mod runtime;
+mod setup;
+mod tracer;
 mod verifier;
 
 use std::{
     collections::BTreeMap,
-    io::{BufRead, BufReader},
     path::{Path, PathBuf},
-    process::{Child, Command, Stdio},
-    sync::mpsc,
-    time::{Duration, Instant},
+    process::Command,
+    time::Duration,
 };
 
 use anyhow::{bail, Context};
 
-use crate::util::{interrupt, is_root, output, target_dir};
-
-const CONFIGS: [&str; 5] = ["untraced", "floor", "gpumem", "gpumem+limits", "bpftrace"];
-const LOOPS: [&str; 2] = ["alloc_free", "mixed"];
-
-struct Built {
-    agent: PathBuf,
-    workload: PathBuf,
-    libcuda: PathBuf,
-    out: PathBuf,
-}
-
-fn build() -> anyhow::Result<Built> {
-    let b = crate::artifacts::build_profile("release")?;
-    Ok(Built { agent: b.agent, workload: b.workload, libcuda: b.libcuda, out: target_dir().join("bench") })
-}
-
-/// bpftrace from Debian's packages, installed if missing; None (with the
-/// reason) if it cannot be had.
-fn bpftrace() -> Result<PathBuf, String> {
-    crate::util::ensure_tool("bpftrace", "bpftrace").map_err(|e| format!("{e:#}"))
-}
-
-/// The bpftrace equivalent: live allocations and per-process totals in maps.
-fn bpftrace_script(lib: &Path) -> String {
-    let l = lib.display();
-    format!(
-        r#"BEGIN {{ printf("ready\n"); }}
-uprobe:{l}:cuMemAlloc_v2 {{ @ptr[tid] = arg0; @req[tid] = arg1; }}
-uretprobe:{l}:cuMemAlloc_v2 /@ptr[tid]/ {{
-  if (retval == 0) {{ $a = *(uint64 *)@ptr[tid]; @live[pid, $a] = @req[tid]; @held[pid] += @req[tid]; }}
-  delete(@ptr[tid]); delete(@req[tid]);
-}}
-uprobe:{l}:cuMemFree_v2 {{ @freeing[tid] = arg0; }}
-uretprobe:{l}:cuMemFree_v2 /@freeing[tid]/ {{
-  if (retval == 0) {{ @held[pid] -= @live[pid, @freeing[tid]]; delete(@live[pid, @freeing[tid]]); }}
-  delete(@freeing[tid]);
-}}
-END {{ clear(@live); clear(@ptr); clear(@req); clear(@freeing); }}
-"#
-    )
-}
-
-/// A tracer running for one configuration; stopped on drop.
-struct Tracer(Option<Child>);
-
-impl Tracer {
-    fn start(mut c: Command, ready: &str) -> anyhow::Result<(Self, Duration)> {
-        let t0 = Instant::now();
-        let mut child =
-            c.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().context("starting a tracer")?;
-        let (tx, rx) = mpsc::channel();
-        for stream in [
-            child.stdout.take().map(|s| Box::new(s) as Box<dyn std::io::Read + Send>),
-            child.stderr.take().map(|s| Box::new(s) as _),
-        ]
-        .into_iter()
-        .flatten()
-        {
-            let tx = tx.clone();
-            std::thread::spawn(move || {
-                for l in BufReader::new(stream).lines().map_while(Result::ok) {
-                    let _ = tx.send(l);
-                }
-            });
-        }
-        let mut seen = Vec::new();
-        loop {
-            match rx.recv_timeout(Duration::from_secs(120)) {
-                Ok(l) if l.trim() == ready => break,
-                Ok(l) => seen.push(l),
-                Err(_) => {
-                    let _ = child.kill();
-                    bail!("tracer {c:?} never became ready:\n{}", seen.join("\n"));
-                }
-            }
-        }
-        Ok((Self(Some(child)), t0.elapsed()))
-    }
-}
-
-impl Tracer {
-    fn pid(&self) -> Option<u32> {
-        self.0.as_ref().map(Child::id)
-    }
-}
-
-impl Drop for Tracer {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.0.take() {
-            interrupt(c.id());
-            let _ = c.wait();
-        }
-    }
-}
-
-fn run_loop(b: &Built, mixed: bool, pairs: usize) -> anyhow::Result<f64> {
-    let mut c = Command::new(&b.workload);
-    c.arg("--libcuda").arg(&b.libcuda).args([
-        "--scenario",
-        "loop",
-        "--size",
-        "4096",
-        "--iterations",
-        &pairs.to_string(),
-    ]);
-    if mixed {
-        c.arg("--mix");
-    }
-    let text = output(&mut c)?;
-    let v: serde_json::Value =
-        serde_json::from_str(text.trim()).with_context(|| format!("loop printed `{text}`"))?;
-    v["ns_per_pair"].as_f64().context("no ns_per_pair")
-}
-
-fn median(mut v: Vec<f64>) -> Option<f64> {
-    if v.is_empty() {
-        return None;
-    }
-    v.sort_by(f64::total_cmp);
-    Some(v[v.len() / 2])
-}
+use self::{
+    setup::{bpftrace, bpftrace_script, build, median, run_loop, Built, CONFIGS},
+    tracer::Tracer,
+};
+use crate::util::is_root;
 
 /// What the repetitions collect.
 #[derive(Default)]

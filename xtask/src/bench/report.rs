@@ -6,9 +6,8 @@ use serde_json::{json, Value};
 
 use super::{
     load::AgentLoad,
-    median,
     runtime::{per_pair, Runtime},
-    CONFIGS, LOOPS,
+    setup::{median, CONFIGS, LOOPS},
 };
 
 /// How the run was made.

@@ -12,7 +12,7 @@ use anyhow::{bail, Context};
 
 use crate::{
     artifacts::Built,
-    test::Tally,
+    tally::Tally,
     util::{cmd, ensure_tool, root, target_dir},
 };
 

@@ -1,0 +1,24 @@
+//! What both ends of the control socket share: where it is, how long each
+//! side waits, and what can go wrong.
+use std::{io, path::PathBuf, time::Duration};
+
+/// Where the agent listens unless told otherwise.
+pub const DEFAULT_SOCKET: &str = "/run/gpumem/gpumem.sock";
+/// How long either side waits for the other.
+pub const TIMEOUT: Duration = Duration::from_secs(5);
+/// The longest request line the agent reads.
+pub const MAX_LINE: usize = 64 * 1024;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ControlError {
+    #[error("another gpumem agent is already answering on {0}; stop it or pass --socket PATH")]
+    InUse(PathBuf),
+    #[error("control socket {path}")]
+    Io { path: PathBuf, source: io::Error },
+    #[error("cannot reach the gpumem agent at {path} (is `gpumem run` running, and are you root?)")]
+    Connect { path: PathBuf, source: io::Error },
+    #[error("the agent at {path} sent an answer gpumem cannot read: {detail}")]
+    BadAnswer { path: PathBuf, detail: String },
+    #[error("the agent refused: {0}")]
+    Refused(String),
+}

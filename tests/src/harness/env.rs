@@ -1,0 +1,68 @@
+//! Where a test runs: the built artifacts, the test's name, whether it may
+//! load eBPF, what this kernel allows, scratch space.
+use std::{io::Write, path::PathBuf, process::Command};
+
+/// Built artifacts the tests run.
+pub struct Paths {
+    pub root: PathBuf,
+    pub agent: PathBuf,
+    pub libcuda: PathBuf,
+    pub workload: PathBuf,
+}
+
+pub fn paths() -> Paths {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf();
+    let target =
+        std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| root.join("target"));
+    let p = Paths {
+        agent: target.join("debug/gpumem"),
+        libcuda: target.join("simcuda/libcuda.so.1"),
+        workload: target.join("debug/gpumem-workload"),
+        root,
+    };
+    for f in [&p.agent, &p.libcuda, &p.workload] {
+        assert!(
+            f.exists(),
+            "{} is missing: run the tests with `cargo xtask test`, which builds it",
+            f.display()
+        );
+    }
+    p
+}
+
+/// The running test's name (libtest names each test's thread after it).
+pub fn test_name() -> String {
+    std::thread::current().name().unwrap_or("(unnamed test)").to_string()
+}
+
+/// True when the test can load eBPF; otherwise prints why it is skipped.
+pub fn privileged() -> bool {
+    if nix::unistd::geteuid().is_root() {
+        return true;
+    }
+    skip("needs root to load eBPF programs and attach uprobes; `cargo xtask test` runs it as root");
+    false
+}
+
+/// Says on stdout, past libtest's capture (so it shows for a passing
+/// test), that the running test did not run and why; `cargo xtask test`
+/// counts these.
+pub fn skip(why: &str) {
+    let _ = writeln!(std::io::stdout().lock(), "SKIPPED {}: {why}", test_name());
+}
+
+/// None when this kernel lets uprobe programs write registers (what the
+/// deny action needs), else the reason `gpumem probe` gives.
+pub fn register_write_refusal() -> Option<String> {
+    let out = Command::new(paths().agent).args(["probe", "--json"]).output().expect("running gpumem probe");
+    assert!(out.status.success(), "gpumem probe failed: {}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("gpumem probe --json prints JSON");
+    let caps = v["capabilities"].as_array().expect("a capability list");
+    let writes = caps.iter().find(|c| c["name"] == "uprobe_register_writes").expect("uprobe_register_writes");
+    (writes["available"] != true).then(|| writes["reason"].as_str().unwrap_or("").to_string())
+}
+
+/// A scratch directory for one test, removed when dropped.
+pub fn scratch() -> tempfile::TempDir {
+    tempfile::Builder::new().prefix("gpumem-test-").tempdir().expect("a scratch directory")
+}

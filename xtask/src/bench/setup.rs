@@ -1,0 +1,78 @@
+//! What every configuration of the bench shares: the release build, the
+//! configurations and loops, bpftrace and its script, the workload's loop.
+use std::{
+    path::{Path, PathBuf},
+    process::Command,
+};
+
+use anyhow::Context;
+
+use crate::util::{output, target_dir};
+
+pub const CONFIGS: [&str; 5] = ["untraced", "floor", "gpumem", "gpumem+limits", "bpftrace"];
+pub const LOOPS: [&str; 2] = ["alloc_free", "mixed"];
+
+pub struct Built {
+    pub agent: PathBuf,
+    pub workload: PathBuf,
+    pub libcuda: PathBuf,
+    pub out: PathBuf,
+}
+
+pub fn build() -> anyhow::Result<Built> {
+    let b = crate::artifacts::build_profile("release")?;
+    Ok(Built { agent: b.agent, workload: b.workload, libcuda: b.libcuda, out: target_dir().join("bench") })
+}
+
+/// bpftrace from Debian's packages, installed if missing; None (with the
+/// reason) if it cannot be had.
+pub fn bpftrace() -> Result<PathBuf, String> {
+    crate::util::ensure_tool("bpftrace", "bpftrace").map_err(|e| format!("{e:#}"))
+}
+
+/// The bpftrace equivalent: live allocations and per-process totals in maps.
+pub fn bpftrace_script(lib: &Path) -> String {
+    let l = lib.display();
+    format!(
+        r#"BEGIN {{ printf("ready\n"); }}
+uprobe:{l}:cuMemAlloc_v2 {{ @ptr[tid] = arg0; @req[tid] = arg1; }}
+uretprobe:{l}:cuMemAlloc_v2 /@ptr[tid]/ {{
+  if (retval == 0) {{ $a = *(uint64 *)@ptr[tid]; @live[pid, $a] = @req[tid]; @held[pid] += @req[tid]; }}
+  delete(@ptr[tid]); delete(@req[tid]);
+}}
+uprobe:{l}:cuMemFree_v2 {{ @freeing[tid] = arg0; }}
+uretprobe:{l}:cuMemFree_v2 /@freeing[tid]/ {{
+  if (retval == 0) {{ @held[pid] -= @live[pid, @freeing[tid]]; delete(@live[pid, @freeing[tid]]); }}
+  delete(@freeing[tid]);
+}}
+END {{ clear(@live); clear(@ptr); clear(@req); clear(@freeing); }}
+"#
+    )
+}
+
+pub fn run_loop(b: &Built, mixed: bool, pairs: usize) -> anyhow::Result<f64> {
+    let mut c = Command::new(&b.workload);
+    c.arg("--libcuda").arg(&b.libcuda).args([
+        "--scenario",
+        "loop",
+        "--size",
+        "4096",
+        "--iterations",
+        &pairs.to_string(),
+    ]);
+    if mixed {
+        c.arg("--mix");
+    }
+    let text = output(&mut c)?;
+    let v: serde_json::Value =
+        serde_json::from_str(text.trim()).with_context(|| format!("loop printed `{text}`"))?;
+    v["ns_per_pair"].as_f64().context("no ns_per_pair")
+}
+
+pub fn median(mut v: Vec<f64>) -> Option<f64> {
+    if v.is_empty() {
+        return None;
+    }
+    v.sort_by(f64::total_cmp);
+    Some(v[v.len() / 2])
+}

@@ -1,0 +1,65 @@
+//! A tracer (the agent, its floor, bpftrace) running for one
+//! configuration, started when it says it is ready, stopped on drop.
+use std::{
+    io::{BufRead, BufReader},
+    process::{Child, Command, Stdio},
+    sync::mpsc,
+    time::{Duration, Instant},
+};
+
+use anyhow::{bail, Context};
+
+use crate::util::interrupt;
+
+/// A tracer running for one configuration; stopped on drop.
+pub struct Tracer(pub Option<Child>);
+
+impl Tracer {
+    pub fn start(mut c: Command, ready: &str) -> anyhow::Result<(Self, Duration)> {
+        let t0 = Instant::now();
+        let mut child =
+            c.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().context("starting a tracer")?;
+        let (tx, rx) = mpsc::channel();
+        for stream in [
+            child.stdout.take().map(|s| Box::new(s) as Box<dyn std::io::Read + Send>),
+            child.stderr.take().map(|s| Box::new(s) as _),
+        ]
+        .into_iter()
+        .flatten()
+        {
+            let tx = tx.clone();
+            std::thread::spawn(move || {
+                for l in BufReader::new(stream).lines().map_while(Result::ok) {
+                    let _ = tx.send(l);
+                }
+            });
+        }
+        let mut seen = Vec::new();
+        loop {
+            match rx.recv_timeout(Duration::from_secs(120)) {
+                Ok(l) if l.trim() == ready => break,
+                Ok(l) => seen.push(l),
+                Err(_) => {
+                    let _ = child.kill();
+                    bail!("tracer {c:?} never became ready:\n{}", seen.join("\n"));
+                }
+            }
+        }
+        Ok((Self(Some(child)), t0.elapsed()))
+    }
+}
+
+impl Tracer {
+    pub fn pid(&self) -> Option<u32> {
+        self.0.as_ref().map(Child::id)
+    }
+}
+
+impl Drop for Tracer {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.0.take() {
+            interrupt(c.id());
+            let _ = c.wait();
+        }
+    }
+}
