@@ -217,6 +217,7 @@ cuda_apis! {
     28 MEM_HOST_REGISTER_V2             "cuMemHostRegister_v2"            Host     HostRegister  HOST     Optional;
     29 MEM_FREE_HOST                    "cuMemFreeHost"                   Host     Free          HOST     Optional;
     30 MEM_HOST_UNREGISTER              "cuMemHostUnregister"             Host     Free          HOST     Optional;
+    41 MEM_HOST_GET_DEVICE_POINTER_V2   "cuMemHostGetDevicePointer_v2"    Host     CallOut       HOST     Optional;
     // Arrays, sized from their descriptors.
     31 ARRAY_CREATE_V2                  "cuArrayCreate_v2"                Array    Array         ARRAY    Optional;
     32 ARRAY_3D_CREATE_V2               "cuArray3DCreate_v2"              Array    Array3D       ARRAY    Optional;
@@ -302,10 +303,11 @@ mod tests {
         assert_eq!(id::name(id::MEM_ALLOC_V2), "cuMemAlloc_v2");
         assert_eq!(id::name(id::CTX_CREATE_V4), "cuCtxCreate_v4");
         assert_eq!(id::name(9999), "unknown");
-        assert_eq!(id::MAX, 40);
+        assert_eq!(id::MAX, 41);
         assert_eq!(id::call_name(id::MEM_POOL_TRIM_TO), "pool");
         assert_eq!(id::call_name(id::CTX_DESTROY_V2), "context");
         assert_eq!(id::call_name(id::IPC_OPEN_MEM_HANDLE_V2), "import");
+        assert_eq!(id::call_name(id::MEM_HOST_GET_DEVICE_POINTER_V2), "host_mapping");
         assert_eq!(id::call_name(9999), "call");
     }
 

@@ -153,6 +153,10 @@ unsafe fn host_memory(d: &Driver, t: &Truth, h: &mut Held) -> anyhow::Result<()>
         t.allocated_as("host", 0, 1 << 20);
         ok(d.sym::<AllocFlags>("cuMemHostAlloc")?(&mut p, 64 << 10, 0), "cuMemHostAlloc")?;
         t.allocated_as("host", 0, 64 << 10);
+        // Its device address: reported, charges nothing more.
+        let mut device_ptr = 0u64;
+        let f: unsafe extern "C" fn(*mut u64, u64, c_uint) -> R = d.sym("cuMemHostGetDevicePointer_v2")?;
+        ok(f(&mut device_ptr, p, 0), "cuMemHostGetDevicePointer_v2")?;
         h.registered = vec![0u8; 128 << 10];
         let f: unsafe extern "C" fn(*const u8, usize, c_uint) -> R = d.sym("cuMemHostRegister_v2")?;
         ok(f(h.registered.as_ptr(), h.registered.len(), 0), "cuMemHostRegister_v2")?;

@@ -3,7 +3,7 @@
 use std::ffi::{c_uint, c_void};
 
 use crate::{
-    cuda::{CUresult, CUDA_ERROR_INVALID_VALUE, CUDA_SUCCESS},
+    cuda::{CUdeviceptr, CUresult, CUDA_ERROR_INVALID_VALUE, CUDA_SUCCESS},
     state,
 };
 
@@ -68,4 +68,29 @@ pub extern "C" fn cuMemFreeHost(p: *mut c_void) -> CUresult {
 #[no_mangle]
 pub extern "C" fn cuMemHostUnregister(p: *mut c_void) -> CUresult {
     free_host(p, true)
+}
+
+/// The device address of pinned host memory: with unified addressing (every
+/// 64-bit driver) the host address itself, for an address inside a pinned
+/// allocation or registration.
+#[no_mangle]
+pub unsafe extern "C" fn cuMemHostGetDevicePointer_v2(
+    pdptr: *mut CUdeviceptr,
+    p: *mut c_void,
+    flags: c_uint,
+) -> CUresult {
+    if pdptr.is_null() || flags != 0 {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    let card = match state::card() {
+        Ok(c) => c,
+        Err(e) => return e,
+    };
+    let addr = p as u64;
+    if !card.host.iter().any(|(&base, &len)| (base..base + len).contains(&addr)) {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    // SAFETY: the caller's out-pointer, checked non-null above.
+    unsafe { *pdptr = addr };
+    CUDA_SUCCESS
 }

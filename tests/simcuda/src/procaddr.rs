@@ -107,6 +107,7 @@ fn table() -> &'static [Entry] {
             e("cuMemHostRegister", vec![(6050, f!(cuMemHostRegister_v2))]),
             e("cuMemFreeHost", vec![(2000, f!(cuMemFreeHost))]),
             e("cuMemHostUnregister", vec![(4000, f!(cuMemHostUnregister))]),
+            e("cuMemHostGetDevicePointer", vec![(3020, f!(cuMemHostGetDevicePointer_v2))]),
             e("cuArrayCreate", vec![(3020, f!(cuArrayCreate_v2))]),
             e("cuArray3DCreate", vec![(3020, f!(cuArray3DCreate_v2))]),
             e("cuMipmappedArrayCreate", vec![(5000, f!(cuMipmappedArrayCreate))]),

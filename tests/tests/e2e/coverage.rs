@@ -41,6 +41,12 @@ fn every_family_is_accounted_exactly_by_kind_and_device() {
         context_apis.contains("cuDevicePrimaryCtxRetain") && context_apis.contains("cuCtxCreate_v4"),
         "{context_apis:?}"
     );
+    let mapped = mine(RecordEvent::HostMapping);
+    assert_eq!(mapped.len(), 1, "{mapped:?}");
+    assert_eq!(
+        (mapped[0].caller.api.as_ref(), mapped[0].kind.as_ref()),
+        ("cuMemHostGetDevicePointer_v2", "host")
+    );
     let v4 = contexts.iter().find(|l| l.caller.api == "cuCtxCreate_v4").unwrap();
     assert_eq!(v4.device, Some(1), "cuCtxCreate_v4's device argument is its fourth");
     w.resume();
