@@ -69,6 +69,8 @@ pub struct Running {
     pub busy: u64,
     /// Runs that found one under way, and did nothing.
     pub skipped: u64,
+    /// `skipped` as the last `--bpf-log` line about it said.
+    pub logged: u64,
 }
 /// cgroup ancestor levels searched for limits (0 is the root).
 pub const MAX_CGROUP_DEPTH: u32 = 12;
@@ -262,6 +264,7 @@ mod pod {
 
 const _: () = {
     assert!(core::mem::size_of::<LiveAlloc>() == 64);
+    assert!(core::mem::size_of::<Running>() == 24);
     assert!(core::mem::size_of::<LimitKey>() == 16);
     assert!(core::mem::size_of::<LimitRule>() == 32);
     assert!(core::mem::size_of::<LimitState>() == 16);

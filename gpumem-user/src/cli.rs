@@ -95,6 +95,12 @@ pub struct RunArgs {
     /// twice, for records that wrap).
     #[arg(long, value_name = "SIZE", default_value = "4MiB", value_parser = parse_ring_size)]
     pub ring_buffer: u32,
+    /// Log, from the eBPF programs, each limit decision, deny rewrite,
+    /// skipped run and full map (as `gpumem: bpf: ...` lines on stderr):
+    /// for when something looks wrong. Off, it costs nothing: the verifier
+    /// removes the logging from the programs.
+    #[arg(long)]
+    pub bpf_log: bool,
 }
 
 #[derive(Debug, Parser)]
@@ -156,26 +162,37 @@ pub enum LimitAction {
 /// timers' arithmetic would overflow).
 const LONGEST: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
 
+/// Why a duration given on the command line is refused.
+#[derive(Debug, thiserror::Error)]
+pub enum DurationError {
+    #[error("`{0}`: give a positive duration (seconds, or e.g. 90s, 5m)")]
+    NotPositive(String),
+    #[error("`{text}` is not a duration ({source}): give seconds, or e.g. 90s, 5m")]
+    Unreadable { text: String, source: humantime::DurationError },
+    #[error("`{0}`: give a positive duration of at most a century")]
+    OutOfRange(String),
+}
+
 /// A positive duration: a number of seconds (`1.5`) or a humantime
 /// duration (`90s`, `5m`, `250ms`).
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
+pub fn parse_duration(s: &str) -> Result<Duration, DurationError> {
     let t = s.trim();
     let d = match t.parse::<f64>() {
         Ok(secs) if secs.is_finite() && secs > 0.0 && secs < LONGEST.as_secs_f64() => {
             Duration::from_secs_f64(secs)
         }
-        Ok(_) => return Err(format!("`{s}`: give a positive duration (seconds, or e.g. 90s, 5m)")),
+        Ok(_) => return Err(DurationError::NotPositive(s.into())),
         Err(_) => humantime::parse_duration(t)
-            .map_err(|e| format!("`{s}` is not a duration ({e}): give seconds, or e.g. 90s, 5m"))?,
+            .map_err(|source| DurationError::Unreadable { text: s.into(), source })?,
     };
     if d.is_zero() || d > LONGEST {
-        return Err(format!("`{s}`: give a positive duration of at most a century"));
+        return Err(DurationError::OutOfRange(s.into()));
     }
     Ok(d)
 }
 
 /// [`parse_duration`], where 0 means off (zero).
-pub fn parse_duration_or_off(s: &str) -> Result<Duration, String> {
+pub fn parse_duration_or_off(s: &str) -> Result<Duration, DurationError> {
     if s.trim().parse::<f64>() == Ok(0.0) {
         return Ok(Duration::ZERO);
     }
@@ -215,6 +232,17 @@ mod tests {
         for bad in ["0", "-1", "soon", "inf", "1e30"] {
             let err = Cli::try_parse_from(["gpumem", "run", "--duration", bad]).unwrap_err().to_string();
             assert!(err.contains(bad), "{err}");
+        }
+    }
+
+    proptest::proptest! {
+        /// Any text is a positive duration of at most a century, or a
+        /// reason; never a panic.
+        #[test]
+        fn any_duration_text_parses_or_is_refused(text in ".{0,16}") {
+            if let Ok(d) = parse_duration(&text) {
+                proptest::prop_assert!(!d.is_zero() && d <= LONGEST);
+            }
         }
     }
 

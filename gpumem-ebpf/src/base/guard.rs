@@ -65,10 +65,38 @@ pub fn exclusive(guard: u32, body: impl FnOnce() -> u32) -> u32 {
             return 0;
         }
     }
+    log_skips(g, guard);
     let r = body();
     // SAFETY: as above.
     unsafe { core::ptr::write_volatile(core::ptr::addr_of_mut!((*g).busy), 0) };
     r
+}
+
+/// With `--bpf-log`, says how many runs of this program were skipped on
+/// this CPU since it last said so. Done by the next run that takes the
+/// guard: a skipped run must not touch the stack it would share.
+#[inline(always)]
+fn log_skips(g: *mut Running, guard: u32) {
+    if !crate::base::log::ENABLED {
+        return;
+    }
+    // SAFETY: this CPU's entry, held by this run.
+    let (skipped, logged) = unsafe {
+        (
+            core::ptr::read_volatile(core::ptr::addr_of!((*g).skipped)),
+            core::ptr::read_volatile(core::ptr::addr_of!((*g).logged)),
+        )
+    };
+    if skipped != logged {
+        crate::base::log::log_warn!(
+            &(),
+            "{} run(s) of program {} skipped on this CPU (a run of it was under way)",
+            skipped - logged,
+            guard
+        );
+        // SAFETY: as above.
+        unsafe { core::ptr::write_volatile(core::ptr::addr_of_mut!((*g).logged), skipped) };
+    }
 }
 
 /// Defines a uprobe or uretprobe program `$name` that runs `$run(ctx)`

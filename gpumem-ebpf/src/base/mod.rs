@@ -1,10 +1,11 @@
 //! The bottom layer, used by every program: atomics, the ring-buffer
-//! records, the drop counters, the attach cookie and each program's run
-//! guard. Nothing here knows about accounting or limits.
+//! records, the drop counters, the attach cookie, each program's run guard
+//! and the diagnostic log. Nothing here knows about accounting or limits.
 pub mod atomic;
 pub mod cookie;
 pub mod counters;
 pub mod guard;
+pub mod log;
 pub mod records;
 
 /// `i` masked to `n` entries (`n` a power of two), right where an array is

@@ -31,6 +31,8 @@ pub enum BpfError {
     Attach { program: &'static str, symbol: &'static str, path: String, source: Box<ProgramError> },
     #[error("the eBPF object has no map `{0}`")]
     MissingMap(&'static str),
+    #[error("opening the eBPF programs' log (--bpf-log) failed")]
+    Log(#[source] Box<aya_log::Error>),
     #[error("opening map `{name}` failed")]
     Map { name: &'static str, source: Box<aya::maps::MapError> },
 }

@@ -110,7 +110,14 @@ fn every_uprobe_program_takes_its_guard_before_writing_to_its_stack() {
         println!("SKIPPED: this agent was built without its eBPF object (see build.rs)");
         return;
     }
-    let file = object::File::parse(super::OBJECT).expect("the eBPF object is an ELF file");
+    // Both objects: the plain one, and the one with `--bpf-log`'s logging.
+    for object in [super::OBJECT, super::OBJECT_LOG] {
+        check_object(object);
+    }
+}
+
+fn check_object(object: &[u8]) {
+    let file = object::File::parse(object).expect("the eBPF object is an ELF file");
     let guarded_programs: HashSet<&str> =
         gpumem_common::program::Program::ALL.iter().map(|p| p.name()).collect();
     let mut checked = HashSet::new();

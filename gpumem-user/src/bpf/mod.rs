@@ -9,6 +9,7 @@ mod error;
 #[cfg(test)]
 mod guard_check;
 pub mod kernel;
+pub mod log;
 mod parallel_load;
 pub mod probes;
 pub mod symbols;
@@ -33,6 +34,8 @@ use self::{
 
 /// The eBPF object, built by `build.rs`.
 static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/gpumem"));
+/// The same, with the programs' diagnostic log (`--bpf-log`).
+static OBJECT_LOG: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/gpumem-log"));
 
 /// Program `name` of the object, as its type.
 fn program<'a, P>(ebpf: &'a mut Ebpf, name: &'static str) -> Result<&'a mut P, BpfError>
@@ -60,6 +63,26 @@ pub struct AttachReport {
 
 type Link = (&'static str, UProbeLinkId);
 
+/// How the object is loaded.
+#[derive(Debug, Clone, Copy)]
+pub struct Options {
+    /// Limits with action deny make refused calls return
+    /// `CUDA_ERROR_OUT_OF_MEMORY` (only where [`Tracer::register_write_refusal`]
+    /// said None: elsewhere the programs do not load).
+    pub deny_by_registers: bool,
+    /// The ring buffer's size (a power of two, checked by the command line).
+    pub ring_bytes: u32,
+    /// Load the object whose programs log their decisions (`--bpf-log`);
+    /// the other has no logging compiled in.
+    pub bpf_log: bool,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Self { deny_by_registers: false, ring_bytes: gpumem_common::EVENTS_BYTES, bpf_log: false }
+    }
+}
+
 /// The loaded object with its attachments. Dropping it detaches everything.
 pub struct Tracer {
     ebpf: Ebpf,
@@ -69,31 +92,36 @@ pub struct Tracer {
 
 impl Tracer {
     /// Loads the object and every program, and attaches the exit and exec
-    /// tracepoints; deny off, the default ring buffer.
+    /// tracepoints, with the default options.
     pub fn load() -> Result<Self, BpfError> {
-        let mut tracer = Self::open(false, gpumem_common::EVENTS_BYTES)?;
+        let mut tracer = Self::open(Options::default())?;
         tracer.load_programs()?;
         Ok(tracer)
     }
 
     /// The object with its maps created and no program loaded yet: enough
     /// for [`Self::register_write_refusal`], which decides how to open it
-    /// for good before the costly part, [`Self::load_programs`]. With
-    /// `deny_by_registers`, limits with action deny make refused calls
-    /// return `CUDA_ERROR_OUT_OF_MEMORY` (only where the refusal said None:
-    /// elsewhere the programs do not load). The ring buffer holds
-    /// `ring_bytes` (a power of two, checked by the command line).
-    pub fn open(deny_by_registers: bool, ring_bytes: u32) -> Result<Self, BpfError> {
-        if OBJECT.is_empty() {
+    /// for good before the costly part, [`Self::load_programs`].
+    pub fn open(options: Options) -> Result<Self, BpfError> {
+        let object = if options.bpf_log { OBJECT_LOG } else { OBJECT };
+        if object.is_empty() {
             return Err(BpfError::NoObject);
         }
-        let flag = u8::from(deny_by_registers);
-        let ebpf = EbpfLoader::new()
-            .override_global("DENY_BY_REGISTERS", &flag, true)
-            .map_max_entries(gpumem_common::map_name::EVENTS, ring_bytes)
-            .load(OBJECT)
-            .map_err(|e| BpfError::Load(Box::new(e)))?;
+        let deny = u8::from(options.deny_by_registers);
+        let mut loader = EbpfLoader::new();
+        loader
+            .override_global("DENY_BY_REGISTERS", &deny, true)
+            .map_max_entries(gpumem_common::map_name::EVENTS, options.ring_bytes);
+        if options.bpf_log {
+            loader.override_global(aya_log::LEVEL, &log::LEVEL, true);
+        }
+        let ebpf = loader.load(object).map_err(|e| BpfError::Load(Box::new(e)))?;
         Ok(Self { ebpf, links: Vec::new(), _tracepoint_links: Vec::new() })
+    }
+
+    /// The programs' diagnostic log (`--bpf-log`), read from here on.
+    pub fn take_log(&mut self) -> Result<log::BpfLog, BpfError> {
+        log::BpfLog::take(&mut self.ebpf)
     }
 
     /// Loads (verifies) every program and attaches the exit and exec

@@ -281,3 +281,42 @@ fn pid_and_comm_limits_apply_to_their_processes_only() {
     let lines = agent.wait_for("a limit record", |l| !l.all_decisions().is_empty());
     assert_eq!(lines.all_decisions()[0].limit, "comm:gpumem-workload");
 }
+
+#[test]
+fn bpf_log_says_each_limit_decision_from_the_kernel() {
+    if !privileged() {
+        return;
+    }
+    let cg = Cgroup::create("limit-log");
+    let agent =
+        Agent::start(&["--bpf-log", "--limit", &format!("cgroup:{}=10MiB,soft=5MiB,action=audit", cg.path)]);
+    let w = steps(&cg, 3 * MIB, 5);
+    let pid = w.pid();
+    let (_, status) = w.until_exit();
+    assert!(status.success(), "{status:?}");
+    let lines = agent.wait_for("the exit record", |l| l.count(pid, RecordEvent::Exit) == 1);
+    // One log line per decision record, with the same numbers, said by
+    // the program that made the decision.
+    let mut expected: Vec<String> = lines
+        .decisions(pid, DecisionEvent::Limit)
+        .iter()
+        .chain(lines.decisions(pid, DecisionEvent::LimitSoft).iter())
+        .map(|d| {
+            let kind = if d.caller.event == DecisionEvent::Limit { "hard" } else { "soft" };
+            format!("bytes asked with {} counted cross {} ({kind})", d.usage, d.limit_bytes)
+        })
+        .collect();
+    assert_eq!(expected.len(), 3, "two hard crossings and one soft");
+    expected.sort();
+    let said = || {
+        let mut said: Vec<String> = agent
+            .stderr()
+            .lines()
+            .filter_map(|l| l.strip_prefix("gpumem: bpf: limit slot 0: 3145728 "))
+            .map(|l| l.split(": action").next().unwrap_or(l).to_string())
+            .collect();
+        said.sort();
+        said
+    };
+    agent.wait_for_state("the kernel's log of the decisions", said, |s| *s == expected);
+}

@@ -60,22 +60,18 @@ pub fn lint() -> anyhow::Result<()> {
         "warnings",
     ]))
     .context("clippy on the user-space crates")?;
-    run(cmd("cargo")
-        .current_dir(root())
-        .args([
-            "+nightly",
-            "clippy",
-            "-q",
-            "-p",
-            "gpumem-ebpf",
-            "--target",
-            "bpfel-unknown-none",
-            "-Z",
-            "build-std=core",
-        ])
-        .arg("--target-dir")
-        .arg(target_dir().join("ebpf-clippy"))
-        .args(["--", "-D", "warnings"])
-        .env("CARGO_ENCODED_RUSTFLAGS", "--cfg=bpf_target_arch=\"x86_64\"\x1f-Ctarget-cpu=v3"))
-    .context("clippy on the eBPF crate")
+    // The eBPF crate, as both objects are built: plain and with `--bpf-log`'s logging.
+    for features in [&[][..], &["--features", "log"]] {
+        run(cmd("cargo")
+            .current_dir(root())
+            .args(["+nightly", "clippy", "-q", "-p", "gpumem-ebpf", "--target", "bpfel-unknown-none"])
+            .args(["-Z", "build-std=core"])
+            .args(features)
+            .arg("--target-dir")
+            .arg(target_dir().join("ebpf-clippy"))
+            .args(["--", "-D", "warnings"])
+            .env("CARGO_ENCODED_RUSTFLAGS", "--cfg=bpf_target_arch=\"x86_64\"\x1f-Ctarget-cpu=v3"))
+        .with_context(|| format!("clippy on the eBPF crate {features:?}"))?;
+    }
+    Ok(())
 }

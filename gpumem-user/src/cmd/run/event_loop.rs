@@ -12,7 +12,12 @@ use tokio::{
 };
 
 use super::setup;
-use crate::{agent::Agent, bpf::Tracer, cli::RunArgs, control};
+use crate::{
+    agent::Agent,
+    bpf::{log::BpfLog, Tracer},
+    cli::RunArgs,
+    control,
+};
 
 /// How often the agent drains records the kernel submitted quietly.
 const DRAIN_EVERY: Duration = Duration::from_millis(20);
@@ -24,6 +29,8 @@ pub struct State {
     pub agent: Agent,
     pub tracer: Tracer,
     pub ring: AsyncFd<RingBuf<MapData>>,
+    /// The programs' log, with `--bpf-log`.
+    pub bpf_log: Option<BpfLog>,
     /// Library files that could not be attached (said once).
     pub rejected: HashSet<(u64, u64)>,
 }
@@ -82,7 +89,12 @@ pub async fn run(s: &mut State, args: &RunArgs) -> anyhow::Result<()> {
                     let _ = reply.send(s.agent.answer(request));
                 }
                 _ = signals.hup.recv() => reload(&mut s.agent, args),
-                _ = drain_tick.tick() => drain(s.ring.get_mut(), &mut s.agent)?,
+                _ = drain_tick.tick() => {
+                    drain(s.ring.get_mut(), &mut s.agent)?;
+                    if let Some(log) = s.bpf_log.as_mut() {
+                        log.drain();
+                    }
+                }
                 _ = health.tick() => {
                     let tracer = &s.tracer;
                     s.agent.check_health(|tgid| tracer.release_gone(tgid)).context("writing records")?;

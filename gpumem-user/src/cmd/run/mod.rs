@@ -26,7 +26,8 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     let libs =
         if args.libcuda.is_empty() { discover::discover()? } else { discover::explicit(&args.libcuda)? };
     let sink = setup::open_sink(args.output.as_deref(), args.format)?;
-    let (mut tracer, deny_reason) = setup::open_tracer(args.ring_buffer)?;
+    let (mut tracer, deny_reason) = setup::open_tracer(&args)?;
+    let bpf_log = args.bpf_log.then(|| tracer.take_log()).transpose()?;
     let policy = setup::policy(&args)?;
     let (limits, installed) = Limits::install(&mut tracer, &policy, setup::cgroup_root(), deny_reason)?;
     for i in &installed {
@@ -42,7 +43,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         .map_err(|e| anyhow::anyhow!("watching the ring buffer: {e}"))?;
     let kernel = KernelMaps::take(&mut tracer)?;
     let agent = Agent::new(sink, kernel, limits, &libs.libs);
-    let mut state = event_loop::State { agent, tracer, ring, rejected: Default::default() };
+    let mut state = event_loop::State { agent, tracer, ring, bpf_log, rejected: Default::default() };
     let result = event_loop::run(&mut state, &args).await;
     let _ = std::fs::remove_file(&args.socket);
     result?;

@@ -8,7 +8,7 @@ use crate::{
     agent::Agent,
     bpf::{
         discover::{self, Library},
-        AttachReport, Tracer,
+        AttachReport, Options, Tracer,
     },
     cli::{Format, RunArgs},
     enrich::cgroup::host_cgroup2_mount,
@@ -34,11 +34,14 @@ pub fn policy(args: &RunArgs) -> anyhow::Result<Policy> {
 /// live (see gpumem-ebpf's deny.rs), so a deny limit set at run time works
 /// too. Asked before the programs are verified, so that they are verified
 /// once.
-pub fn open_tracer(ring_bytes: u32) -> anyhow::Result<(Tracer, Option<String>)> {
-    let mut tracer = Tracer::open(false, ring_bytes)?;
+pub fn open_tracer(args: &RunArgs) -> anyhow::Result<(Tracer, Option<String>)> {
+    let mut options =
+        Options { deny_by_registers: false, ring_bytes: args.ring_buffer, bpf_log: args.bpf_log };
+    let mut tracer = Tracer::open(options)?;
     let deny_reason = tracer.register_write_refusal();
     if deny_reason.is_none() {
-        tracer = Tracer::open(true, ring_bytes)?;
+        options.deny_by_registers = true;
+        tracer = Tracer::open(options)?;
     }
     tracer.load_programs()?;
     Ok((tracer, deny_reason))
