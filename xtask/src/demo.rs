@@ -20,13 +20,11 @@ use crate::{
 const READY: &str = "gpumem: ready";
 
 fn cgroup2_root() -> anyhow::Result<PathBuf> {
-    let info = std::fs::read_to_string("/proc/self/mountinfo")?;
-    info.lines()
-        .find_map(|l| {
-            let (pre, post) = l.split_once(" - ")?;
-            (post.split_whitespace().next()? == "cgroup2")
-                .then(|| PathBuf::from(pre.split_whitespace().nth(4).unwrap()))
-        })
+    let mounts = procfs::process::Process::myself()?.mountinfo()?;
+    mounts
+        .iter()
+        .find(|m| m.fs_type == "cgroup2")
+        .map(|m| m.mount_point.clone())
         .context("this host has no cgroup2 mount; the demo needs one for its two teams")
 }
 

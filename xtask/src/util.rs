@@ -73,31 +73,19 @@ pub fn output(c: &mut Command) -> anyhow::Result<String> {
 }
 
 pub fn is_root() -> bool {
-    // /proc/self/status's Uid line: real, effective, saved, fs.
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines().find(|l| l.starts_with("Uid:")).map(|l| l.split_whitespace().nth(2) == Some("0"))
-        })
-        .unwrap_or(false)
+    nix::unistd::geteuid().is_root()
 }
 
-extern "C" {
-    fn kill(pid: i32, sig: i32) -> i32;
-}
-
-/// Sends SIGINT to a child, as Ctrl-C would.
+/// Sends SIGINT to a child, as Ctrl-C would (a child already gone is no
+/// error).
 pub fn interrupt(pid: u32) {
-    // SAFETY: kill(2) on a pid we spawned.
-    unsafe { kill(pid as i32, 2) };
+    let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), nix::sys::signal::Signal::SIGINT);
 }
 
-/// Where `program` is on PATH, if it is.
+/// Where `program` is on the project's PATH, if it is.
 pub fn which(program: &str) -> Option<PathBuf> {
-    output(Command::new("sh").args(["-c", &format!("command -v {program}")]))
-        .ok()
-        .map(|s| PathBuf::from(s.trim()))
-        .filter(|p| p.is_absolute() && p.exists())
+    let cwd = std::env::current_dir().ok()?;
+    ::which::which_in(program, Some(path_env()), cwd).ok()
 }
 
 /// `program`, installing Debian's `package` first if it is not on PATH.

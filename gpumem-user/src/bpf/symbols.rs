@@ -90,12 +90,15 @@ impl SymbolOffsets {
     }
 }
 
-/// The distance from `start` to the first 0xC3 byte after it, before `end`.
+/// x86-64's `ret` (near return) opcode.
+pub const RET: u8 = 0xC3;
+
+/// The distance from `start` to the first [`RET`] byte after it, before `end`.
 fn first_ret(data: &[u8], start: usize, end: usize) -> Option<u32> {
     let from = start.checked_add(1)?;
     let to = end.min(start.saturating_add(RET_SEARCH));
     let window = data.get(from..to)?;
-    window.iter().position(|&b| b == 0xC3).map(|i| (i + 1) as u32)
+    window.iter().position(|&b| b == RET).map(|i| (i + 1) as u32)
 }
 
 #[cfg(test)]
@@ -132,7 +135,7 @@ mod tests {
         let syms = SymbolOffsets::load(libc).unwrap();
         let data = std::fs::read(libc).unwrap();
         let (off, delta) = (syms.offset("malloc").unwrap(), syms.ret_delta("malloc").unwrap());
-        assert_eq!(data[(off + delta as u64) as usize], 0xC3);
+        assert_eq!(data[(off + delta as u64) as usize], RET);
     }
 
     #[test]

@@ -208,15 +208,16 @@ pub struct UsageLine {
 }
 
 /// The `event` of a dropped line.
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "snake_case")]
 pub enum DroppedEvent {
+    #[default]
     Dropped,
 }
 
 /// Kernel counters that moved since the last report: records lost and
 /// accounting the kernel could not complete.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
 pub struct DroppedLine {
     pub ts_ns: u64,
     pub event: DroppedEvent,

@@ -49,19 +49,7 @@ mod tests {
         let mut out = Vec::new();
         {
             let mut s = JsonSink::new(&mut out);
-            let d = DroppedLine {
-                ts_ns: 1,
-                event: crate::output::DroppedEvent::Dropped,
-                records: 2,
-                total: 3,
-                map_full: 0,
-                unmatched_returns: 0,
-                cgroup_slots_full: 0,
-                out_ptr_unreadable: 0,
-                skipped_runs: 0,
-                malformed: 0,
-                missed_exits: 0,
-            };
+            let d = DroppedLine { ts_ns: 1, records: 2, total: 3, ..DroppedLine::default() };
             s.write(&Line::Dropped(d.clone())).unwrap();
             s.write(&Line::Dropped(d)).unwrap();
             s.flush().unwrap();

@@ -36,12 +36,10 @@ impl Records for [Line] {
     }
 
     fn all_events(&self, event: RecordEvent) -> Vec<&EventLine> {
-        self.iter()
-            .filter_map(|l| match l {
-                Line::Event(e) if e.caller.event == event => Some(e),
-                _ => None,
-            })
-            .collect()
+        pick(self, |l| match l {
+            Line::Event(e) if e.caller.event == event => Some(e),
+            _ => None,
+        })
     }
 
     fn decisions(&self, pid: u32, event: DecisionEvent) -> Vec<&LimitLine> {
@@ -49,31 +47,30 @@ impl Records for [Line] {
     }
 
     fn all_decisions(&self) -> Vec<&LimitLine> {
-        self.iter()
-            .filter_map(|l| match l {
-                Line::Limit(d) => Some(d),
-                _ => None,
-            })
-            .collect()
+        pick(self, |l| match l {
+            Line::Limit(d) => Some(d),
+            _ => None,
+        })
     }
 
     fn usage(&self, scope: Scope) -> Vec<&UsageLine> {
-        self.iter()
-            .filter_map(|l| match l {
-                Line::Usage(u) if u.scope == scope => Some(u),
-                _ => None,
-            })
-            .collect()
+        pick(self, |l| match l {
+            Line::Usage(u) if u.scope == scope => Some(u),
+            _ => None,
+        })
     }
 
     fn dropped(&self) -> Vec<&DroppedLine> {
-        self.iter()
-            .filter_map(|l| match l {
-                Line::Dropped(d) => Some(d),
-                _ => None,
-            })
-            .collect()
+        pick(self, |l| match l {
+            Line::Dropped(d) => Some(d),
+            _ => None,
+        })
     }
+}
+
+/// The lines `f` picks, as what it picks of each.
+fn pick<'a, T>(lines: &'a [Line], f: impl Fn(&'a Line) -> Option<&'a T>) -> Vec<&'a T> {
+    lines.iter().filter_map(f).collect()
 }
 
 /// The rule for `target` in `gpumem limit list`'s answer.

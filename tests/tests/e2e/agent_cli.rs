@@ -1,8 +1,15 @@
 //! The agent's refusals: clear errors for bad input and missing privileges,
 //! and a clean start/stop cycle.
-use std::process::Command;
+use std::{
+    io::{BufRead, BufReader, Write},
+    os::unix::net::UnixStream,
+    process::Command,
+};
 
-use gpumem::output::{Scope, SplitLine};
+use gpumem::{
+    control::{Request, Response},
+    output::{Scope, SplitLine},
+};
 use gpumem_tests::harness::*;
 
 fn run_agent(args: &[&str]) -> (bool, String) {
@@ -105,4 +112,27 @@ fn periodic_usage_records_split_by_kind_and_device() {
     let g = &new.usage(Scope::Cgroup).into_iter().find(|u| u.entry.cgroup_id == cg.id).unwrap().entry;
     assert_eq!(g.bytes, c.held);
     w.run_to_end();
+}
+
+#[test]
+fn the_control_socket_answers_what_it_cannot_read_with_an_error_and_goes_on() {
+    if !privileged() {
+        return;
+    }
+    let agent = Agent::start(&[]);
+    let mut conn = UnixStream::connect(&agent.socket).expect("connecting to the control socket");
+    let mut answers = BufReader::new(conn.try_clone().unwrap()).lines();
+    for garbage in ["status", "{\"request\":\"explode\"}", "{", "\u{1f}\u{7f}"] {
+        writeln!(conn, "{garbage}").unwrap();
+        let answer = answers.next().expect("an answer").unwrap();
+        let Response::Error(why) = serde_json::from_str(&answer).unwrap() else {
+            panic!("`{garbage}` answered {answer}");
+        };
+        assert!(why.contains("not a request"), "{why}");
+    }
+    // The same connection still takes a real request, and the agent serves others.
+    writeln!(conn, "{}", serde_json::to_string(&Request::LimitList).unwrap()).unwrap();
+    let answer = answers.next().expect("an answer").unwrap();
+    assert_eq!(serde_json::from_str::<Response>(&answer).unwrap(), Response::Limits(vec![]));
+    assert!(agent.status().libraries.len() == 1);
 }

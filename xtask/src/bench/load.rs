@@ -72,24 +72,14 @@ fn wait_for_records(
 
 /// CPU time of every thread of `pid` so far (schedstat: ns on a CPU).
 fn cpu_ns(pid: u32) -> u64 {
-    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return 0 };
-    tasks
-        .flatten()
-        .filter_map(|t| std::fs::read_to_string(t.path().join("schedstat")).ok())
-        .filter_map(|s| s.split_whitespace().next().and_then(|n| n.parse::<u64>().ok()))
-        .sum()
+    let Ok(tasks) = procfs::process::Process::new(pid as i32).and_then(|p| p.tasks()) else { return 0 };
+    tasks.flatten().filter_map(|t| t.schedstat().ok()).map(|s| s.sum_exec_runtime).sum()
 }
 
-/// A field of /proc/PID/status in MB (`VmHWM`: peak RSS, `VmRSS`: now).
-fn status_mb(pid: u32, field: &str) -> f64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with(field))
-                .and_then(|l| l.split_whitespace().nth(1).and_then(|kb| kb.parse::<f64>().ok()))
-        })
-        .map_or(0.0, |kb| kb / 1024.0)
+/// The agent's peak resident size (`VmHWM`) in MB.
+fn peak_rss_mb(pid: u32) -> f64 {
+    let status = procfs::process::Process::new(pid as i32).and_then(|p| p.status());
+    status.ok().and_then(|s| s.vmhwm).map_or(0.0, |kb| kb as f64 / 1024.0)
 }
 
 /// Starts a new peak for `VmHWM` (proc(5), clear_refs "5").
@@ -125,7 +115,7 @@ impl Meter<'_> {
             load: load.to_string(),
             events_per_s: produced as f64 / produce_time.as_secs_f64(),
             agent_cpu_pct: (cpu_ns(self.pid) - cpu0) as f64 / wall.as_nanos() as f64 * 100.0,
-            agent_peak_rss_mb: status_mb(self.pid, "VmHWM:"),
+            agent_peak_rss_mb: peak_rss_mb(self.pid),
         };
         eprintln!("xtask: bench {load}: {row:?}");
         Ok(row)

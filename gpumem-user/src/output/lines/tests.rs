@@ -74,19 +74,7 @@ fn every_line_reads_back_as_the_line_it_was() {
         ("cgroup:/a".into(), "signal:9".into()),
     );
     assert_eq!(limit.action, "signal:9");
-    let dropped = DroppedLine {
-        ts_ns: 1,
-        event: DroppedEvent::Dropped,
-        records: 2,
-        total: 3,
-        map_full: 0,
-        unmatched_returns: 0,
-        cgroup_slots_full: 0,
-        out_ptr_unreadable: 0,
-        skipped_runs: 0,
-        malformed: 0,
-        missed_exits: 0,
-    };
+    let dropped = DroppedLine { ts_ns: 1, records: 2, total: 3, ..DroppedLine::default() };
     let usage =
         UsageLine { ts_ns: 1, event: UsageEvent::Usage, scope: Scope::Cgroup, entry: StatusEntry::default() };
     let event = EventLine::new(&alloc(), Some("/a".into()), None).unwrap();
