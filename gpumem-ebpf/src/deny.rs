@@ -41,12 +41,7 @@ pub fn return_out_of_memory(ctx: &ProbeContext, delta: u64) {
         (*regs).rax = CUDA_ERROR_OUT_OF_MEMORY as u64;
         (*regs).rip += delta;
     }
-    crate::base::log::log_info!(
-        ctx,
-        "deny: the call returns {} from the ret {} bytes in",
-        CUDA_ERROR_OUT_OF_MEMORY,
-        delta
-    );
+    crate::base::log::deny(CUDA_ERROR_OUT_OF_MEMORY, delta);
 }
 
 /// Never attached: `gpumem` loads it to learn whether this kernel lets

@@ -25,7 +25,6 @@ use crate::{
     account::limit_usage::release,
     base::{
         atomic::{add_nofetch, compare_exchange, fetch_add},
-        log::log_info,
         records::{emit, Subject},
     },
     maps::{COMM_LIMITS, LIMITS, LIMITS_IN_FORCE, LIMIT_BASE, LIMIT_INDEX, LIMIT_STATE},
@@ -163,24 +162,7 @@ pub fn admit(size: u64, device: u32, api: u32, can_deny: bool) -> Admission {
 /// logs it, with `--bpf-log`).
 #[inline(always)]
 fn report(event: u32, api: u32, d: Decision) {
-    if crate::base::log::ENABLED {
-        let action = match d.action {
-            limit_action::AUDIT => "audit",
-            limit_action::SIGNAL => "signal",
-            _ => "deny",
-        };
-        let hard = if event == event_type::LIMIT { "hard" } else { "soft" };
-        log_info!(
-            &(),
-            "limit slot {}: {} bytes asked with {} counted cross {} ({}): action {}",
-            d.slot,
-            d.request,
-            d.usage,
-            d.limit,
-            hard,
-            action
-        );
-    }
+    crate::base::log::decision(event, &d);
     // SAFETY: plain helper call.
     let cgroup_id = unsafe { bpf_get_current_cgroup_id() };
     let who = Subject { pid_tgid: bpf_get_current_pid_tgid(), cgroup_id };

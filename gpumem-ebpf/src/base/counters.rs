@@ -2,13 +2,13 @@
 //! summed and reported by the agent.
 use gpumem_common::stat;
 
-use crate::{base::log::log_warn, maps::STATS};
+use crate::maps::STATS;
 
 /// Counts one occurrence of `stat::*` on this CPU.
 #[inline(always)]
 pub fn count(which: u32) {
-    if crate::base::log::ENABLED && which == stat::MAP_FULL {
-        log_warn!(&(), "a map is full: an insert failed, this call's accounting is incomplete");
+    if which == stat::MAP_FULL {
+        crate::base::log::map_full();
     }
     if let Some(p) = STATS.get_ptr_mut(which) {
         // SAFETY: per-CPU slot, no other writer on this CPU while we run.

@@ -88,12 +88,7 @@ fn log_skips(g: *mut Running, guard: u32) {
         )
     };
     if skipped != logged {
-        crate::base::log::log_warn!(
-            &(),
-            "{} run(s) of program {} skipped on this CPU (a run of it was under way)",
-            skipped - logged,
-            guard
-        );
+        crate::base::log::skipped(skipped - logged, guard);
         // SAFETY: as above.
         unsafe { core::ptr::write_volatile(core::ptr::addr_of_mut!((*g).logged), skipped) };
     }

@@ -3,37 +3,115 @@
 //! maps, logged from the programs through aya-log's ring buffer.
 //!
 //! The object is built twice (see gpumem-user's build.rs): without the
-//! `log` feature every log statement is compiled out, and that object is
-//! what the agent loads unless `--bpf-log` asks for the one built with it.
-//! So logging off costs exactly nothing: the programs, the instructions
-//! the verifier processes and their stack are those of an object without
+//! `log` feature every log call here is empty, and that object is what the
+//! agent loads unless `--bpf-log` asks for the one built with it. So
+//! logging off costs exactly nothing: the programs, the instructions the
+//! verifier processes and their stack are those of an object without
 //! logging. (A read-only flag the verifier prunes was measured first: each
 //! gate is still a load and a branch on every path the verifier walks,
 //! 159k -> 167k instructions processed with the flag off, and the log
 //! statements' stack slots stay in every program.)
+//!
+//! In the logging object each kind of line is written by a global function
+//! (`gpumem_log_*`, not inlined, scalar arguments): the kernel verifies it
+//! once, on its own, instead of along every path of every program that
+//! logs: 395k instructions processed for the whole logging object, where
+//! aya-log's code inlined at each call made it 3.0M (the allocation
+//! entries 30x costlier), too slow to start under emulation.
+use gpumem_common::Decision;
 
 /// Whether this object logs (`--bpf-log`).
 pub const ENABLED: bool = cfg!(feature = "log");
 
-/// aya-log's `info!`, in the logging object only (elsewhere its arguments
-/// are only named, so values computed for a log line are not unused).
-macro_rules! log_info {
-    ($($args:tt)*) => {{
-        #[cfg(feature = "log")]
-        aya_log_ebpf::info!($($args)*);
-        #[cfg(not(feature = "log"))]
-        let _ = ($($args)*);
-    }};
+/// A limit's decision (`event`: `limit` or `limit_soft`).
+#[inline(always)]
+pub fn decision(event: u32, d: &Decision) {
+    #[cfg(feature = "log")]
+    gpumem_log_decision(
+        u64::from(d.slot) | (u64::from(event) << 32),
+        d.request,
+        d.usage,
+        d.limit,
+        u64::from(d.action),
+    );
+    #[cfg(not(feature = "log"))]
+    let _ = (event, d);
 }
 
-/// aya-log's `warn!`, as [`log_info!`].
-macro_rules! log_warn {
-    ($($args:tt)*) => {{
-        #[cfg(feature = "log")]
-        aya_log_ebpf::warn!($($args)*);
-        #[cfg(not(feature = "log"))]
-        let _ = ($($args)*);
-    }};
+/// A deny rewrite: the call returns `result` from the `ret` `delta` bytes on.
+#[inline(always)]
+pub fn deny(result: u32, delta: u64) {
+    #[cfg(feature = "log")]
+    gpumem_log_deny(u64::from(result), delta);
+    #[cfg(not(feature = "log"))]
+    let _ = (result, delta);
 }
 
-pub(crate) use {log_info, log_warn};
+/// `skipped` runs of the program with guard `guard` were skipped on this CPU.
+#[inline(always)]
+pub fn skipped(skipped: u64, guard: u32) {
+    #[cfg(feature = "log")]
+    gpumem_log_skipped(skipped, u64::from(guard));
+    #[cfg(not(feature = "log"))]
+    let _ = (skipped, guard);
+}
+
+/// A map insert failed: the map is full.
+#[inline(always)]
+pub fn map_full() {
+    #[cfg(feature = "log")]
+    gpumem_log_map_full();
+}
+
+#[cfg(feature = "log")]
+#[inline(never)]
+#[no_mangle]
+extern "C" fn gpumem_log_decision(slot_event: u64, request: u64, usage: u64, limit: u64, action: u64) -> u64 {
+    use gpumem_common::{event_type, limit_action};
+    let action = match action as u32 {
+        limit_action::AUDIT => "audit",
+        limit_action::SIGNAL => "signal",
+        _ => "deny",
+    };
+    let which = if (slot_event >> 32) as u32 == event_type::LIMIT { "hard" } else { "soft" };
+    aya_log_ebpf::info!(
+        &(),
+        "limit slot {}: {} bytes asked with {} counted cross {} ({}): action {}",
+        slot_event as u32,
+        request,
+        usage,
+        limit,
+        which,
+        action
+    );
+    0
+}
+
+#[cfg(feature = "log")]
+#[inline(never)]
+#[no_mangle]
+extern "C" fn gpumem_log_deny(result: u64, delta: u64) -> u64 {
+    aya_log_ebpf::info!(&(), "deny: the call returns {} from the ret {} bytes on", result, delta);
+    0
+}
+
+#[cfg(feature = "log")]
+#[inline(never)]
+#[no_mangle]
+extern "C" fn gpumem_log_skipped(skipped: u64, guard: u64) -> u64 {
+    aya_log_ebpf::warn!(
+        &(),
+        "{} run(s) of program {} skipped on this CPU (a run of it was under way)",
+        skipped,
+        guard
+    );
+    0
+}
+
+#[cfg(feature = "log")]
+#[inline(never)]
+#[no_mangle]
+extern "C" fn gpumem_log_map_full() -> u64 {
+    aya_log_ebpf::warn!(&(), "a map is full: an insert failed, this call's accounting is incomplete");
+    0
+}
