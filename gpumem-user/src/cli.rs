@@ -32,7 +32,8 @@ pub enum Command {
     /// `gpumem run` with --config also rereads its file on SIGHUP.
     Limit(LimitArgs),
     /// Report what this kernel allows: uprobes, ring buffer, BTF, cgroup v2,
-    /// signals from BPF, uprobe register writes (needed by deny).
+    /// signals from BPF, uprobe register writes (needed by deny); with
+    /// --libcuda, where each probe would sit in that library.
     Probe(ProbeArgs),
     /// Attach empty programs at every probe site (for `cargo xtask bench`).
     #[command(hide = true)]
@@ -114,6 +115,12 @@ pub struct ProbeArgs {
     /// Print the report as JSON.
     #[arg(long)]
     pub json: bool,
+    /// Also say, for this libcuda file (repeatable), where each probe would
+    /// go and how this kernel would run it there: emulated at the entry,
+    /// shifted to an instruction it emulates, or single-stepped (a second
+    /// trap on every call). Reads the file; attaches nothing.
+    #[arg(long, value_name = "PATH")]
+    pub libcuda: Vec<PathBuf>,
 }
 
 #[derive(Debug, Parser)]

@@ -4,6 +4,7 @@
 //! symbols to file offsets; `discover` finds the libraries; `kernel` reads
 //! the kernel's usage maps. The ring buffer reader lives with the agent's
 //! event loop (`cmd::run`); the limit maps are written by `limits`.
+pub mod attach;
 pub mod discover;
 mod error;
 #[cfg(test)]
@@ -11,26 +12,21 @@ mod guard_check;
 pub mod kernel;
 pub mod log;
 mod parallel_load;
+pub mod placement;
 pub mod probes;
+pub mod site;
 pub mod symbols;
-
-use std::collections::HashMap;
 
 use aya::{
     programs::{
-        raw_trace_point::RawTracePointLinkId,
-        uprobe::{UProbeAttachLocation, UProbeAttachPoint, UProbeLinkId, UProbeScope},
-        ProgramError, RawTracePoint, RawTracePointRunOptions, TestRun, UProbe,
+        raw_trace_point::RawTracePointLinkId, uprobe::UProbeLinkId, ProgramError, RawTracePoint,
+        RawTracePointRunOptions, TestRun, UProbe,
     },
     Ebpf, EbpfLoader,
 };
 
 pub use self::error::BpfError;
-use self::{
-    discover::Library,
-    probes::{probes, Need, Probe},
-    symbols::SymbolOffsets,
-};
+use self::{discover::Library, site::Emulation};
 
 /// The eBPF object, built by `build.rs`.
 static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/gpumem"));
@@ -46,19 +42,6 @@ where
         .ok_or(BpfError::MissingProgram(name))?
         .try_into()
         .map_err(|e| BpfError::Program { name, source: Box::new(e) })
-}
-
-/// What attaching to one library did.
-#[derive(Debug, Clone)]
-pub struct AttachReport {
-    pub library: Library,
-    /// Symbols probed (entry and return).
-    pub attached: Vec<&'static str>,
-    /// Optional symbols this library does not export.
-    pub missing: Vec<&'static str>,
-    /// Symbols at the same address as an earlier row: probed once, by the
-    /// earlier row, or every call would count twice.
-    pub aliases: Vec<(&'static str, &'static str)>,
 }
 
 type Link = (&'static str, UProbeLinkId);
@@ -88,6 +71,8 @@ pub struct Tracer {
     ebpf: Ebpf,
     links: Vec<(Library, Vec<Link>)>,
     _tracepoint_links: Vec<RawTracePointLinkId>,
+    /// What the running kernel emulates at a probe site (see `site`).
+    emulation: Emulation,
 }
 
 impl Tracer {
@@ -116,7 +101,7 @@ impl Tracer {
             loader.override_global(aya_log::LEVEL, &log::LEVEL, true);
         }
         let ebpf = loader.load(object).map_err(|e| BpfError::Load(Box::new(e)))?;
-        Ok(Self { ebpf, links: Vec::new(), _tracepoint_links: Vec::new() })
+        Ok(Self { ebpf, links: Vec::new(), _tracepoint_links: Vec::new(), emulation: Emulation::current() })
     }
 
     /// The programs' diagnostic log (`--bpf-log`), read from here on.
@@ -139,112 +124,6 @@ impl Tracer {
         }
         self._tracepoint_links = tracepoint_links;
         Ok(())
-    }
-
-    /// Attaches every probe-table row to `lib`. On failure nothing of this
-    /// library stays attached.
-    pub fn attach(&mut self, lib: &Library) -> Result<AttachReport, BpfError> {
-        self.attach_programs(lib, None)
-    }
-
-    /// [`Self::attach`], with `programs` (entry, return) in place of every
-    /// row's own: the bench's floor.
-    pub fn attach_programs(
-        &mut self,
-        lib: &Library,
-        programs: Option<(&'static str, &'static str)>,
-    ) -> Result<AttachReport, BpfError> {
-        let symbols = SymbolOffsets::load(&lib.path)?;
-        let path = lib.path.display().to_string();
-        let missing_required: Vec<&str> = probes()
-            .filter(|p| p.api.need == Need::Required && symbols.offset(p.symbol()).is_none())
-            .map(|p| p.symbol())
-            .collect();
-        if !missing_required.is_empty() {
-            return Err(BpfError::MissingRequired { path, symbols: missing_required.join(", ") });
-        }
-        let mut report = AttachReport {
-            library: lib.clone(),
-            attached: Vec::new(),
-            missing: Vec::new(),
-            aliases: Vec::new(),
-        };
-        let mut by_offset: HashMap<u64, &'static str> = HashMap::new();
-        let mut links: Vec<Link> = Vec::new();
-        for p in probes() {
-            let Some(offset) = symbols.offset(p.symbol()) else {
-                report.missing.push(p.symbol());
-                continue;
-            };
-            if let Some(first) = by_offset.get(&offset) {
-                report.aliases.push((p.symbol(), first));
-                continue;
-            }
-            by_offset.insert(offset, p.symbol());
-            if let Err(e) = self.attach_row(&p, programs, offset, &symbols, lib, &mut links) {
-                self.detach_links(links);
-                return Err(e);
-            }
-            report.attached.push(p.symbol());
-        }
-        self.links.push((lib.clone(), links));
-        Ok(report)
-    }
-
-    /// Attaches one row's entry and return programs at `offset` of `lib`,
-    /// adding their links to `links`.
-    fn attach_row(
-        &mut self,
-        p: &Probe,
-        programs: Option<(&'static str, &'static str)>,
-        offset: u64,
-        symbols: &SymbolOffsets,
-        lib: &Library,
-        links: &mut Vec<Link>,
-    ) -> Result<(), BpfError> {
-        let (entry, ret) = programs.unwrap_or((p.entry, p.ret));
-        let cookie =
-            gpumem_common::cookie::pack(p.api.id, p.api.kind, symbols.ret_delta(p.symbol()).unwrap_or(0));
-        for program in [entry, ret] {
-            let link = self.attach_one(program, offset, cookie, lib).map_err(|source| BpfError::Attach {
-                program,
-                symbol: p.symbol(),
-                path: lib.path.display().to_string(),
-                source: Box::new(source),
-            })?;
-            links.push((program, link));
-        }
-        Ok(())
-    }
-
-    fn attach_one(
-        &mut self,
-        program: &'static str,
-        offset: u64,
-        cookie: u64,
-        lib: &Library,
-    ) -> Result<UProbeLinkId, ProgramError> {
-        let prog: &mut UProbe = self.ebpf.program_mut(program).ok_or(ProgramError::NotLoaded)?.try_into()?;
-        let point = UProbeAttachPoint {
-            location: UProbeAttachLocation::AbsoluteOffset(offset),
-            cookie: Some(cookie),
-        };
-        prog.attach(point, &lib.path, UProbeScope::AllProcesses)
-    }
-
-    /// Detaches `links`. Each uprobe detach waits for a kernel grace
-    /// period under a lock the kernel holds across detaches: about 85 ms a
-    /// probe here, however many threads close them (measured with strace;
-    /// closing from parallel threads did not help). A multi-uprobe link
-    /// would pay once, but aya 0.14 cannot create one.
-    fn detach_links(&mut self, links: Vec<Link>) {
-        for (program, link) in links.into_iter().rev() {
-            if let Some(Ok(prog)) = self.ebpf.program_mut(program).map(<&mut UProbe>::try_from) {
-                // A detach that fails leaves nothing to undo: the link goes
-                // with its program when the object is dropped.
-                let _ = prog.detach(link);
-            }
-        }
     }
 
     /// Detaches every probe from every library. Dropping the tracer

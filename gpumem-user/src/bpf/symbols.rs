@@ -1,9 +1,11 @@
-//! Resolving driver symbols to file offsets, once per library file.
+//! Resolving driver symbols to file offsets and code, once per library
+//! file.
 //!
 //! aya can resolve a symbol per attach, but that parses the ELF file each
 //! time; a real libcuda is tens of megabytes and the table has dozens of
 //! rows. Parsing once also shows which symbols share an address (aliases),
-//! which must be attached once or every call would be counted twice.
+//! which must be attached once or every call would be counted twice. The
+//! functions' code is kept for choosing each probe's site (`site`).
 use std::{collections::HashMap, path::Path};
 
 use object::{Object, ObjectSection, ObjectSymbol, SymbolKind};
@@ -16,69 +18,61 @@ pub enum SymbolError {
     Parse { path: String, source: object::Error },
 }
 
-/// Function symbols of one file, by name, as file offsets.
-#[derive(Debug, Default)]
-pub struct SymbolOffsets {
-    by_name: HashMap<String, u64>,
-    /// Per symbol, the distance from its first byte to the first 0xC3 byte
-    /// after it in the same section: a `ret` instruction when jumped to,
-    /// which `deny` returns through.
-    ret_delta: HashMap<String, u32>,
+/// A function in the file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Function {
+    /// Its first byte, as a file offset.
+    offset: u64,
+    /// Its code's length: the symbol's size, or to the end of its section
+    /// (at most [`UNSIZED`]) when the symbol has none.
+    len: u64,
 }
 
-/// How far after a function's start a `ret` byte is looked for.
-const RET_SEARCH: usize = 1 << 16;
+/// How much code an unsized symbol is taken to have.
+const UNSIZED: u64 = 1 << 16;
+
+/// Function symbols of one file, by name, with their code.
+#[derive(Debug, Default)]
+pub struct SymbolOffsets {
+    by_name: HashMap<String, Function>,
+    data: Vec<u8>,
+}
 
 impl SymbolOffsets {
     pub fn load(path: &Path) -> Result<Self, SymbolError> {
         let data = std::fs::read(path)
             .map_err(|source| SymbolError::Read { path: path.display().to_string(), source })?;
-        Self::parse(&data).map_err(|source| SymbolError::Parse { path: path.display().to_string(), source })
+        Self::parse(data).map_err(|source| SymbolError::Parse { path: path.display().to_string(), source })
     }
 
-    pub fn parse(data: &[u8]) -> Result<Self, object::Error> {
-        let file = object::File::parse(data)?;
+    pub fn parse(data: Vec<u8>) -> Result<Self, object::Error> {
         let mut by_name = HashMap::new();
-        let mut ret_delta = HashMap::new();
-        // Exported (dynamic) symbols first; the static table, when present,
-        // only fills in what the dynamic one lacks.
-        for sym in file.dynamic_symbols().chain(file.symbols()) {
-            if sym.kind() != SymbolKind::Text || !sym.is_definition() {
-                continue;
-            }
-            let (Ok(name), Some(index)) = (sym.name(), sym.section_index()) else {
-                continue;
-            };
-            let Ok(section) = file.section_by_index(index) else {
-                continue;
-            };
-            let Some((file_start, file_size)) = section.file_range() else {
-                continue;
-            };
-            let Some(offset) =
-                sym.address().checked_sub(section.address()).and_then(|d| d.checked_add(file_start))
-            else {
-                continue;
-            };
-            if by_name.contains_key(name) {
-                continue;
-            }
-            by_name.insert(name.to_string(), offset);
-            let end = (file_start + file_size).min(data.len() as u64) as usize;
-            if let Some(delta) = first_ret(data, offset as usize, end) {
-                ret_delta.insert(name.to_string(), delta);
+        {
+            let file = object::File::parse(data.as_slice())?;
+            // Exported (dynamic) symbols first; the static table, when
+            // present, only fills in what the dynamic one lacks.
+            for sym in file.dynamic_symbols().chain(file.symbols()) {
+                if sym.kind() != SymbolKind::Text || !sym.is_definition() {
+                    continue;
+                }
+                let (Ok(name), Some(function)) = (sym.name(), function(&file, &sym, data.len())) else {
+                    continue;
+                };
+                by_name.entry(name.to_string()).or_insert(function);
             }
         }
-        Ok(Self { by_name, ret_delta })
+        Ok(Self { by_name, data })
     }
 
-    /// The distance from `symbol` to a `ret` byte after its start, if any.
-    pub fn ret_delta(&self, symbol: &str) -> Option<u32> {
-        self.ret_delta.get(symbol).copied()
-    }
-
+    /// Where `symbol` starts in the file.
     pub fn offset(&self, symbol: &str) -> Option<u64> {
-        self.by_name.get(symbol).copied()
+        self.by_name.get(symbol).map(|f| f.offset)
+    }
+
+    /// `symbol`'s code.
+    pub fn code(&self, symbol: &str) -> Option<&[u8]> {
+        let f = self.by_name.get(symbol)?;
+        self.data.get(f.offset as usize..(f.offset + f.len) as usize)
     }
 
     pub fn len(&self) -> usize {
@@ -90,56 +84,45 @@ impl SymbolOffsets {
     }
 }
 
-/// x86-64's `ret` (near return) opcode.
-pub const RET: u8 = 0xC3;
-
-/// The distance from `start` to the first [`RET`] byte after it, before `end`.
-fn first_ret(data: &[u8], start: usize, end: usize) -> Option<u32> {
-    let from = start.checked_add(1)?;
-    let to = end.min(start.saturating_add(RET_SEARCH));
-    let window = data.get(from..to)?;
-    window.iter().position(|&b| b == RET).map(|i| (i + 1) as u32)
+/// A text symbol's place in the file, if it has one within the file.
+fn function<'a>(file: &object::File<'a>, sym: &object::Symbol<'a, '_>, file_len: usize) -> Option<Function> {
+    let section = file.section_by_index(sym.section_index()?).ok()?;
+    let (file_start, file_size) = section.file_range()?;
+    let offset = sym.address().checked_sub(section.address())?.checked_add(file_start)?;
+    let section_end = (file_start + file_size).min(file_len as u64);
+    let rest = section_end.checked_sub(offset)?;
+    let len = if sym.size() > 0 { sym.size().min(rest) } else { rest.min(UNSIZED) };
+    Some(Function { offset, len })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    #[test]
-    fn finds_exported_functions_of_a_real_library() {
+    fn libc() -> &'static Path {
         // libc is on every machine that runs these tests.
-        let libc = ["/lib/x86_64-linux-gnu/libc.so.6", "/usr/lib64/libc.so.6", "/lib64/libc.so.6"]
+        ["/lib/x86_64-linux-gnu/libc.so.6", "/usr/lib64/libc.so.6", "/lib64/libc.so.6"]
             .into_iter()
             .map(Path::new)
             .find(|p| p.exists())
-            .expect("no libc.so.6 found to test symbol resolution on");
-        let syms = SymbolOffsets::load(libc).unwrap();
-        let malloc = syms.offset("malloc").expect("malloc in libc");
-        assert!(malloc > 0);
-        assert!(syms.offset("no_such_symbol_in_libc").is_none());
+            .expect("no libc.so.6 found to test symbol resolution on")
     }
 
     #[test]
-    fn a_ret_byte_is_found_after_the_function_start_within_its_section() {
-        let code = [0xC3, 0x55, 0x48, 0x89, 0xE5, 0xC3, 0x90];
-        assert_eq!(first_ret(&code, 0, code.len()), Some(5), "the byte at the start itself is skipped");
-        assert_eq!(first_ret(&code, 1, code.len()), Some(4));
-        assert_eq!(first_ret(&code, 0, 5), None, "the section ends before the ret");
-        assert_eq!(first_ret(&code, 9, code.len()), None);
-        // Every function of a real library has one.
-        let libc = ["/lib/x86_64-linux-gnu/libc.so.6", "/usr/lib64/libc.so.6", "/lib64/libc.so.6"]
-            .into_iter()
-            .map(Path::new)
-            .find(|p| p.exists())
-            .expect("no libc.so.6");
-        let syms = SymbolOffsets::load(libc).unwrap();
-        let data = std::fs::read(libc).unwrap();
-        let (off, delta) = (syms.offset("malloc").unwrap(), syms.ret_delta("malloc").unwrap());
-        assert_eq!(data[(off + delta as u64) as usize], RET);
+    fn finds_exported_functions_of_a_real_library_with_their_code() {
+        let syms = SymbolOffsets::load(libc()).unwrap();
+        let malloc = syms.offset("malloc").expect("malloc in libc");
+        assert!(malloc > 0);
+        assert!(syms.offset("no_such_symbol_in_libc").is_none());
+        let data = std::fs::read(libc()).unwrap();
+        let code = syms.code("malloc").unwrap();
+        assert_eq!(code, &data[malloc as usize..malloc as usize + code.len()]);
+        // Every function of a real library has a `ret` instruction.
+        assert!(crate::bpf::site::ret_after(code, 0).is_some());
     }
 
     #[test]
     fn garbage_is_a_parse_error_not_a_panic() {
-        assert!(SymbolOffsets::parse(b"definitely not an ELF file").is_err());
+        assert!(SymbolOffsets::parse(b"definitely not an ELF file".to_vec()).is_err());
     }
 }

@@ -1,6 +1,7 @@
 //! `gpumem probe`: what this kernel and host allow gpumem to do, each
 //! capability yes or no with the reason, checked by doing it (aya's feature
-//! probes, and loading gpumem's own object).
+//! probes, and loading gpumem's own object); with `--libcuda`, where each
+//! probe would sit in that library and how this kernel would run it.
 use aya::{
     maps::MapType,
     programs::ProgramType,
@@ -9,7 +10,16 @@ use aya::{
 use serde::Serialize;
 
 use crate::{
-    bpf::Tracer, cli::ProbeArgs, cmd::status::table, enrich::cgroup::host_cgroup2_mount, privileges,
+    bpf::{
+        placement::{plan, SiteLine},
+        site::{Emulation, Summary},
+        symbols::SymbolOffsets,
+        Tracer,
+    },
+    cli::ProbeArgs,
+    cmd::status::table,
+    enrich::cgroup::host_cgroup2_mount,
+    privileges,
 };
 
 #[derive(Debug, Serialize)]
@@ -82,11 +92,43 @@ pub fn capabilities() -> Vec<Capability> {
     caps
 }
 
+/// Where each probe would sit in one library, for this kernel.
+#[derive(Debug, Serialize)]
+pub struct LibrarySites {
+    pub path: String,
+    pub summary: Summary,
+    pub sites: Vec<SiteLine>,
+    pub missing: Vec<&'static str>,
+    pub aliases: Vec<(&'static str, &'static str)>,
+}
+
+/// The probe sites of every library in `paths`.
+pub fn library_sites(paths: &[std::path::PathBuf]) -> anyhow::Result<Vec<LibrarySites>> {
+    let emulation = Emulation::current();
+    paths
+        .iter()
+        .map(|path| {
+            let symbols = SymbolOffsets::load(path)?;
+            let plan = plan(&symbols, emulation);
+            let mut missing = plan.missing_required.clone();
+            missing.extend(&plan.missing);
+            Ok(LibrarySites {
+                path: path.display().to_string(),
+                summary: Summary::of(plan.placed.iter().map(|p| &p.site)),
+                sites: plan.placed.iter().map(SiteLine::from).collect(),
+                missing,
+                aliases: plan.aliases,
+            })
+        })
+        .collect()
+}
+
 pub fn probe(args: ProbeArgs) -> anyhow::Result<()> {
     let caps = capabilities();
+    let libraries = library_sites(&args.libcuda)?;
     let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default().trim().to_string();
     if args.json {
-        let report = serde_json::json!({ "kernel": kernel, "capabilities": caps });
+        let report = serde_json::json!({ "kernel": kernel, "capabilities": caps, "libraries": libraries });
         println!("{}", serde_json::to_string_pretty(&report)?);
         return Ok(());
     }
@@ -96,5 +138,23 @@ pub fn probe(args: ProbeArgs) -> anyhow::Result<()> {
         t.add_row([c.name, if c.available { "yes" } else { "no" }, c.reason.as_str()]);
     }
     println!("{t}");
+    for lib in &libraries {
+        print_sites(lib);
+    }
     Ok(())
+}
+
+fn print_sites(lib: &LibrarySites) {
+    println!("\n{}: {} probe site(s): {}", lib.path, lib.sites.len(), lib.summary);
+    let mut t = table(&["SYMBOL", "SITE", "HOW", "RET"], 1);
+    for s in &lib.sites {
+        let how =
+            serde_json::to_value(s.how).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default();
+        let ret = s.ret.map_or("none".to_string(), |r| format!("+{r}"));
+        t.add_row([s.symbol.to_string(), format!("+{}", s.offset), how, ret]);
+    }
+    println!("{t}");
+    if !lib.missing.is_empty() {
+        println!("not exported: {}", lib.missing.join(", "));
+    }
 }

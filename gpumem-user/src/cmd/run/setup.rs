@@ -7,8 +7,9 @@ use anyhow::Context;
 use crate::{
     agent::Agent,
     bpf::{
+        attach::AttachReport,
         discover::{self, Library},
-        AttachReport, Options, Tracer,
+        Options, Tracer,
     },
     cli::{Format, RunArgs},
     enrich::cgroup::host_cgroup2_mount,

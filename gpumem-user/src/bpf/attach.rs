@@ -1,0 +1,129 @@
+//! Attaching the probe table to a library at the sites `placement` chose,
+//! and detaching it. Nothing of a library stays attached when attaching it
+//! fails.
+use aya::programs::{
+    uprobe::{UProbeAttachLocation, UProbeAttachPoint, UProbeLinkId, UProbeScope},
+    ProgramError, UProbe,
+};
+
+use super::{
+    discover::Library,
+    error::BpfError,
+    placement::{plan, Placed},
+    site::{Site, Summary},
+    symbols::SymbolOffsets,
+    Link, Tracer,
+};
+
+/// What attaching to one library did.
+#[derive(Debug, Clone)]
+pub struct AttachReport {
+    pub library: Library,
+    /// Symbols probed (entry and return), with where.
+    pub attached: Vec<(&'static str, Site)>,
+    /// Optional symbols this library does not export.
+    pub missing: Vec<&'static str>,
+    /// Symbols at the same address as an earlier row: probed once, by the
+    /// earlier row, or every call would count twice.
+    pub aliases: Vec<(&'static str, &'static str)>,
+}
+
+impl AttachReport {
+    /// How the probe sites run, counted.
+    pub fn summary(&self) -> Summary {
+        Summary::of(self.attached.iter().map(|(_, site)| site))
+    }
+}
+
+impl Tracer {
+    /// Attaches every probe-table row to `lib`. On failure nothing of this
+    /// library stays attached.
+    pub fn attach(&mut self, lib: &Library) -> Result<AttachReport, BpfError> {
+        self.attach_programs(lib, None)
+    }
+
+    /// [`Self::attach`], with `programs` (entry, return) in place of every
+    /// row's own: the bench's floor.
+    pub fn attach_programs(
+        &mut self,
+        lib: &Library,
+        programs: Option<(&'static str, &'static str)>,
+    ) -> Result<AttachReport, BpfError> {
+        let symbols = SymbolOffsets::load(&lib.path)?;
+        let plan = plan(&symbols, self.emulation);
+        if !plan.missing_required.is_empty() {
+            let (path, symbols) = (lib.path.display().to_string(), plan.missing_required.join(", "));
+            return Err(BpfError::MissingRequired { path, symbols });
+        }
+        let mut links: Vec<Link> = Vec::new();
+        for placed in &plan.placed {
+            if let Err(e) = self.attach_row(placed, programs, lib, &mut links) {
+                self.detach_links(links);
+                return Err(e);
+            }
+        }
+        self.links.push((lib.clone(), links));
+        Ok(AttachReport {
+            library: lib.clone(),
+            attached: plan.placed.iter().map(|p| (p.probe.symbol(), p.site)).collect(),
+            missing: plan.missing,
+            aliases: plan.aliases,
+        })
+    }
+
+    /// Attaches one row's entry and return programs at its site in `lib`,
+    /// adding their links to `links`.
+    fn attach_row(
+        &mut self,
+        placed: &Placed,
+        programs: Option<(&'static str, &'static str)>,
+        lib: &Library,
+        links: &mut Vec<Link>,
+    ) -> Result<(), BpfError> {
+        let p = &placed.probe;
+        let (entry, ret) = programs.unwrap_or((p.entry, p.ret));
+        let cookie = gpumem_common::cookie::pack(p.api.id, p.api.kind, placed.ret.unwrap_or(0));
+        for program in [entry, ret] {
+            let link = self.attach_one(program, placed.offset(), cookie, lib).map_err(|source| {
+                BpfError::Attach {
+                    program,
+                    symbol: p.symbol(),
+                    path: lib.path.display().to_string(),
+                    source: Box::new(source),
+                }
+            })?;
+            links.push((program, link));
+        }
+        Ok(())
+    }
+
+    fn attach_one(
+        &mut self,
+        program: &'static str,
+        offset: u64,
+        cookie: u64,
+        lib: &Library,
+    ) -> Result<UProbeLinkId, ProgramError> {
+        let prog: &mut UProbe = self.ebpf.program_mut(program).ok_or(ProgramError::NotLoaded)?.try_into()?;
+        let point = UProbeAttachPoint {
+            location: UProbeAttachLocation::AbsoluteOffset(offset),
+            cookie: Some(cookie),
+        };
+        prog.attach(point, &lib.path, UProbeScope::AllProcesses)
+    }
+
+    /// Detaches `links`. Each uprobe detach waits for a kernel grace
+    /// period under a lock the kernel holds across detaches: about 85 ms a
+    /// probe here, however many threads close them (measured with strace;
+    /// closing from parallel threads did not help). A multi-uprobe link
+    /// would pay once, but aya 0.14 cannot create one.
+    pub(super) fn detach_links(&mut self, links: Vec<Link>) {
+        for (program, link) in links.into_iter().rev() {
+            if let Some(Ok(prog)) = self.ebpf.program_mut(program).map(<&mut UProbe>::try_from) {
+                // A detach that fails leaves nothing to undo: the link goes
+                // with its program when the object is dropped.
+                let _ = prog.detach(link);
+            }
+        }
+    }
+}
