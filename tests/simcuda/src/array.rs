@@ -78,7 +78,6 @@ fn destroy(handle: u64) -> CUresult {
     CUDA_SUCCESS
 }
 
-#[no_mangle]
 pub unsafe extern "C" fn cuArrayCreate_v2(out: *mut u64, desc: *const ArrayDescriptor) -> CUresult {
     let bytes =
         // SAFETY: the caller's descriptor, valid or null by the driver API's contract.
@@ -87,7 +86,6 @@ pub unsafe extern "C" fn cuArrayCreate_v2(out: *mut u64, desc: *const ArrayDescr
     unsafe { create(out, bytes) }
 }
 
-#[no_mangle]
 pub unsafe extern "C" fn cuArray3DCreate_v2(out: *mut u64, desc: *const Array3DDescriptor) -> CUresult {
     // SAFETY: the caller's descriptor, valid or null by the driver API's contract.
     let bytes = unsafe { desc.as_ref() }
@@ -96,7 +94,6 @@ pub unsafe extern "C" fn cuArray3DCreate_v2(out: *mut u64, desc: *const Array3DD
     unsafe { create(out, bytes) }
 }
 
-#[no_mangle]
 pub unsafe extern "C" fn cuMipmappedArrayCreate(
     out: *mut u64,
     desc: *const Array3DDescriptor,
@@ -109,12 +106,10 @@ pub unsafe extern "C" fn cuMipmappedArrayCreate(
     unsafe { create(out, bytes) }
 }
 
-#[no_mangle]
 pub extern "C" fn cuArrayDestroy(handle: u64) -> CUresult {
     destroy(handle)
 }
 
-#[no_mangle]
 pub extern "C" fn cuMipmappedArrayDestroy(handle: u64) -> CUresult {
     let r = destroy(handle);
     std::hint::black_box(r)

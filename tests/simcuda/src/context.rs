@@ -121,34 +121,28 @@ fn destroy(ctx: CUcontext, _version: u32) -> CUresult {
     CUDA_SUCCESS
 }
 
-#[no_mangle]
 pub unsafe extern "C" fn cuDevicePrimaryCtxRetain(pctx: *mut CUcontext, dev: CUdevice) -> CUresult {
     // SAFETY: the caller's pointers, passed on as the driver API received them.
     unsafe { primary_retain(pctx, dev) }
 }
 
-#[no_mangle]
 pub extern "C" fn cuDevicePrimaryCtxRelease(dev: CUdevice) -> CUresult {
     primary_release(dev, 1)
 }
 
-#[no_mangle]
 pub extern "C" fn cuDevicePrimaryCtxRelease_v2(dev: CUdevice) -> CUresult {
     primary_release(dev, 2)
 }
 
-#[no_mangle]
 pub unsafe extern "C" fn cuCtxCreate_v2(pctx: *mut CUcontext, _flags: c_uint, dev: CUdevice) -> CUresult {
     // SAFETY: the caller's pointers, passed on as the driver API received them.
     unsafe { create(pctx, dev, 2) }
 }
 
-#[no_mangle]
 pub extern "C" fn cuCtxDestroy_v2(ctx: CUcontext) -> CUresult {
     destroy(ctx, 2)
 }
 
-#[no_mangle]
 pub extern "C" fn cuCtxSetCurrent(ctx: CUcontext) -> CUresult {
     let h = ctx as usize;
     if h != 0 && !contexts().devices.contains_key(&h) {
@@ -158,7 +152,6 @@ pub extern "C" fn cuCtxSetCurrent(ctx: CUcontext) -> CUresult {
     CUDA_SUCCESS
 }
 
-#[no_mangle]
 pub unsafe extern "C" fn cuCtxGetCurrent(pctx: *mut CUcontext) -> CUresult {
     if pctx.is_null() {
         return CUDA_ERROR_INVALID_VALUE;
@@ -169,7 +162,6 @@ pub unsafe extern "C" fn cuCtxGetCurrent(pctx: *mut CUcontext) -> CUresult {
     CUDA_SUCCESS
 }
 
-#[no_mangle]
 pub extern "C" fn cuCtxPushCurrent_v2(ctx: CUcontext) -> CUresult {
     let h = ctx as usize;
     if !contexts().devices.contains_key(&h) {
@@ -179,7 +171,6 @@ pub extern "C" fn cuCtxPushCurrent_v2(ctx: CUcontext) -> CUresult {
     CUDA_SUCCESS
 }
 
-#[no_mangle]
 pub unsafe extern "C" fn cuCtxPopCurrent_v2(pctx: *mut CUcontext) -> CUresult {
     let Some(h) = STACK.with(|s| s.borrow_mut().pop()) else {
         return CUDA_ERROR_INVALID_CONTEXT;
@@ -191,7 +182,6 @@ pub unsafe extern "C" fn cuCtxPopCurrent_v2(pctx: *mut CUcontext) -> CUresult {
     CUDA_SUCCESS
 }
 
-#[no_mangle]
 pub unsafe extern "C" fn cuCtxGetDevice(dev: *mut CUdevice) -> CUresult {
     if dev.is_null() {
         return CUDA_ERROR_INVALID_VALUE;
@@ -207,14 +197,12 @@ pub unsafe extern "C" fn cuCtxGetDevice(dev: *mut CUdevice) -> CUresult {
 }
 
 /// The original (pre-3.2) entry point, same arguments as `_v2`.
-#[no_mangle]
 pub unsafe extern "C" fn cuCtxCreate(pctx: *mut CUcontext, _flags: c_uint, dev: CUdevice) -> CUresult {
     // SAFETY: the caller's pointers, passed on as the driver API received them.
     unsafe { create(pctx, dev, 1) }
 }
 
 /// `cuCtxCreate_v3(pctx, CUexecAffinityParam *params, int numParams, flags, dev)`.
-#[no_mangle]
 pub unsafe extern "C" fn cuCtxCreate_v3(
     pctx: *mut CUcontext,
     _params: *mut c_void,
@@ -227,7 +215,6 @@ pub unsafe extern "C" fn cuCtxCreate_v3(
 }
 
 /// `cuCtxCreate_v4(pctx, CUctxCreateParams *params, flags, dev)`.
-#[no_mangle]
 pub unsafe extern "C" fn cuCtxCreate_v4(
     pctx: *mut CUcontext,
     _params: *mut c_void,

@@ -11,7 +11,6 @@ use crate::{
     state,
 };
 
-#[no_mangle]
 pub extern "C" fn cuInit(flags: u32) -> CUresult {
     if flags != 0 {
         return CUDA_ERROR_INVALID_VALUE;
@@ -20,7 +19,6 @@ pub extern "C" fn cuInit(flags: u32) -> CUresult {
     CUDA_SUCCESS
 }
 
-#[no_mangle]
 pub unsafe extern "C" fn cuDriverGetVersion(version: *mut c_int) -> CUresult {
     if version.is_null() {
         return CUDA_ERROR_INVALID_VALUE;
@@ -30,7 +28,6 @@ pub unsafe extern "C" fn cuDriverGetVersion(version: *mut c_int) -> CUresult {
     CUDA_SUCCESS
 }
 
-#[no_mangle]
 pub unsafe extern "C" fn cuDeviceGetCount(count: *mut c_int) -> CUresult {
     if count.is_null() {
         return CUDA_ERROR_INVALID_VALUE;
@@ -43,7 +40,6 @@ pub unsafe extern "C" fn cuDeviceGetCount(count: *mut c_int) -> CUresult {
     CUDA_SUCCESS
 }
 
-#[no_mangle]
 pub unsafe extern "C" fn cuDeviceGet(device: *mut CUdevice, ordinal: c_int) -> CUresult {
     if device.is_null() {
         return CUDA_ERROR_INVALID_VALUE;
@@ -59,7 +55,6 @@ pub unsafe extern "C" fn cuDeviceGet(device: *mut CUdevice, ordinal: c_int) -> C
     CUDA_SUCCESS
 }
 
-#[no_mangle]
 pub unsafe extern "C" fn cuDeviceGetName(name: *mut u8, len: c_int, dev: CUdevice) -> CUresult {
     if name.is_null() || len <= 0 {
         return CUDA_ERROR_INVALID_VALUE;
@@ -76,7 +71,6 @@ pub unsafe extern "C" fn cuDeviceGetName(name: *mut u8, len: c_int, dev: CUdevic
     CUDA_SUCCESS
 }
 
-#[no_mangle]
 pub unsafe extern "C" fn cuDeviceTotalMem_v2(bytes: *mut usize, dev: CUdevice) -> CUresult {
     if bytes.is_null() {
         return CUDA_ERROR_INVALID_VALUE;

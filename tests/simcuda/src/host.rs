@@ -32,19 +32,16 @@ fn free_host(p: *mut c_void, registered: bool) -> CUresult {
     }
 }
 
-#[no_mangle]
 pub unsafe extern "C" fn cuMemAllocHost_v2(pp: *mut *mut c_void, bytesize: usize) -> CUresult {
     // SAFETY: the caller's pointers, passed on as the driver API received them.
     unsafe { alloc_host(pp, bytesize, 0) }
 }
 
-#[no_mangle]
 pub unsafe extern "C" fn cuMemHostAlloc(pp: *mut *mut c_void, bytesize: usize, flags: c_uint) -> CUresult {
     // SAFETY: the caller's pointers, passed on as the driver API received them.
     unsafe { alloc_host(pp, bytesize, flags | 0x8000_0000) }
 }
 
-#[no_mangle]
 pub extern "C" fn cuMemHostRegister_v2(p: *mut c_void, bytesize: usize, _flags: c_uint) -> CUresult {
     if p.is_null() || bytesize == 0 {
         return CUDA_ERROR_INVALID_VALUE;
@@ -60,12 +57,10 @@ pub extern "C" fn cuMemHostRegister_v2(p: *mut c_void, bytesize: usize, _flags: 
     CUDA_SUCCESS
 }
 
-#[no_mangle]
 pub extern "C" fn cuMemFreeHost(p: *mut c_void) -> CUresult {
     free_host(p, false)
 }
 
-#[no_mangle]
 pub extern "C" fn cuMemHostUnregister(p: *mut c_void) -> CUresult {
     free_host(p, true)
 }
@@ -73,7 +68,6 @@ pub extern "C" fn cuMemHostUnregister(p: *mut c_void) -> CUresult {
 /// The device address of pinned host memory: with unified addressing (every
 /// 64-bit driver) the host address itself, for an address inside a pinned
 /// allocation or registration.
-#[no_mangle]
 pub unsafe extern "C" fn cuMemHostGetDevicePointer_v2(
     pdptr: *mut CUdeviceptr,
     p: *mut c_void,

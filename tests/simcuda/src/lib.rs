@@ -17,6 +17,7 @@ pub mod array;
 pub mod context;
 pub mod cuda;
 pub mod device;
+pub mod exports;
 pub mod host;
 pub mod memory;
 pub mod procaddr;

@@ -41,20 +41,17 @@ pub(crate) fn free_device(dptr: CUdeviceptr, how: u32) -> CUresult {
     }
 }
 
-#[no_mangle]
 pub unsafe extern "C" fn cuMemAlloc_v2(dptr: *mut CUdeviceptr, bytesize: usize) -> CUresult {
     // SAFETY: the caller's pointers, passed on as the driver API received them.
     unsafe { alloc_device(dptr, bytesize, 0) }
 }
 
-#[no_mangle]
 pub unsafe extern "C" fn cuMemAllocManaged(dptr: *mut CUdeviceptr, bytesize: usize, _flags: u32) -> CUresult {
     // SAFETY: the caller's pointers, passed on as the driver API received them.
     unsafe { alloc_device(dptr, bytesize, 1) }
 }
 
 /// Rows padded to 512 bytes, like the driver's texture alignment.
-#[no_mangle]
 pub unsafe extern "C" fn cuMemAllocPitch_v2(
     dptr: *mut CUdeviceptr,
     pitch: *mut usize,
@@ -83,7 +80,6 @@ pub struct CUipcMemHandle {
 }
 
 /// `cuIpcGetMemHandle`: the handle's first 8 bytes carry the address.
-#[no_mangle]
 pub unsafe extern "C" fn cuIpcGetMemHandle(handle: *mut CUipcMemHandle, dptr: CUdeviceptr) -> CUresult {
     if handle.is_null() {
         return CUDA_ERROR_INVALID_VALUE;
@@ -98,7 +94,6 @@ pub unsafe extern "C" fn cuIpcGetMemHandle(handle: *mut CUipcMemHandle, dptr: CU
 /// `cuIpcOpenMemHandle_v2(CUdeviceptr *p, CUipcMemHandle handle, flags)`:
 /// the 64-byte handle is passed by value. The exporter's memory, charged to
 /// nobody new.
-#[no_mangle]
 pub unsafe extern "C" fn cuIpcOpenMemHandle_v2(
     pdptr: *mut CUdeviceptr,
     handle: CUipcMemHandle,
@@ -113,17 +108,14 @@ pub unsafe extern "C" fn cuIpcOpenMemHandle_v2(
     CUDA_SUCCESS
 }
 
-#[no_mangle]
 pub extern "C" fn cuIpcCloseMemHandle(_dptr: CUdeviceptr) -> CUresult {
     CUDA_SUCCESS
 }
 
-#[no_mangle]
 pub extern "C" fn cuMemFree_v2(dptr: CUdeviceptr) -> CUresult {
     free_device(dptr, 0)
 }
 
-#[no_mangle]
 pub unsafe extern "C" fn cuMemGetInfo_v2(free: *mut usize, total: *mut usize) -> CUresult {
     if free.is_null() || total.is_null() {
         return CUDA_ERROR_INVALID_VALUE;

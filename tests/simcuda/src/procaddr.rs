@@ -8,14 +8,8 @@ use std::{
 };
 
 use crate::{
-    array::*,
-    context::*,
     cuda::{CUresult, CUDA_ERROR_INVALID_VALUE, CUDA_ERROR_NOT_FOUND, CUDA_SUCCESS},
-    device::*,
-    host::*,
-    memory::*,
-    stream::*,
-    vmm::*,
+    exports,
 };
 
 /// `CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM`.
@@ -51,71 +45,74 @@ fn table() -> &'static [Entry] {
             per_thread: Some(per_thread),
         };
         vec![
-            e("cuInit", vec![(2000, f!(cuInit))]),
-            e("cuDriverGetVersion", vec![(2020, f!(cuDriverGetVersion))]),
-            e("cuGetProcAddress", vec![(12000, f!(cuGetProcAddress_v2))]),
-            e("cuDeviceGet", vec![(2000, f!(cuDeviceGet))]),
-            e("cuDeviceGetCount", vec![(2000, f!(cuDeviceGetCount))]),
-            e("cuDeviceGetName", vec![(2000, f!(cuDeviceGetName))]),
-            e("cuDeviceTotalMem", vec![(3020, f!(cuDeviceTotalMem_v2))]),
-            e("cuDevicePrimaryCtxRetain", vec![(7000, f!(cuDevicePrimaryCtxRetain))]),
+            e("cuInit", vec![(2000, f!(exports::cuInit))]),
+            e("cuDriverGetVersion", vec![(2020, f!(exports::cuDriverGetVersion))]),
+            e("cuGetProcAddress", vec![(12000, f!(exports::cuGetProcAddress_v2))]),
+            e("cuDeviceGet", vec![(2000, f!(exports::cuDeviceGet))]),
+            e("cuDeviceGetCount", vec![(2000, f!(exports::cuDeviceGetCount))]),
+            e("cuDeviceGetName", vec![(2000, f!(exports::cuDeviceGetName))]),
+            e("cuDeviceTotalMem", vec![(3020, f!(exports::cuDeviceTotalMem_v2))]),
+            e("cuDevicePrimaryCtxRetain", vec![(7000, f!(exports::cuDevicePrimaryCtxRetain))]),
             e(
                 "cuDevicePrimaryCtxRelease",
-                vec![(7000, f!(cuDevicePrimaryCtxRelease)), (11000, f!(cuDevicePrimaryCtxRelease_v2))],
+                vec![
+                    (7000, f!(exports::cuDevicePrimaryCtxRelease)),
+                    (11000, f!(exports::cuDevicePrimaryCtxRelease_v2)),
+                ],
             ),
             e(
                 "cuCtxCreate",
                 vec![
-                    (2000, f!(cuCtxCreate)),
-                    (3020, f!(cuCtxCreate_v2)),
-                    (11040, f!(cuCtxCreate_v3)),
-                    (12050, f!(cuCtxCreate_v4)),
+                    (2000, f!(exports::cuCtxCreate)),
+                    (3020, f!(exports::cuCtxCreate_v2)),
+                    (11040, f!(exports::cuCtxCreate_v3)),
+                    (12050, f!(exports::cuCtxCreate_v4)),
                 ],
             ),
-            e("cuCtxDestroy", vec![(4000, f!(cuCtxDestroy_v2))]),
-            e("cuCtxSetCurrent", vec![(4000, f!(cuCtxSetCurrent))]),
-            e("cuCtxGetCurrent", vec![(4000, f!(cuCtxGetCurrent))]),
-            e("cuCtxPushCurrent", vec![(4000, f!(cuCtxPushCurrent_v2))]),
-            e("cuCtxPopCurrent", vec![(4000, f!(cuCtxPopCurrent_v2))]),
-            e("cuCtxGetDevice", vec![(2000, f!(cuCtxGetDevice))]),
-            e("cuMemAlloc", vec![(3020, f!(cuMemAlloc_v2))]),
-            e("cuMemFree", vec![(3020, f!(cuMemFree_v2))]),
-            e("cuMemGetInfo", vec![(3020, f!(cuMemGetInfo_v2))]),
-            e("cuMemAllocPitch", vec![(3020, f!(cuMemAllocPitch_v2))]),
-            e("cuMemAllocManaged", vec![(6000, f!(cuMemAllocManaged))]),
-            ptsz("cuMemAllocAsync", 11020, f!(cuMemAllocAsync), f!(cuMemAllocAsync_ptsz)),
+            e("cuCtxDestroy", vec![(4000, f!(exports::cuCtxDestroy_v2))]),
+            e("cuCtxSetCurrent", vec![(4000, f!(exports::cuCtxSetCurrent))]),
+            e("cuCtxGetCurrent", vec![(4000, f!(exports::cuCtxGetCurrent))]),
+            e("cuCtxPushCurrent", vec![(4000, f!(exports::cuCtxPushCurrent_v2))]),
+            e("cuCtxPopCurrent", vec![(4000, f!(exports::cuCtxPopCurrent_v2))]),
+            e("cuCtxGetDevice", vec![(2000, f!(exports::cuCtxGetDevice))]),
+            e("cuMemAlloc", vec![(3020, f!(exports::cuMemAlloc_v2))]),
+            e("cuMemFree", vec![(3020, f!(exports::cuMemFree_v2))]),
+            e("cuMemGetInfo", vec![(3020, f!(exports::cuMemGetInfo_v2))]),
+            e("cuMemAllocPitch", vec![(3020, f!(exports::cuMemAllocPitch_v2))]),
+            e("cuMemAllocManaged", vec![(6000, f!(exports::cuMemAllocManaged))]),
+            ptsz("cuMemAllocAsync", 11020, f!(exports::cuMemAllocAsync), f!(exports::cuMemAllocAsync_ptsz)),
             ptsz(
                 "cuMemAllocFromPoolAsync",
                 11020,
-                f!(cuMemAllocFromPoolAsync),
-                f!(cuMemAllocFromPoolAsync_ptsz),
+                f!(exports::cuMemAllocFromPoolAsync),
+                f!(exports::cuMemAllocFromPoolAsync_ptsz),
             ),
-            ptsz("cuMemFreeAsync", 11020, f!(cuMemFreeAsync), f!(cuMemFreeAsync_ptsz)),
-            e("cuMemPoolCreate", vec![(11020, f!(cuMemPoolCreate))]),
-            e("cuMemPoolTrimTo", vec![(11020, f!(cuMemPoolTrimTo))]),
-            e("cuMemPoolDestroy", vec![(11020, f!(cuMemPoolDestroy))]),
-            e("cuMemCreate", vec![(10020, f!(cuMemCreate))]),
-            e("cuMemRelease", vec![(10020, f!(cuMemRelease))]),
-            e("cuMemAddressReserve", vec![(10020, f!(cuMemAddressReserve))]),
-            e("cuMemAddressFree", vec![(10020, f!(cuMemAddressFree))]),
-            e("cuMemMap", vec![(10020, f!(cuMemMap))]),
-            e("cuMemUnmap", vec![(10020, f!(cuMemUnmap))]),
-            e("cuMemExportToShareableHandle", vec![(10020, f!(cuMemExportToShareableHandle))]),
-            e("cuMemImportFromShareableHandle", vec![(10020, f!(cuMemImportFromShareableHandle))]),
-            e("cuMemAllocHost", vec![(3020, f!(cuMemAllocHost_v2))]),
-            e("cuMemHostAlloc", vec![(2020, f!(cuMemHostAlloc))]),
-            e("cuMemHostRegister", vec![(6050, f!(cuMemHostRegister_v2))]),
-            e("cuMemFreeHost", vec![(2000, f!(cuMemFreeHost))]),
-            e("cuMemHostUnregister", vec![(4000, f!(cuMemHostUnregister))]),
-            e("cuMemHostGetDevicePointer", vec![(3020, f!(cuMemHostGetDevicePointer_v2))]),
-            e("cuArrayCreate", vec![(3020, f!(cuArrayCreate_v2))]),
-            e("cuArray3DCreate", vec![(3020, f!(cuArray3DCreate_v2))]),
-            e("cuMipmappedArrayCreate", vec![(5000, f!(cuMipmappedArrayCreate))]),
-            e("cuArrayDestroy", vec![(2000, f!(cuArrayDestroy))]),
-            e("cuMipmappedArrayDestroy", vec![(5000, f!(cuMipmappedArrayDestroy))]),
-            e("cuIpcGetMemHandle", vec![(4010, f!(cuIpcGetMemHandle))]),
-            e("cuIpcOpenMemHandle", vec![(11000, f!(cuIpcOpenMemHandle_v2))]),
-            e("cuIpcCloseMemHandle", vec![(4010, f!(cuIpcCloseMemHandle))]),
+            ptsz("cuMemFreeAsync", 11020, f!(exports::cuMemFreeAsync), f!(exports::cuMemFreeAsync_ptsz)),
+            e("cuMemPoolCreate", vec![(11020, f!(exports::cuMemPoolCreate))]),
+            e("cuMemPoolTrimTo", vec![(11020, f!(exports::cuMemPoolTrimTo))]),
+            e("cuMemPoolDestroy", vec![(11020, f!(exports::cuMemPoolDestroy))]),
+            e("cuMemCreate", vec![(10020, f!(exports::cuMemCreate))]),
+            e("cuMemRelease", vec![(10020, f!(exports::cuMemRelease))]),
+            e("cuMemAddressReserve", vec![(10020, f!(exports::cuMemAddressReserve))]),
+            e("cuMemAddressFree", vec![(10020, f!(exports::cuMemAddressFree))]),
+            e("cuMemMap", vec![(10020, f!(exports::cuMemMap))]),
+            e("cuMemUnmap", vec![(10020, f!(exports::cuMemUnmap))]),
+            e("cuMemExportToShareableHandle", vec![(10020, f!(exports::cuMemExportToShareableHandle))]),
+            e("cuMemImportFromShareableHandle", vec![(10020, f!(exports::cuMemImportFromShareableHandle))]),
+            e("cuMemAllocHost", vec![(3020, f!(exports::cuMemAllocHost_v2))]),
+            e("cuMemHostAlloc", vec![(2020, f!(exports::cuMemHostAlloc))]),
+            e("cuMemHostRegister", vec![(6050, f!(exports::cuMemHostRegister_v2))]),
+            e("cuMemFreeHost", vec![(2000, f!(exports::cuMemFreeHost))]),
+            e("cuMemHostUnregister", vec![(4000, f!(exports::cuMemHostUnregister))]),
+            e("cuMemHostGetDevicePointer", vec![(3020, f!(exports::cuMemHostGetDevicePointer_v2))]),
+            e("cuArrayCreate", vec![(3020, f!(exports::cuArrayCreate_v2))]),
+            e("cuArray3DCreate", vec![(3020, f!(exports::cuArray3DCreate_v2))]),
+            e("cuMipmappedArrayCreate", vec![(5000, f!(exports::cuMipmappedArrayCreate))]),
+            e("cuArrayDestroy", vec![(2000, f!(exports::cuArrayDestroy))]),
+            e("cuMipmappedArrayDestroy", vec![(5000, f!(exports::cuMipmappedArrayDestroy))]),
+            e("cuIpcGetMemHandle", vec![(4010, f!(exports::cuIpcGetMemHandle))]),
+            e("cuIpcOpenMemHandle", vec![(11000, f!(exports::cuIpcOpenMemHandle_v2))]),
+            e("cuIpcCloseMemHandle", vec![(4010, f!(exports::cuIpcCloseMemHandle))]),
         ]
     })
 }
@@ -165,7 +162,6 @@ unsafe fn get_proc_address(
     }
 }
 
-#[no_mangle]
 pub unsafe extern "C" fn cuGetProcAddress_v2(
     symbol: *const c_char,
     pfn: *mut *mut c_void,
@@ -183,17 +179,23 @@ mod tests {
 
     #[test]
     fn versioned_names_resolve_by_version() {
-        assert_eq!(resolve("cuMemAlloc", 3020, 0), Ok(f!(cuMemAlloc_v2)));
-        assert_eq!(resolve("cuMemAlloc", 13000, 0), Ok(f!(cuMemAlloc_v2)));
+        assert_eq!(resolve("cuMemAlloc", 3020, 0), Ok(f!(exports::cuMemAlloc_v2)));
+        assert_eq!(resolve("cuMemAlloc", 13000, 0), Ok(f!(exports::cuMemAlloc_v2)));
         assert_eq!(resolve("cuMemAlloc", 2000, 0), Err(VERSION_NOT_SUFFICIENT));
-        assert_eq!(resolve("cuDevicePrimaryCtxRelease", 10000, 0), Ok(f!(cuDevicePrimaryCtxRelease)));
-        assert_eq!(resolve("cuDevicePrimaryCtxRelease", 12000, 0), Ok(f!(cuDevicePrimaryCtxRelease_v2)));
+        assert_eq!(
+            resolve("cuDevicePrimaryCtxRelease", 10000, 0),
+            Ok(f!(exports::cuDevicePrimaryCtxRelease))
+        );
+        assert_eq!(
+            resolve("cuDevicePrimaryCtxRelease", 12000, 0),
+            Ok(f!(exports::cuDevicePrimaryCtxRelease_v2))
+        );
         assert_eq!(resolve("cuNoSuchThing", 12000, 0), Err(SYMBOL_NOT_FOUND));
-        assert_eq!(resolve("cuMemAllocAsync", 12000, 0), Ok(f!(cuMemAllocAsync)));
+        assert_eq!(resolve("cuMemAllocAsync", 12000, 0), Ok(f!(exports::cuMemAllocAsync)));
         assert_eq!(
             resolve("cuMemAllocAsync", 12000, PER_THREAD_DEFAULT_STREAM),
-            Ok(f!(cuMemAllocAsync_ptsz))
+            Ok(f!(exports::cuMemAllocAsync_ptsz))
         );
-        assert_eq!(resolve("cuMemAlloc", 12000, PER_THREAD_DEFAULT_STREAM), Ok(f!(cuMemAlloc_v2)));
+        assert_eq!(resolve("cuMemAlloc", 12000, PER_THREAD_DEFAULT_STREAM), Ok(f!(exports::cuMemAlloc_v2)));
     }
 }

@@ -10,7 +10,6 @@ use crate::{
 
 pub type CUstream = *mut c_void;
 
-#[no_mangle]
 pub unsafe extern "C" fn cuMemAllocAsync(
     dptr: *mut CUdeviceptr,
     bytesize: usize,
@@ -20,7 +19,6 @@ pub unsafe extern "C" fn cuMemAllocAsync(
     unsafe { alloc_device(dptr, bytesize, 10) }
 }
 
-#[no_mangle]
 pub unsafe extern "C" fn cuMemAllocAsync_ptsz(
     dptr: *mut CUdeviceptr,
     bytesize: usize,
@@ -30,7 +28,6 @@ pub unsafe extern "C" fn cuMemAllocAsync_ptsz(
     unsafe { alloc_device(dptr, bytesize, 11) }
 }
 
-#[no_mangle]
 pub unsafe extern "C" fn cuMemAllocFromPoolAsync(
     dptr: *mut CUdeviceptr,
     bytesize: usize,
@@ -41,7 +38,6 @@ pub unsafe extern "C" fn cuMemAllocFromPoolAsync(
     unsafe { alloc_device(dptr, bytesize, 12) }
 }
 
-#[no_mangle]
 pub unsafe extern "C" fn cuMemAllocFromPoolAsync_ptsz(
     dptr: *mut CUdeviceptr,
     bytesize: usize,
@@ -52,18 +48,15 @@ pub unsafe extern "C" fn cuMemAllocFromPoolAsync_ptsz(
     unsafe { alloc_device(dptr, bytesize, 13) }
 }
 
-#[no_mangle]
 pub extern "C" fn cuMemFreeAsync(dptr: CUdeviceptr, _stream: CUstream) -> CUresult {
     free_device(dptr, 10)
 }
 
-#[no_mangle]
 pub extern "C" fn cuMemFreeAsync_ptsz(dptr: CUdeviceptr, _stream: CUstream) -> CUresult {
     free_device(dptr, 11)
 }
 
 /// `cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *props)`.
-#[no_mangle]
 pub unsafe extern "C" fn cuMemPoolCreate(pool: *mut u64, props: *const c_void) -> CUresult {
     if pool.is_null() || props.is_null() {
         return CUDA_ERROR_INVALID_VALUE;
@@ -78,7 +71,6 @@ pub unsafe extern "C" fn cuMemPoolCreate(pool: *mut u64, props: *const c_void) -
     }
 }
 
-#[no_mangle]
 pub extern "C" fn cuMemPoolTrimTo(pool: u64, _min_bytes_to_keep: usize) -> CUresult {
     if pool == 0 {
         return CUDA_ERROR_INVALID_VALUE;
@@ -86,7 +78,6 @@ pub extern "C" fn cuMemPoolTrimTo(pool: u64, _min_bytes_to_keep: usize) -> CUres
     CUDA_SUCCESS
 }
 
-#[no_mangle]
 pub extern "C" fn cuMemPoolDestroy(pool: u64) -> CUresult {
     if pool == 0 {
         return CUDA_ERROR_INVALID_VALUE;

@@ -57,7 +57,6 @@ fn settle(v: &mut Vmm, handle: u64) {
     }
 }
 
-#[no_mangle]
 pub unsafe extern "C" fn cuMemCreate(
     handle: *mut u64,
     size: usize,
@@ -87,7 +86,6 @@ pub unsafe extern "C" fn cuMemCreate(
     CUDA_SUCCESS
 }
 
-#[no_mangle]
 pub extern "C" fn cuMemRelease(handle: u64) -> CUresult {
     let mut v = vmm();
     match v.handles.get_mut(&handle) {
@@ -98,7 +96,6 @@ pub extern "C" fn cuMemRelease(handle: u64) -> CUresult {
     CUDA_SUCCESS
 }
 
-#[no_mangle]
 pub unsafe extern "C" fn cuMemAddressReserve(
     ptr: *mut CUdeviceptr,
     size: usize,
@@ -117,12 +114,10 @@ pub unsafe extern "C" fn cuMemAddressReserve(
     CUDA_SUCCESS
 }
 
-#[no_mangle]
 pub extern "C" fn cuMemAddressFree(_ptr: CUdeviceptr, _size: usize) -> CUresult {
     CUDA_SUCCESS
 }
 
-#[no_mangle]
 pub extern "C" fn cuMemMap(
     ptr: CUdeviceptr,
     _size: usize,
@@ -142,7 +137,6 @@ pub extern "C" fn cuMemMap(
     CUDA_SUCCESS
 }
 
-#[no_mangle]
 pub extern "C" fn cuMemUnmap(ptr: CUdeviceptr, _size: usize) -> CUresult {
     let mut v = vmm();
     let Some(handle) = v.mappings.remove(&ptr) else {
@@ -156,7 +150,6 @@ pub extern "C" fn cuMemUnmap(ptr: CUdeviceptr, _size: usize) -> CUresult {
 }
 
 /// Exports are opaque numbers naming the handle.
-#[no_mangle]
 pub unsafe extern "C" fn cuMemExportToShareableHandle(
     shareable: *mut u64,
     handle: u64,
@@ -172,7 +165,6 @@ pub unsafe extern "C" fn cuMemExportToShareableHandle(
 }
 
 /// Importing gives a new handle to the same memory, charged to nobody new.
-#[no_mangle]
 pub unsafe extern "C" fn cuMemImportFromShareableHandle(
     handle: *mut u64,
     os_handle: *mut std::ffi::c_void,

@@ -1,0 +1,131 @@
+//! The library's exported entry points, shaped as NVIDIA ships them (see
+//! `../shared/FACTS.md`): each a 24-byte stub that compares the driver's
+//! state word with its torn-down mark, returns CUDA_ERROR_DEINITIALIZED (4)
+//! if it matches, and otherwise tail-jumps through a slot to the
+//! implementation:
+//!
+//! ```text
+//! cmpl $0x321cba00, state(%rip)   # single-stepped by a uprobe here
+//! je   1f                          # emulated: where gpumem probes
+//! jmp  *slot(%rip)
+//! 1: mov $4, %eax
+//! ret                              # what deny returns through
+//! ```
+//!
+//! So every test, the demo and the bench run the entry shape the field
+//! runs. With the `reference-entries` feature each export is instead a
+//! plain `jmp` to its implementation, an entry the kernel emulates at
+//! offset 0: the bench's baseline.
+//!
+//! `cuGetProcAddress` hands out these stubs' addresses, as NVIDIA's does.
+#[cfg(not(feature = "reference-entries"))]
+use std::sync::atomic::AtomicU32;
+
+/// The driver's state: NVIDIA's stubs refuse every call once it holds
+/// [`TORN_DOWN`]. (This library never tears down.)
+#[cfg(not(feature = "reference-entries"))]
+static STATE: AtomicU32 = AtomicU32::new(0);
+
+/// The state word's torn-down mark, as NVIDIA's stubs compare it.
+pub const TORN_DOWN: u32 = 0x321c_ba00;
+
+/// An implementation's address, for a stub to jump through.
+#[repr(transparent)]
+pub struct Slot(*const ());
+
+// SAFETY: a code address, set at build time and never written.
+unsafe impl Sync for Slot {}
+
+macro_rules! exports {
+    ($($name:ident => $implementation:path;)*) => {$(
+        #[cfg(not(feature = "reference-entries"))]
+        #[allow(non_snake_case)]
+        mod $name {
+            pub static SLOT: super::Slot = super::Slot($implementation as *const ());
+        }
+
+        #[cfg(not(feature = "reference-entries"))]
+        #[unsafe(naked)]
+        #[no_mangle]
+        pub unsafe extern "C" fn $name() {
+            core::arch::naked_asm!(
+                "cmpl ${torn_down}, {state}(%rip)",
+                "je 2f",
+                "jmp *{slot}(%rip)",
+                "2:",
+                "mov $4, %eax",
+                "ret",
+                torn_down = const TORN_DOWN,
+                state = sym STATE,
+                slot = sym $name::SLOT,
+                options(att_syntax),
+            )
+        }
+
+        #[cfg(feature = "reference-entries")]
+        #[unsafe(naked)]
+        #[no_mangle]
+        pub unsafe extern "C" fn $name() {
+            core::arch::naked_asm!("jmp {target}", target = sym $implementation, options(att_syntax))
+        }
+    )*};
+}
+
+exports! {
+    cuArray3DCreate_v2 => crate::array::cuArray3DCreate_v2;
+    cuArrayCreate_v2 => crate::array::cuArrayCreate_v2;
+    cuArrayDestroy => crate::array::cuArrayDestroy;
+    cuCtxCreate => crate::context::cuCtxCreate;
+    cuCtxCreate_v2 => crate::context::cuCtxCreate_v2;
+    cuCtxCreate_v3 => crate::context::cuCtxCreate_v3;
+    cuCtxCreate_v4 => crate::context::cuCtxCreate_v4;
+    cuCtxDestroy_v2 => crate::context::cuCtxDestroy_v2;
+    cuCtxGetCurrent => crate::context::cuCtxGetCurrent;
+    cuCtxGetDevice => crate::context::cuCtxGetDevice;
+    cuCtxPopCurrent_v2 => crate::context::cuCtxPopCurrent_v2;
+    cuCtxPushCurrent_v2 => crate::context::cuCtxPushCurrent_v2;
+    cuCtxSetCurrent => crate::context::cuCtxSetCurrent;
+    cuDeviceGet => crate::device::cuDeviceGet;
+    cuDeviceGetCount => crate::device::cuDeviceGetCount;
+    cuDeviceGetName => crate::device::cuDeviceGetName;
+    cuDevicePrimaryCtxRelease => crate::context::cuDevicePrimaryCtxRelease;
+    cuDevicePrimaryCtxRelease_v2 => crate::context::cuDevicePrimaryCtxRelease_v2;
+    cuDevicePrimaryCtxRetain => crate::context::cuDevicePrimaryCtxRetain;
+    cuDeviceTotalMem_v2 => crate::device::cuDeviceTotalMem_v2;
+    cuDriverGetVersion => crate::device::cuDriverGetVersion;
+    cuGetProcAddress_v2 => crate::procaddr::cuGetProcAddress_v2;
+    cuInit => crate::device::cuInit;
+    cuIpcCloseMemHandle => crate::memory::cuIpcCloseMemHandle;
+    cuIpcGetMemHandle => crate::memory::cuIpcGetMemHandle;
+    cuIpcOpenMemHandle_v2 => crate::memory::cuIpcOpenMemHandle_v2;
+    cuMemAddressFree => crate::vmm::cuMemAddressFree;
+    cuMemAddressReserve => crate::vmm::cuMemAddressReserve;
+    cuMemAllocAsync => crate::stream::cuMemAllocAsync;
+    cuMemAllocAsync_ptsz => crate::stream::cuMemAllocAsync_ptsz;
+    cuMemAllocFromPoolAsync => crate::stream::cuMemAllocFromPoolAsync;
+    cuMemAllocFromPoolAsync_ptsz => crate::stream::cuMemAllocFromPoolAsync_ptsz;
+    cuMemAllocHost_v2 => crate::host::cuMemAllocHost_v2;
+    cuMemAllocManaged => crate::memory::cuMemAllocManaged;
+    cuMemAllocPitch_v2 => crate::memory::cuMemAllocPitch_v2;
+    cuMemAlloc_v2 => crate::memory::cuMemAlloc_v2;
+    cuMemCreate => crate::vmm::cuMemCreate;
+    cuMemExportToShareableHandle => crate::vmm::cuMemExportToShareableHandle;
+    cuMemFreeAsync => crate::stream::cuMemFreeAsync;
+    cuMemFreeAsync_ptsz => crate::stream::cuMemFreeAsync_ptsz;
+    cuMemFreeHost => crate::host::cuMemFreeHost;
+    cuMemFree_v2 => crate::memory::cuMemFree_v2;
+    cuMemGetInfo_v2 => crate::memory::cuMemGetInfo_v2;
+    cuMemHostAlloc => crate::host::cuMemHostAlloc;
+    cuMemHostGetDevicePointer_v2 => crate::host::cuMemHostGetDevicePointer_v2;
+    cuMemHostRegister_v2 => crate::host::cuMemHostRegister_v2;
+    cuMemHostUnregister => crate::host::cuMemHostUnregister;
+    cuMemImportFromShareableHandle => crate::vmm::cuMemImportFromShareableHandle;
+    cuMemMap => crate::vmm::cuMemMap;
+    cuMemPoolCreate => crate::stream::cuMemPoolCreate;
+    cuMemPoolDestroy => crate::stream::cuMemPoolDestroy;
+    cuMemPoolTrimTo => crate::stream::cuMemPoolTrimTo;
+    cuMemRelease => crate::vmm::cuMemRelease;
+    cuMemUnmap => crate::vmm::cuMemUnmap;
+    cuMipmappedArrayCreate => crate::array::cuMipmappedArrayCreate;
+    cuMipmappedArrayDestroy => crate::array::cuMipmappedArrayDestroy;
+}
