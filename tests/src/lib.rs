@@ -9,4 +9,6 @@ pub mod driver;
 pub mod families;
 pub mod harness;
 pub mod mixed;
+pub mod no_device;
+pub mod threads;
 pub mod truth;

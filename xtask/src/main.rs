@@ -1,9 +1,11 @@
 //! `cargo xtask`: everything a fresh machine needs, from the toolchain to
 //! the demo. Each subcommand sets up what it needs first.
+mod apt;
 mod artifacts;
 mod bench;
 mod demo;
 mod lint;
+mod nvidia;
 mod setup;
 mod tally;
 mod test;
@@ -48,6 +50,10 @@ enum Cmd {
     /// tests on this kernel and the limit and tracing suites on the kernel
     /// matrix under QEMU; ends with an `N passed, N failed` line.
     Test,
+    /// Fetch NVIDIA's own driver libraries (libcuda1 535 and 550 from
+    /// Debian's non-free packages, cached) and print where each is, e.g.
+    /// for `gpumem probe --libcuda PATH`. The tests and the bench use them.
+    Nvidia,
     /// Only the kernel matrix: boot stock Debian kernels (6.1, 6.12, 6.18,
     /// sid's newest) under QEMU and run the limit and tracing suites in each.
     Vm {
@@ -67,6 +73,7 @@ fn main() -> std::process::ExitCode {
         Cmd::Lint => lint::lint(),
         Cmd::Bench { quick } => bench::bench(quick),
         Cmd::Test => test::test(),
+        Cmd::Nvidia => nvidia::print(),
         Cmd::Vm { kernels } => test::vm_only(&kernels),
     };
     match result {

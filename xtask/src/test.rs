@@ -44,9 +44,13 @@ pub fn test() -> anyhow::Result<()> {
         println!("xtask: not root: the privileged tests will print SKIPPED; run `sudo cargo xtask test` to run them");
     }
     let python = built.setup.python.clone().into_os_string();
+    let nvidia = crate::nvidia::libraries()?;
+    let versions: Vec<&str> = nvidia.iter().map(|l| l.version.as_str()).collect();
+    println!("xtask: NVIDIA's driver libraries for the tests: {}", versions.join(", "));
+    let nvidia = crate::nvidia::path_list(&nvidia);
     let e2e_ok = cargo_test(
         &["-p", "gpumem-tests", "--test", "e2e", "--", "--test-threads=1"],
-        &[("GPUMEM_PYTHON", &python)],
+        &[("GPUMEM_PYTHON", &python), ("GPUMEM_NVIDIA_LIBCUDA", &nvidia)],
         &mut tally,
     )?;
     let vm_ok = if is_root() {

@@ -7,14 +7,16 @@
 #![allow(unused_crate_dependencies)]
 use std::{
     io::{BufRead, Write},
-    sync::{Arc, Mutex},
+    sync::Arc,
 };
 
 use anyhow::{bail, Context};
 use clap::{Parser, ValueEnum};
 use gpumem_tests::{
     driver::Driver,
-    mixed::{self, Held, Method, METHODS},
+    mixed::{self, METHODS},
+    no_device,
+    threads::Threads,
     truth::{Checkpoint, Truth},
 };
 
@@ -45,14 +47,22 @@ enum Scenario {
     /// `again`. What a process under a deny limit sees.
     Deny,
     /// For the bench: `--iterations` alloc+free pairs of `--size` bytes in
-    /// a tight loop (with `--mix`, rotating through the families), timed;
-    /// prints `{"bench": .., "pairs": .., "ns_per_pair": ..}`. With
-    /// `--rate`, paced to that many pairs per second.
+    /// a tight loop (with `--mix`, rotating through the families; with
+    /// `--ctx`, cuCtxSetCurrent calls instead), timed; prints `{"bench":
+    /// .., "iterations": .., "ns_per_iteration": ..}`. With `--rate`, paced
+    /// to that many pairs per second.
     Loop,
     /// `--iterations` allocations of `--size` bytes, checkpoint `held`,
     /// free them all, checkpoint `freed`: for the bench's agent memory with
     /// many live allocations (use `--pause` to hold them).
     Hold,
+    /// For a driver with no device (NVIDIA's library on a machine without
+    /// a GPU; implies `--no-device`): cuInit, then `--iterations` rounds of
+    /// cuMemAlloc_v2 through dlsym and cuMemAlloc, cuMemAllocAsync (per
+    /// thread and legacy stream) through cuGetProcAddress_v2, each of
+    /// `--size` bytes and each refused; prints `{"init": .., "calls":
+    /// [..]}`, then checkpoint `refused`.
+    NoDevice,
 }
 
 #[derive(Debug, Parser)]
@@ -92,12 +102,22 @@ struct Args {
     /// Chunk size for `oom`.
     #[arg(long, default_value_t = 1 << 20)]
     size: usize,
+    /// `loop`: time cuCtxSetCurrent calls (what a framework may call once
+    /// per operation), making the current context current again.
+    #[arg(long)]
+    ctx: bool,
+    /// The driver has no device (NVIDIA's library without a GPU): open
+    /// none; `loop` then times cuMemAlloc_v2+cuMemFree_v2 pairs that the
+    /// driver refuses, through the same entry points.
+    #[arg(long)]
+    no_device: bool,
 }
 
 fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     let driver = Arc::new(Driver::load(&args.libcuda)?);
-    let ctx = driver.open_device(args.device)?;
+    let no_device = args.no_device || matches!(args.scenario, Scenario::NoDevice);
+    let ctx = if no_device { std::ptr::null_mut() } else { driver.open_device(args.device)? };
     let truth = Arc::new(Truth::default());
     let w = Workload { args: &args, driver, truth, ctx: ctx as usize };
     if args.hold_at_start {
@@ -113,6 +133,7 @@ fn main() -> anyhow::Result<()> {
         Scenario::Deny => w.until_refused(),
         Scenario::Loop => w.bench_loop(),
         Scenario::Hold => w.hold(),
+        Scenario::NoDevice => w.no_device(),
         Scenario::Families => {
             gpumem_tests::families::run(&w.driver, &w.truth, w.ctx, &|name| w.checkpoint(name))
         }
@@ -184,49 +205,16 @@ impl Workload<'_> {
     }
 
     fn threads(&self) -> anyhow::Result<()> {
-        let pool: Arc<Mutex<Vec<Held>>> = Arc::default();
-        let handles: Vec<_> = (0..self.args.threads)
-            .map(|t| {
-                let (driver, truth, pool) = (self.driver.clone(), self.truth.clone(), pool.clone());
-                let (ctx, iterations, device, mix) =
-                    (self.ctx, self.args.iterations, self.args.device, self.args.mix);
-                let mut rng = Rng(self.args.seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ (t as u64 + 1));
-                std::thread::spawn(move || -> anyhow::Result<()> {
-                    driver.set_current(ctx)?;
-                    for _ in 0..iterations {
-                        // Frees often take another thread's allocation.
-                        let take = {
-                            let mut pool = pool.lock().unwrap();
-                            if rng.below(10) < 4 && !pool.is_empty() {
-                                let i = rng.below(pool.len() as u64) as usize;
-                                Some(pool.swap_remove(i))
-                            } else {
-                                None
-                            }
-                        };
-                        match take {
-                            Some(h) => mixed::free(&driver, &truth, h, rng.below(2) == 0)?,
-                            None => {
-                                let method = if mix {
-                                    METHODS[rng.below(METHODS.len() as u64) as usize]
-                                } else {
-                                    Method::Plain
-                                };
-                                let size = 1 + rng.below(4 << 20);
-                                let h = mixed::alloc(&driver, &truth, method, size, device)?;
-                                pool.lock().unwrap().push(h);
-                            }
-                        }
-                    }
-                    Ok(())
-                })
-            })
-            .collect();
-        for h in handles {
-            h.join().map_err(|_| anyhow::anyhow!("a workload thread panicked"))??;
-        }
+        let a = self.args;
+        let spec = Threads {
+            threads: a.threads,
+            iterations: a.iterations,
+            device: a.device,
+            mix: a.mix,
+            seed: a.seed,
+        };
+        let mut pool = spec.run(&self.driver, &self.truth, self.ctx)?;
         self.checkpoint("mixed")?;
-        let mut pool = pool.lock().unwrap();
         let half = pool.len() / 2;
         for h in pool.drain(..half) {
             mixed::free(&self.driver, &self.truth, h, true)?;
@@ -237,7 +225,15 @@ impl Workload<'_> {
     fn bench_loop(&self) -> anyhow::Result<()> {
         let (n, size) = (self.args.iterations.max(1), self.args.size);
         let start = std::time::Instant::now();
-        if self.args.mix {
+        if self.args.ctx {
+            for _ in 0..n {
+                // Without a device the driver refuses it, the same each time.
+                let r = self.driver.set_current(self.ctx);
+                if !self.args.no_device {
+                    r?;
+                }
+            }
+        } else if self.args.mix {
             // Symbols are looked up per call here (the same in every
             // configuration compared).
             for i in 0..n {
@@ -260,13 +256,23 @@ impl Workload<'_> {
                     let due = start + period * i as u32;
                     std::thread::sleep(due.saturating_duration_since(std::time::Instant::now()));
                 }
+                if self.args.no_device {
+                    // Both refused; their results are the same every time.
+                    let _ = self.driver.alloc(size);
+                    let _ = self.driver.free(0);
+                    continue;
+                }
                 let p = self.driver.alloc(size).map_err(|e| anyhow::anyhow!("cuMemAlloc_v2 returned {e}"))?;
                 self.driver.free(p)?;
             }
         }
         let ns = start.elapsed().as_nanos() as f64 / n as f64;
-        let name = if self.args.mix { "mixed" } else { "alloc_free" };
-        println!("{}", serde_json::json!({ "bench": name, "pairs": n, "ns_per_pair": ns }));
+        let name = match (self.args.ctx, self.args.mix) {
+            (true, _) => "ctx_set_current",
+            (false, true) => "mixed",
+            (false, false) => "alloc_free",
+        };
+        println!("{}", serde_json::json!({ "bench": name, "iterations": n, "ns_per_iteration": ns }));
         Ok(())
     }
 
@@ -281,6 +287,13 @@ impl Workload<'_> {
             self.free(p, size)?;
         }
         self.checkpoint("freed")
+    }
+
+    fn no_device(&self) -> anyhow::Result<()> {
+        let (init, calls) =
+            no_device::run(&self.driver, &self.truth, self.args.iterations, self.args.size as u64)?;
+        println!("{}", serde_json::json!({ "init": init, "calls": calls }));
+        self.checkpoint("refused")
     }
 
     fn steps(&self) -> anyhow::Result<()> {
@@ -372,19 +385,4 @@ fn emit(c: &Checkpoint, pause: bool) -> anyhow::Result<()> {
         std::io::stdin().lock().read_line(&mut line).context("waiting on stdin")?;
     }
     Ok(())
-}
-
-/// xorshift64*: reproducible from `--seed`, no dependency.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
-    }
 }

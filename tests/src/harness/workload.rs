@@ -68,6 +68,11 @@ impl Workload {
 
     /// The next checkpoint the workload prints.
     pub fn checkpoint(&mut self) -> Checkpoint {
+        self.line()
+    }
+
+    /// The next line the workload prints, read as `T`.
+    pub fn line<T: serde::de::DeserializeOwned>(&mut self) -> T {
         match self.rx.recv_timeout(DEADLINE) {
             Ok(line) => {
                 serde_json::from_str(&line).unwrap_or_else(|e| panic!("workload printed `{line}`: {e}"))

@@ -15,4 +15,5 @@ mod cuda_bindings;
 mod libraries;
 mod limit_changes;
 mod limits;
+mod nvidia;
 mod trace_exact;

@@ -5,10 +5,14 @@
 //! loop mixing the families, and the report takes the median per cell.
 //! After each configuration's loops, one more alloc+free loop runs with
 //! the kernel's per-program statistics on, to say where the time goes
-//! (`runtime`). Then one agent is measured under load (see `load`), and
-//! what the verifier walked for its programs (`verifier`). Writes
+//! (`runtime`). The loops run on the simulated driver's release build,
+//! whose entry points are NVIDIA-shaped stubs. Then the same
+//! configurations on NVIDIA's own 550 library beside a reference library
+//! whose entry points the kernel emulates (`nvidia`), one agent under load
+//! (`load`), and what the verifier walked for its programs (`verifier`). Writes
 //! target/bench/report.md and target/bench/report.json (`report`).
 mod load;
+mod nvidia;
 mod report;
 mod runtime;
 mod setup;
@@ -45,12 +49,13 @@ struct Collected {
 fn tracer_command(
     config: &str,
     b: &Built,
+    libcuda: &Path,
     script: &Path,
     bpftrace: &Result<PathBuf, String>,
 ) -> Result<Option<(Command, &'static str)>, ()> {
     let agent = |verb: &str| {
         let mut c = Command::new(&b.agent);
-        c.arg(verb).arg("--libcuda").arg(&b.libcuda);
+        c.arg(verb).arg("--libcuda").arg(libcuda);
         c
     };
     Ok(match config {
@@ -123,11 +128,12 @@ pub fn bench(quick: bool) -> anyhow::Result<()> {
     for rep in 0..reps {
         eprintln!("xtask: bench repetition {}/{reps}", rep + 1);
         for config in CONFIGS {
-            let Ok(command) = tracer_command(config, &b, &script, &bpftrace) else { continue };
+            let Ok(command) = tracer_command(config, &b, &b.libcuda, &script, &bpftrace) else { continue };
             let tracer = command.map(|(cmd, ready)| Tracer::start(cmd, ready)).transpose()?;
             c.measure(config, tracer, &b, (pairs, mixed_pairs))?;
         }
     }
+    let nvidia = nvidia::measure(&b, reps, pairs, &bpftrace)?;
     let _ = std::fs::remove_file(b.out.join("events.jsonl"));
     eprintln!("xtask: bench: the agent under load");
     let load = load::measure(&b, quick)?;
@@ -141,5 +147,5 @@ pub fn bench(quick: bool) -> anyhow::Result<()> {
         runtime_missing: c.runtime_missing,
         bpftrace_missing: bpftrace.err(),
     };
-    report::write(&b.out, &c.samples, &run, &load)
+    report::write(&b.out, &c.samples, &run, &load, &nvidia)
 }

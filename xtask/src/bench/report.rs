@@ -40,15 +40,22 @@ fn ratio(samples: &Samples, a: &str, b: &str) -> Option<f64> {
 
 type Samples<'a> = BTreeMap<(&'a str, &'a str), Vec<f64>>;
 
-pub fn write(out: &Path, samples: &Samples, run: &Run, load: &AgentLoad) -> anyhow::Result<()> {
+pub fn write(
+    out: &Path,
+    samples: &Samples,
+    run: &Run,
+    load: &AgentLoad,
+    nvidia: &super::nvidia::Section,
+) -> anyhow::Result<()> {
     let machine = format!(
         "{} cores, kernel {}",
         std::thread::available_parallelism().map_or(0, |n| n.get()),
         std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default().trim()
     );
-    let json = report_json(&machine, samples, run, load);
+    let mut json = report_json(&machine, samples, run, load);
+    json["nvidia"] = nvidia.json();
     std::fs::write(out.join("report.json"), serde_json::to_string_pretty(&json)?)?;
-    let md = report_md(&machine, samples, run, load);
+    let md = report_md(&machine, samples, run, load) + &nvidia.markdown();
     std::fs::write(out.join("report.md"), &md)?;
     println!("{md}");
     println!("written: {} and report.json", out.join("report.md").display());

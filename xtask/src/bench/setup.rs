@@ -51,22 +51,19 @@ END {{ clear(@live); clear(@ptr); clear(@req); clear(@freeing); }}
 }
 
 pub fn run_loop(b: &Built, mixed: bool, pairs: usize) -> anyhow::Result<f64> {
-    let mut c = Command::new(&b.workload);
-    c.arg("--libcuda").arg(&b.libcuda).args([
-        "--scenario",
-        "loop",
-        "--size",
-        "4096",
-        "--iterations",
-        &pairs.to_string(),
-    ]);
-    if mixed {
-        c.arg("--mix");
-    }
+    time_loop(&b.workload, &b.libcuda, if mixed { &["--mix"] } else { &[] }, pairs)
+}
+
+/// The workload's `loop` scenario on `libcuda` with `extra` arguments:
+/// nanoseconds per iteration.
+pub fn time_loop(workload: &Path, libcuda: &Path, extra: &[&str], iterations: usize) -> anyhow::Result<f64> {
+    let mut c = Command::new(workload);
+    c.arg("--libcuda").arg(libcuda).args(["--scenario", "loop", "--size", "4096", "--iterations"]);
+    c.arg(iterations.to_string()).args(extra);
     let text = output(&mut c)?;
     let v: serde_json::Value =
         serde_json::from_str(text.trim()).with_context(|| format!("loop printed `{text}`"))?;
-    v["ns_per_pair"].as_f64().context("no ns_per_pair")
+    v["ns_per_iteration"].as_f64().context("no ns_per_iteration")
 }
 
 pub fn median(mut v: Vec<f64>) -> Option<f64> {

@@ -1,15 +1,14 @@
 //! The kernel matrix: stock Debian cloud kernels, fetched as packages
 //! through a private apt configuration (the host's own sources are left
 //! alone) and cached under `~/.cache/gpumem/kernels/<series>/`.
-use std::{
-    fs,
-    path::{Path, PathBuf},
-    process::Command,
+use std::{fs, path::PathBuf, process::Command};
+
+use anyhow::bail;
+
+use crate::{
+    apt::{version_key, Apt},
+    util::{cache_dir, run},
 };
-
-use anyhow::{bail, Context};
-
-use crate::util::{cache_dir, output, run};
 
 /// One column of the matrix: the newest cloud kernel whose package name
 /// matches `pattern` (an apt-cache regular expression).
@@ -58,82 +57,10 @@ pub struct Kernel {
 /// The suites the matrix draws on, beside the host's bookworm.
 const SUITES: &[&str] = &["bookworm", "bookworm-backports", "trixie-backports", "sid"];
 
-/// The Debian mirror the host uses (its deb822 sources), or Debian's own.
-fn mirror() -> String {
-    let sources = fs::read_to_string("/etc/apt/sources.list.d/debian.sources").unwrap_or_default();
-    sources
-        .lines()
-        .filter_map(|l| l.strip_prefix("URIs:"))
-        .flat_map(str::split_whitespace)
-        .find(|u| u.ends_with("/debian"))
-        .unwrap_or("http://deb.debian.org/debian")
-        .to_string()
-}
-
-/// apt-get/apt-cache options that read only gpumem's own sources and lists.
-struct Apt {
-    dir: PathBuf,
-}
-
-impl Apt {
-    fn new() -> anyhow::Result<Self> {
-        let dir = cache_dir().join("apt");
-        fs::create_dir_all(dir.join("lists/partial"))?;
-        fs::create_dir_all(dir.join("archives/partial"))?;
-        let keyring = "/usr/share/keyrings/debian-archive-keyring.gpg";
-        let mirror = mirror();
-        let list: String =
-            SUITES.iter().map(|s| format!("deb [signed-by={keyring}] {mirror} {s} main\n")).collect();
-        fs::write(dir.join("sources.list"), list)?;
-        Ok(Self { dir })
-    }
-
-    fn command(&self, program: &str) -> Command {
-        let d = self.dir.display();
-        let mut c = Command::new(program);
-        c.args([
-            "-q",
-            "-o",
-            &format!("Dir::Etc::SourceList={d}/sources.list"),
-            "-o",
-            "Dir::Etc::SourceParts=/dev/null",
-            "-o",
-            &format!("Dir::State::Lists={d}/lists"),
-            "-o",
-            &format!("Dir::Cache::Archives={d}/archives"),
-        ]);
-        c
-    }
-
-    fn update(&self) -> anyhow::Result<()> {
-        run(self.command("apt-get").arg("update"))
-            .context("fetching the package lists of Debian's kernel suites (needs the Debian mirror)")
-    }
-
-    /// Package names matching `pattern`.
-    fn search(&self, pattern: &str) -> anyhow::Result<Vec<String>> {
-        let out = output(self.command("apt-cache").args(["search", "--names-only", pattern]))?;
-        Ok(out.lines().filter_map(|l| l.split_whitespace().next()).map(String::from).collect())
-    }
-
-    /// Downloads `package` into `dir`, returning the .deb.
-    fn download(&self, package: &str, dir: &Path) -> anyhow::Result<PathBuf> {
-        run(self.command("apt-get").current_dir(dir).args(["download", package]))
-            .with_context(|| format!("downloading {package}"))?;
-        fs::read_dir(dir)?
-            .flatten()
-            .map(|e| e.path())
-            .find(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with(&format!("{package}_"))))
-            .with_context(|| format!("apt-get download {package} left no .deb in {}", dir.display()))
-    }
-}
-
-/// The numbers in a package name, in order: what "newest" compares.
-fn version_key(name: &str) -> Vec<u64> {
-    name.split(|c: char| !c.is_ascii_digit())
-        .filter(|s| !s.is_empty())
-        .filter_map(|s| s.parse().ok())
-        .collect()
+/// gpumem's own apt configuration for the kernels.
+fn apt() -> anyhow::Result<Apt> {
+    let sources: Vec<(&str, &str)> = SUITES.iter().map(|s| (*s, "main")).collect();
+    Apt::new("apt", &sources)
 }
 
 /// The newest of `names`.
@@ -158,7 +85,7 @@ pub fn kernels() -> anyhow::Result<Vec<Kernel>> {
     if let Some(all) = MATRIX.iter().map(cached).collect::<Option<Vec<_>>>() {
         return Ok(all);
     }
-    let apt = Apt::new()?;
+    let apt = apt()?;
     apt.update()?;
     let mut out = Vec::new();
     for s in MATRIX {

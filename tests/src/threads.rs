@@ -1,0 +1,85 @@
+//! The `threads` scenario's concurrent part: threads allocating and
+//! freeing at random from one shared pool, so that frees often come from
+//! another thread than the allocation's.
+use std::sync::{Arc, Mutex};
+
+use crate::{
+    driver::Driver,
+    mixed::{self, Held, Method, METHODS},
+    truth::Truth,
+};
+
+/// How the threads run.
+pub struct Threads {
+    pub threads: usize,
+    /// Calls per thread.
+    pub iterations: usize,
+    pub device: i32,
+    /// Allocate through every family at random, not only cuMemAlloc_v2.
+    pub mix: bool,
+    pub seed: u64,
+}
+
+impl Threads {
+    /// Runs the threads with `ctx` current on each; returns what they left
+    /// allocated.
+    pub fn run(&self, driver: &Arc<Driver>, truth: &Arc<Truth>, ctx: usize) -> anyhow::Result<Vec<Held>> {
+        let pool: Arc<Mutex<Vec<Held>>> = Arc::default();
+        let handles: Vec<_> = (0..self.threads)
+            .map(|t| {
+                let (driver, truth, pool) = (driver.clone(), truth.clone(), pool.clone());
+                let (iterations, device, mix) = (self.iterations, self.device, self.mix);
+                let mut rng = Rng(self.seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ (t as u64 + 1));
+                std::thread::spawn(move || -> anyhow::Result<()> {
+                    driver.set_current(ctx)?;
+                    for _ in 0..iterations {
+                        // Frees often take another thread's allocation.
+                        let take = {
+                            let mut pool = pool.lock().unwrap();
+                            if rng.below(10) < 4 && !pool.is_empty() {
+                                let i = rng.below(pool.len() as u64) as usize;
+                                Some(pool.swap_remove(i))
+                            } else {
+                                None
+                            }
+                        };
+                        match take {
+                            Some(h) => mixed::free(&driver, &truth, h, rng.below(2) == 0)?,
+                            None => {
+                                let method = if mix {
+                                    METHODS[rng.below(METHODS.len() as u64) as usize]
+                                } else {
+                                    Method::Plain
+                                };
+                                let size = 1 + rng.below(4 << 20);
+                                let h = mixed::alloc(&driver, &truth, method, size, device)?;
+                                pool.lock().unwrap().push(h);
+                            }
+                        }
+                    }
+                    Ok(())
+                })
+            })
+            .collect();
+        for h in handles {
+            h.join().map_err(|_| anyhow::anyhow!("a workload thread panicked"))??;
+        }
+        let left = std::mem::take(&mut *pool.lock().unwrap());
+        Ok(left)
+    }
+}
+
+/// xorshift64*: reproducible from a seed, no dependency.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
+}

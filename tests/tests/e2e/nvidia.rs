@@ -1,0 +1,136 @@
+//! NVIDIA's own driver library, as users run it: `libcuda.so.1` of the 535
+//! and 550 series from Debian's non-free packages (`cargo xtask test`
+//! fetches them and names them in `GPUMEM_NVIDIA_LIBCUDA`). There is no
+//! GPU here, so every allocation fails with CUDA_ERROR_NOT_INITIALIZED,
+//! through the same exported stubs a GPU's users call: enough to prove
+//! where the probes sit and that calls through dlsym and cuGetProcAddress_v2
+//! are all seen.
+use std::{path::PathBuf, process::Command};
+
+use gpumem::output::RecordEvent;
+use gpumem_tests::{harness::*, no_device::ROUND_APIS};
+use serde::Deserialize;
+
+/// CUDA_ERROR_NOT_INITIALIZED: what NVIDIA's library answers every
+/// allocation on a machine with no device.
+const NOT_INITIALIZED: u32 = 3;
+
+/// The NVIDIA libraries `cargo xtask test` fetched; None (the test says
+/// why it is skipped) when the variable is not set.
+fn libraries() -> Option<Vec<PathBuf>> {
+    let Some(list) = std::env::var_os("GPUMEM_NVIDIA_LIBCUDA") else {
+        skip(
+            "GPUMEM_NVIDIA_LIBCUDA is not set; `cargo xtask test` fetches NVIDIA's libcuda1 (535, 550) \
+             from Debian's non-free packages and sets it",
+        );
+        return None;
+    };
+    let libs: Vec<PathBuf> = std::env::split_paths(&list).collect();
+    assert_eq!(libs.len(), 2, "NVIDIA's 535 and 550 libraries, in {list:?}");
+    Some(libs)
+}
+
+#[derive(Debug, Deserialize)]
+struct ProbeReport {
+    libraries: Vec<LibrarySites>,
+}
+
+#[derive(Debug, Deserialize)]
+struct LibrarySites {
+    path: String,
+    summary: Summary,
+    sites: Vec<SiteLine>,
+    missing: Vec<String>,
+}
+
+#[derive(Debug, Deserialize)]
+struct Summary {
+    emulated: usize,
+    shifted: usize,
+    single_stepped: usize,
+}
+
+#[derive(Debug, Deserialize)]
+struct SiteLine {
+    symbol: String,
+    offset: u32,
+    how: String,
+    ret: Option<u32>,
+}
+
+#[test]
+fn every_nvidia_entry_point_is_probed_at_its_je_past_the_stubs_compare() {
+    let Some(libs) = libraries() else { return };
+    let mut c = Command::new(paths().agent);
+    c.args(["probe", "--json"]);
+    for l in &libs {
+        c.arg("--libcuda").arg(l);
+    }
+    let out = c.output().expect("running gpumem probe");
+    assert!(out.status.success(), "gpumem probe failed: {}", String::from_utf8_lossy(&out.stderr));
+    let report: ProbeReport = serde_json::from_slice(&out.stdout).expect("gpumem probe --json");
+    assert_eq!(report.libraries.len(), libs.len());
+    for lib in &report.libraries {
+        println!("{}: {:?}, not exported: {:?}", lib.path, lib.summary, lib.missing);
+        assert!(lib.sites.len() >= 35, "{}: only {} probes placed", lib.path, lib.sites.len());
+        assert_eq!((lib.summary.emulated, lib.summary.single_stepped), (0, 0), "{}", lib.path);
+        assert_eq!(lib.summary.shifted, lib.sites.len(), "{}", lib.path);
+        for s in &lib.sites {
+            // cmpl $0x321cba00, state(%rip) is 10 bytes; the `je` follows,
+            // and the stub's `ret` is at 0x1d.
+            assert_eq!(
+                (s.offset, s.how.as_str(), s.ret),
+                (10, "shifted", Some(0x1d - 10)),
+                "{}: {s:?}",
+                lib.path
+            );
+        }
+        for required in ["cuMemAlloc_v2", "cuMemFree_v2", "cuMemAllocAsync", "cuMemAllocAsync_ptsz"] {
+            assert!(lib.sites.iter().any(|s| s.symbol == required), "{}: no probe on {required}", lib.path);
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+struct Calls {
+    init: i32,
+    calls: Vec<gpumem_tests::no_device::Call>,
+}
+
+#[test]
+fn nvidia_allocations_through_dlsym_and_cu_get_proc_address_are_each_recorded_with_their_result() {
+    let Some(libs) = libraries() else { return };
+    if !privileged() {
+        return;
+    }
+    let mut extra = Vec::new();
+    for l in &libs {
+        extra.extend(["--libcuda", l.to_str().unwrap()]);
+    }
+    let agent = Agent::start(&extra);
+    for (i, lib) in libs.iter().enumerate() {
+        let size = format!("{}", 12_345 + i);
+        let args =
+            ["--libcuda", lib.to_str().unwrap(), "--scenario", "no-device", "--iterations", "3", "--size"];
+        let mut w = Workload::spawn(&[&args[..], &[&size]].concat(), None, &[]);
+        let pid = w.pid();
+        let made: Calls = w.line();
+        assert_eq!(made.init, 100, "{}: cuInit without a device is CUDA_ERROR_NO_DEVICE", lib.display());
+        let apis: Vec<&str> = made.calls.iter().map(|c| c.api.as_str()).collect();
+        assert_eq!(apis, ROUND_APIS.repeat(3), "{}: the exports the calls went through", lib.display());
+        let c = w.checkpoint();
+        assert_eq!((c.checkpoint.as_str(), c.failed), ("refused", made.calls.len() as u64));
+        let lines = agent.wait_for_checkpoint(&c);
+        let seen: Vec<(&str, u64, u32)> = lines
+            .events(pid, RecordEvent::AllocFailed)
+            .iter()
+            .map(|l| (l.caller.api.as_ref(), l.size, l.result))
+            .collect();
+        let truth: Vec<(&str, u64, u32)> =
+            made.calls.iter().map(|c| (c.api.as_str(), c.size, c.result as u32)).collect();
+        assert_eq!(seen, truth, "{}: each refused call, in order, with its size and result", lib.display());
+        assert!(truth.iter().all(|t| t.2 == NOT_INITIALIZED), "{}: {truth:?}", lib.display());
+        w.finish();
+        assert_process_holds(&agent.status(), pid, 0);
+    }
+}
