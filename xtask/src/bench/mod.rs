@@ -19,18 +19,13 @@ mod setup;
 mod tracer;
 mod verifier;
 
-use std::{
-    collections::BTreeMap,
-    path::{Path, PathBuf},
-    process::Command,
-    time::Duration,
-};
+use std::{collections::BTreeMap, time::Duration};
 
 use anyhow::{bail, Context};
 
 use self::{
     setup::{bpftrace, bpftrace_script, build, median, run_loop, Built, CONFIGS},
-    tracer::Tracer,
+    tracer::{tracer_command, Tracer},
 };
 use crate::util::is_root;
 
@@ -42,40 +37,6 @@ struct Collected {
     verified: Option<verifier::Verified>,
     runtimes: BTreeMap<&'static str, Vec<runtime::Runtime>>,
     runtime_missing: Option<String>,
-}
-
-/// How to start `config`'s tracer and the line it says when ready; None
-/// for `untraced`, Err when it cannot run here (bpftrace missing).
-fn tracer_command(
-    config: &str,
-    b: &Built,
-    libcuda: &Path,
-    script: &Path,
-    bpftrace: &Result<PathBuf, String>,
-) -> Result<Option<(Command, &'static str)>, ()> {
-    let agent = |verb: &str| {
-        let mut c = Command::new(&b.agent);
-        c.arg(verb).arg("--libcuda").arg(libcuda);
-        c
-    };
-    Ok(match config {
-        "untraced" => None,
-        "floor" => Some((agent("floor"), "gpumem: ready")),
-        "gpumem" | "gpumem+limits" => {
-            let mut c = agent("run");
-            c.arg("--output").arg(b.out.join("events.jsonl"));
-            c.arg("--socket").arg(b.out.join("gpumem.sock")).args(["--rescan", "0"]);
-            if config == "gpumem+limits" {
-                c.args(["--limit", "cgroup:/=1TiB,action=audit"]);
-            }
-            Some((c, "gpumem: ready"))
-        }
-        _ => {
-            let mut c = Command::new(bpftrace.as_ref().map_err(|_| ())?);
-            c.arg(script);
-            Some((c, "ready"))
-        }
-    })
 }
 
 impl Collected {

@@ -17,8 +17,7 @@ use serde_json::{json, Value};
 
 use super::{
     setup::{bpftrace_script, median, time_loop, Built, CONFIGS},
-    tracer::Tracer,
-    tracer_command,
+    tracer::{tracer_command, Tracer},
 };
 use crate::util::{cmd, root, run, target_dir};
 

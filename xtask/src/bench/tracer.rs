@@ -2,6 +2,7 @@
 //! configuration, started when it says it is ready, stopped on drop.
 use std::{
     io::{BufRead, BufReader},
+    path::{Path, PathBuf},
     process::{Child, Command, Stdio},
     sync::mpsc,
     time::{Duration, Instant},
@@ -9,6 +10,7 @@ use std::{
 
 use anyhow::{bail, Context};
 
+use super::setup::Built;
 use crate::util::interrupt;
 
 /// A tracer running for one configuration; stopped on drop.
@@ -62,4 +64,38 @@ impl Drop for Tracer {
             let _ = c.wait();
         }
     }
+}
+
+/// How to start `config`'s tracer and the line it says when ready; None
+/// for `untraced`, Err when it cannot run here (bpftrace missing).
+pub fn tracer_command(
+    config: &str,
+    b: &Built,
+    libcuda: &Path,
+    script: &Path,
+    bpftrace: &Result<PathBuf, String>,
+) -> Result<Option<(Command, &'static str)>, ()> {
+    let agent = |verb: &str| {
+        let mut c = Command::new(&b.agent);
+        c.arg(verb).arg("--libcuda").arg(libcuda);
+        c
+    };
+    Ok(match config {
+        "untraced" => None,
+        "floor" => Some((agent("floor"), "gpumem: ready")),
+        "gpumem" | "gpumem+limits" => {
+            let mut c = agent("run");
+            c.arg("--output").arg(b.out.join("events.jsonl"));
+            c.arg("--socket").arg(b.out.join("gpumem.sock")).args(["--rescan", "0"]);
+            if config == "gpumem+limits" {
+                c.args(["--limit", "cgroup:/=1TiB,action=audit"]);
+            }
+            Some((c, "gpumem: ready"))
+        }
+        _ => {
+            let mut c = Command::new(bpftrace.as_ref().map_err(|_| ())?);
+            c.arg(script);
+            Some((c, "ready"))
+        }
+    })
 }
