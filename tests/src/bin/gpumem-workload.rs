@@ -13,7 +13,7 @@ use std::{
 use anyhow::{bail, Context};
 use clap::{Parser, ValueEnum};
 use gpumem_tests::{
-    driver::Driver,
+    driver::{self, Driver},
     mixed::{self, METHODS},
     no_device,
     threads::Threads,
@@ -117,7 +117,17 @@ fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     let driver = Arc::new(Driver::load(&args.libcuda)?);
     let no_device = args.no_device || matches!(args.scenario, Scenario::NoDevice);
-    let ctx = if no_device { std::ptr::null_mut() } else { driver.open_device(args.device)? };
+    let ctx = if no_device {
+        // As a client on a machine without a GPU: cuInit answers
+        // CUDA_ERROR_NO_DEVICE, then every call is refused the same way.
+        if !matches!(args.scenario, Scenario::NoDevice) {
+            // SAFETY: cuInit's C signature.
+            let _ = unsafe { (driver.init)(0) };
+        }
+        std::ptr::null_mut()
+    } else {
+        driver.open_device(args.device)?
+    };
     let truth = Arc::new(Truth::default());
     let w = Workload { args: &args, driver, truth, ctx: ctx as usize };
     if args.hold_at_start {
@@ -227,10 +237,11 @@ impl Workload<'_> {
         let start = std::time::Instant::now();
         if self.args.ctx {
             for _ in 0..n {
-                // Without a device the driver refuses it, the same each time.
-                let r = self.driver.set_current(self.ctx);
-                if !self.args.no_device {
-                    r?;
+                // SAFETY: cuCtxSetCurrent's C signature. Without a device
+                // the driver refuses it, the same each time.
+                let r = unsafe { (self.driver.ctx_set_current)(self.ctx as driver::CUcontext) };
+                if r != 0 && !self.args.no_device {
+                    bail!("cuCtxSetCurrent returned {r}");
                 }
             }
         } else if self.args.mix {
@@ -257,9 +268,11 @@ impl Workload<'_> {
                     std::thread::sleep(due.saturating_duration_since(std::time::Instant::now()));
                 }
                 if self.args.no_device {
-                    // Both refused; their results are the same every time.
+                    // Both refused, the same every time (raw results: an
+                    // error value would cost more than the calls).
                     let _ = self.driver.alloc(size);
-                    let _ = self.driver.free(0);
+                    // SAFETY: cuMemFree_v2's C signature.
+                    let _ = unsafe { (self.driver.mem_free)(0) };
                     continue;
                 }
                 let p = self.driver.alloc(size).map_err(|e| anyhow::anyhow!("cuMemAlloc_v2 returned {e}"))?;

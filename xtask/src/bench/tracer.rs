@@ -58,11 +58,23 @@ impl Tracer {
 }
 
 impl Drop for Tracer {
+    /// SIGINT, again every 10 s while it has not exited (bpftrace now and
+    /// then misses the first), then SIGKILL after the third.
     fn drop(&mut self) {
-        if let Some(mut c) = self.0.take() {
+        let Some(mut c) = self.0.take() else { return };
+        for _ in 0..3 {
             interrupt(c.id());
-            let _ = c.wait();
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while Instant::now() < deadline {
+                if !matches!(c.try_wait(), Ok(None)) {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            eprintln!("xtask: bench: tracer {} still running 10 s after SIGINT", c.id());
         }
+        let _ = c.kill();
+        let _ = c.wait();
     }
 }
 
