@@ -118,8 +118,7 @@ fn main() -> anyhow::Result<()> {
     let driver = Arc::new(Driver::load(&args.libcuda)?);
     let no_device = args.no_device || matches!(args.scenario, Scenario::NoDevice);
     let ctx = if no_device {
-        // As a client on a machine without a GPU: cuInit answers
-        // CUDA_ERROR_NO_DEVICE, then every call is refused the same way.
+        // As a client without a GPU: cuInit fails, then every call does.
         if !matches!(args.scenario, Scenario::NoDevice) {
             // SAFETY: cuInit's C signature.
             let _ = unsafe { (driver.init)(0) };
@@ -268,8 +267,7 @@ impl Workload<'_> {
                     std::thread::sleep(due.saturating_duration_since(std::time::Instant::now()));
                 }
                 if self.args.no_device {
-                    // Both refused, the same every time (raw results: an
-                    // error value would cost more than the calls).
+                    // Both refused (raw: an error value costs more).
                     let _ = self.driver.alloc(size);
                     // SAFETY: cuMemFree_v2's C signature.
                     let _ = unsafe { (self.driver.mem_free)(0) };
