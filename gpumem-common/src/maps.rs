@@ -20,7 +20,7 @@ pub mod map_name {
     pub const COMM_LIMITS: &str = "COMM_LIMITS";
     pub const LIMITS_IN_FORCE: &str = "LIMITS_IN_FORCE";
     pub const CTX_DEVICE: &str = "CTX_DEVICE";
-    pub const RUNNING: &str = "RUNNING";
+    pub const TASK_STACK: &str = "TASK_STACK";
 }
 
 /// Default ring buffer size in bytes (a power-of-two multiple of the page
@@ -53,25 +53,11 @@ pub const MAX_LIMITS: u32 = 64;
 pub const LIMITS_PER_CALL: usize = 4;
 /// Limits one process's charges can be remembered for (for its exit).
 pub const PROC_LIMIT_SLOTS: usize = 4;
-/// Entries of the guard map: one per uprobe program (see
-/// [`crate::program`], which checks its table against this).
-pub const GUARDED_PROGRAMS: u32 = 32;
 /// Limit targets (processes and cgroups) indexed at once.
 pub const LIMIT_INDEX_ENTRIES: u32 = 1024;
 /// Comms with a limit at once.
 pub const COMM_LIMIT_ENTRIES: u32 = 256;
 
-/// One program's run guard on one CPU (a per-CPU array entry).
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Running {
-    /// 1 while a run is under way on this CPU.
-    pub busy: u64,
-    /// Runs that found one under way, and did nothing.
-    pub skipped: u64,
-    /// `skipped` as the last `--bpf-log` line about it said.
-    pub logged: u64,
-}
 /// cgroup ancestor levels searched for limits (0 is the root).
 pub const MAX_CGROUP_DEPTH: u32 = 12;
 
@@ -259,12 +245,10 @@ mod pod {
     // SAFETY: repr(C), integers only, no padding (sizes asserted below).
     unsafe impl aya::Pod for super::LimitState {}
     // SAFETY: repr(C), integers only, no padding (sizes asserted below).
-    unsafe impl aya::Pod for super::Running {}
 }
 
 const _: () = {
     assert!(core::mem::size_of::<LiveAlloc>() == 64);
-    assert!(core::mem::size_of::<Running>() == 24);
     assert!(core::mem::size_of::<LimitKey>() == 16);
     assert!(core::mem::size_of::<LimitRule>() == 32);
     assert!(core::mem::size_of::<LimitState>() == 16);

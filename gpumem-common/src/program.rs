@@ -1,13 +1,11 @@
-//! gpumem's uprobe programs, by name, with the index of each one's run
-//! guard (gpumem-ebpf's `guard.rs`): the guard map has one entry per
-//! program, checked below as this table is compiled, so no two programs
-//! can share a guard. The eBPF crate checks at compile time that each
-//! program it defines is named here under the variant it uses.
-use crate::maps::GUARDED_PROGRAMS;
+//! gpumem's uprobe programs, by name. The eBPF crate checks at compile
+//! time that each program it defines is named here under the variant it
+//! uses; the agent's tests check each one in the built object (that it
+//! runs on its task's stack: gpumem-ebpf's `base/task_stack.rs`).
 
 macro_rules! programs {
     ($($variant:ident $name:literal;)*) => {
-        /// A uprobe program of the object; its discriminant is its guard's index.
+        /// A uprobe program of the object.
         #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
         #[repr(u8)]
         pub enum Program {
@@ -15,7 +13,7 @@ macro_rules! programs {
         }
 
         impl Program {
-            /// Every guarded program, in guard order.
+            /// Every uprobe program.
             pub const ALL: &[Program] = &[$(Program::$variant,)*];
 
             /// The program's name in the object (its function's name).
@@ -57,29 +55,4 @@ programs! {
     VmmMapReturn        "vmm_map_return";
     VmmUnmapEntry       "vmm_unmap_entry";
     VmmUnmapReturn      "vmm_unmap_return";
-}
-
-impl Program {
-    /// The index of this program's run guard in the guard map.
-    pub const fn guard(self) -> u32 {
-        self as u32
-    }
-}
-
-const _: () = assert!(
-    Program::ALL.len() <= GUARDED_PROGRAMS as usize,
-    "more guarded programs than guard map entries: raise GUARDED_PROGRAMS"
-);
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn guards_are_distinct_and_within_the_map() {
-        for (i, p) in Program::ALL.iter().enumerate() {
-            assert_eq!(p.guard() as usize, i, "{}", p.name());
-            assert!(p.guard() < GUARDED_PROGRAMS);
-        }
-    }
 }

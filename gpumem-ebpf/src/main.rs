@@ -3,7 +3,7 @@
 //!
 //! - `maps`: every map;
 //! - `base`: atomics, records to the agent, drop counters, the attach
-//!   cookie, each program's run guard;
+//!   cookie, the tail call that keeps each program on its task's stack;
 //! - `device`: the device of a thread's current context;
 //! - `account`: what processes, cgroups and limits hold, and calls in
 //!   flight;

@@ -3,13 +3,12 @@
 use aya_ebpf::{
     bindings::BPF_F_NO_PREALLOC,
     macros::map,
-    maps::{Array, HashMap, LruHashMap, PerCpuArray, RingBuf},
+    maps::{Array, HashMap, LruHashMap, PerCpuArray, ProgramArray, RingBuf},
 };
 use gpumem_common::{
     stat, CtxKey, LimitKey, LimitRule, LimitState, LiveAlloc, LiveKey, Pending, PendingKey, ProcUsage,
-    Running, CGROUP_ENTRIES, COMM_LIMIT_ENTRIES, CTX_ENTRIES, EVENTS_BYTES, GUARDED_PROGRAMS,
-    LIMIT_INDEX_ENTRIES, LIVE_ENTRIES, MAX_LIMITS, PENDING_ENTRIES, PROC_ENTRIES, TASK_COMM_LEN,
-    THREAD_CTX_ENTRIES, VMM_MAPPING_ENTRIES,
+    CGROUP_ENTRIES, COMM_LIMIT_ENTRIES, CTX_ENTRIES, EVENTS_BYTES, LIMIT_INDEX_ENTRIES, LIVE_ENTRIES,
+    MAX_LIMITS, PENDING_ENTRIES, PROC_ENTRIES, TASK_COMM_LEN, THREAD_CTX_ENTRIES, VMM_MAPPING_ENTRIES,
 };
 
 /// Records to user space.
@@ -46,9 +45,11 @@ pub static LEADER_GONE: LruHashMap<u32, u64> = LruHashMap::with_max_entries(PROC
 #[map]
 pub static CGROUP_USAGE: HashMap<u64, u64> = HashMap::with_max_entries(CGROUP_ENTRIES, 0);
 
-/// Each uprobe program's run guard, per CPU (see base/guard.rs).
+/// Always empty: every uprobe program's tail call into it falls through,
+/// and having a tail call keeps the program on its task's stack (see
+/// base/task_stack.rs).
 #[map]
-pub static RUNNING: PerCpuArray<Running> = PerCpuArray::with_max_entries(GUARDED_PROGRAMS, 0);
+pub static TASK_STACK: ProgramArray = ProgramArray::with_max_entries(1, 0);
 
 /// Per-CPU counters, indexed by `gpumem_common::stat`.
 #[map]

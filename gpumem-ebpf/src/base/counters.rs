@@ -11,7 +11,8 @@ pub fn count(which: u32) {
         crate::base::log::map_full();
     }
     if let Some(p) = STATS.get_ptr_mut(which) {
-        // SAFETY: per-CPU slot, no other writer on this CPU while we run.
-        unsafe { *p += 1 };
+        // SAFETY: this CPU's slot, a u64 map value. Atomic: a run preempted
+        // on this CPU may be counting too.
+        unsafe { crate::base::atomic::add_nofetch(p, 1) };
     }
 }

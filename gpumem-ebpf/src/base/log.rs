@@ -1,5 +1,5 @@
 //! Diagnostics an operator turns on when something looks wrong (`gpumem
-//! run --bpf-log`): limit decisions, deny rewrites, skipped runs and full
+//! run --bpf-log`): limit decisions, deny rewrites and full
 //! maps, logged from the programs through aya-log's ring buffer.
 //!
 //! The object is built twice (see gpumem-user's build.rs): without the
@@ -19,9 +19,6 @@
 //! aya-log's code inlined at each call made it 3.0M (the allocation
 //! entries 30x costlier), too slow to start under emulation.
 use gpumem_common::Decision;
-
-/// Whether this object logs (`--bpf-log`).
-pub const ENABLED: bool = cfg!(feature = "log");
 
 /// A limit's decision (`event`: `limit` or `limit_soft`).
 #[inline(always)]
@@ -45,15 +42,6 @@ pub fn deny(result: u32, delta: u64) {
     gpumem_log_deny(u64::from(result), delta);
     #[cfg(not(feature = "log"))]
     let _ = (result, delta);
-}
-
-/// `skipped` runs of the program with guard `guard` were skipped on this CPU.
-#[inline(always)]
-pub fn skipped(skipped: u64, guard: u32) {
-    #[cfg(feature = "log")]
-    gpumem_log_skipped(skipped, u64::from(guard));
-    #[cfg(not(feature = "log"))]
-    let _ = (skipped, guard);
 }
 
 /// A map insert failed: the map is full.
@@ -92,19 +80,6 @@ extern "C" fn gpumem_log_decision(slot_event: u64, request: u64, usage: u64, lim
 #[no_mangle]
 extern "C" fn gpumem_log_deny(result: u64, delta: u64) -> u64 {
     aya_log_ebpf::info!(&(), "deny: the call returns {} from the ret {} bytes on", result, delta);
-    0
-}
-
-#[cfg(feature = "log")]
-#[inline(never)]
-#[no_mangle]
-extern "C" fn gpumem_log_skipped(skipped: u64, guard: u64) -> u64 {
-    aya_log_ebpf::warn!(
-        &(),
-        "{} run(s) of program {} skipped on this CPU (a run of it was under way)",
-        skipped,
-        guard
-    );
     0
 }
 

@@ -1,12 +1,12 @@
 //! The bottom layer, used by every program: atomics, the ring-buffer
-//! records, the drop counters, the attach cookie, each program's run guard
-//! and the diagnostic log. Nothing here knows about accounting or limits.
+//! records, the drop counters, the attach cookie, the tail call that keeps
+//! each program on its task's stack, and the diagnostic log. Nothing here knows about accounting or limits.
 pub mod atomic;
 pub mod cookie;
 pub mod counters;
-pub mod guard;
 pub mod log;
 pub mod records;
+pub mod task_stack;
 
 /// `i` masked to `n` entries (`n` a power of two), right where an array is
 /// indexed. The value goes through the stack so LLVM cannot drop the mask

@@ -26,8 +26,8 @@ use crate::{
     base::{
         cookie::{self, cookie},
         counters::count,
-        guard::guarded,
         records::{emit, Subject},
+        task_stack::on_task_stack,
     },
     device::current_device,
     limits::admit,
@@ -64,7 +64,7 @@ pub fn admit_and_remember(ctx: &ProbeContext, mut call: AllocCall) -> u32 {
     0
 }
 
-guarded!(uprobe alloc_entry = AllocEntry => alloc_entry_run);
+on_task_stack!(uprobe alloc_entry = AllocEntry => alloc_entry_run);
 
 #[inline(always)]
 fn alloc_entry_run(ctx: ProbeContext) -> u32 {
@@ -74,7 +74,7 @@ fn alloc_entry_run(ctx: ProbeContext) -> u32 {
     admit_and_remember(&ctx, call)
 }
 
-guarded!(
+on_task_stack!(
     /// `cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t width,
     /// size_t height, unsigned elementSize)`.
     uprobe pitch_entry = PitchEntry => pitch_entry_run
@@ -93,7 +93,7 @@ fn pitch_entry_run(ctx: ProbeContext) -> u32 {
     admit_and_remember(&ctx, call)
 }
 
-guarded!(
+on_task_stack!(
     /// `cuMemHostRegister_v2(void *p, size_t bytes, unsigned flags)`: the
     /// caller's own memory, pinned; the address is the argument.
     uprobe host_register_entry = HostRegisterEntry => host_register_entry_run
@@ -107,7 +107,7 @@ fn host_register_entry_run(ctx: ProbeContext) -> u32 {
     admit_and_remember(&ctx, call)
 }
 
-guarded!(uretprobe alloc_return = AllocReturn => alloc_return_run);
+on_task_stack!(uretprobe alloc_return = AllocReturn => alloc_return_run);
 
 #[inline(always)]
 fn alloc_return_run(ctx: RetProbeContext) -> u32 {

@@ -8,7 +8,7 @@ use aya_ebpf::{helpers::generated::bpf_probe_read_user, programs::ProbeContext};
 use gpumem_common::{array::bytes, stat};
 
 use crate::{
-    base::{counters::count, guard::guarded},
+    base::{counters::count, task_stack::on_task_stack},
     families::alloc::{admit_and_remember, start as start_alloc},
 };
 
@@ -61,7 +61,7 @@ fn descriptor<D: Copy + Default>(ctx: &ProbeContext) -> D {
     d
 }
 
-guarded!(
+on_task_stack!(
     /// `cuArrayCreate_v2(CUarray *out, const CUDA_ARRAY_DESCRIPTOR *desc)`.
     uprobe array_entry = ArrayEntry => array_entry_run
 );
@@ -72,7 +72,7 @@ fn array_entry_run(ctx: ProbeContext) -> u32 {
     start(&ctx, bytes(d.width, d.height, 1, d.format, d.channels, 1))
 }
 
-guarded!(
+on_task_stack!(
     /// `cuArray3DCreate_v2(CUarray *out, const CUDA_ARRAY3D_DESCRIPTOR *desc)`.
     uprobe array3d_entry = Array3dEntry => array3d_entry_run
 );
@@ -83,7 +83,7 @@ fn array3d_entry_run(ctx: ProbeContext) -> u32 {
     start(&ctx, bytes(d.width, d.height, d.depth, d.format, d.channels, 1))
 }
 
-guarded!(
+on_task_stack!(
     /// `cuMipmappedArrayCreate(CUmipmappedArray *out,
     /// const CUDA_ARRAY3D_DESCRIPTOR *desc, unsigned levels)`.
     uprobe mipmap_entry = MipmapEntry => mipmap_entry_run

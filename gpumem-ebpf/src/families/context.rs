@@ -17,7 +17,7 @@ use gpumem_common::{id, ContextCall, CtxKey, CurrentCall, CUDA_SUCCESS};
 
 use crate::{
     account::pending,
-    base::{cookie, guard::guarded},
+    base::{cookie, task_stack::on_task_stack},
     families::report::report,
     maps::{CTX_DEVICE, THREAD_CTX},
 };
@@ -31,7 +31,7 @@ fn ctx_out(ctx: &ProbeContext, device: u64) -> u32 {
     0
 }
 
-guarded!(
+on_task_stack!(
     /// `(CUcontext *out, CUdevice dev)`: `cuDevicePrimaryCtxRetain`.
     uprobe ctx_out_dev1_entry = CtxOutDev1Entry => ctx_out_dev1_entry_run
 );
@@ -41,7 +41,7 @@ fn ctx_out_dev1_entry_run(ctx: ProbeContext) -> u32 {
     ctx_out(&ctx, ctx.arg::<u64>(1).unwrap_or(0))
 }
 
-guarded!(
+on_task_stack!(
     /// `(CUcontext *out, flags, CUdevice dev)`: `cuCtxCreate`, `_v2`.
     uprobe ctx_out_dev2_entry = CtxOutDev2Entry => ctx_out_dev2_entry_run
 );
@@ -51,7 +51,7 @@ fn ctx_out_dev2_entry_run(ctx: ProbeContext) -> u32 {
     ctx_out(&ctx, ctx.arg::<u64>(2).unwrap_or(0))
 }
 
-guarded!(
+on_task_stack!(
     /// `(CUcontext *out, params, flags, CUdevice dev)`: `cuCtxCreate_v4`.
     uprobe ctx_out_dev3_entry = CtxOutDev3Entry => ctx_out_dev3_entry_run
 );
@@ -61,7 +61,7 @@ fn ctx_out_dev3_entry_run(ctx: ProbeContext) -> u32 {
     ctx_out(&ctx, ctx.arg::<u64>(3).unwrap_or(0))
 }
 
-guarded!(
+on_task_stack!(
     /// `(CUcontext *out, params, n, flags, CUdevice dev)`: `cuCtxCreate_v3`.
     uprobe ctx_out_dev4_entry = CtxOutDev4Entry => ctx_out_dev4_entry_run
 );
@@ -71,7 +71,7 @@ fn ctx_out_dev4_entry_run(ctx: ProbeContext) -> u32 {
     ctx_out(&ctx, ctx.arg::<u64>(4).unwrap_or(0))
 }
 
-guarded!(uretprobe ctx_out_return = CtxOutReturn => ctx_out_return_run);
+on_task_stack!(uretprobe ctx_out_return = CtxOutReturn => ctx_out_return_run);
 
 #[inline(always)]
 fn ctx_out_return_run(ctx: RetProbeContext) -> u32 {
@@ -97,7 +97,7 @@ fn ctx_out_return_run(ctx: RetProbeContext) -> u32 {
     0
 }
 
-guarded!(
+on_task_stack!(
     /// `(CUcontext ctx)`: becomes current at a successful return.
     uprobe ctx_set_entry = CtxSetEntry => ctx_set_entry_run
 );
@@ -109,7 +109,7 @@ fn ctx_set_entry_run(ctx: ProbeContext) -> u32 {
     0
 }
 
-guarded!(uretprobe ctx_set_return = CtxSetReturn => ctx_set_return_run);
+on_task_stack!(uretprobe ctx_set_return = CtxSetReturn => ctx_set_return_run);
 
 #[inline(always)]
 fn ctx_set_return_run(ctx: RetProbeContext) -> u32 {
@@ -130,7 +130,7 @@ fn ctx_set_return_run(ctx: RetProbeContext) -> u32 {
     0
 }
 
-guarded!(
+on_task_stack!(
     /// `cuCtxPopCurrent`: the restored context is not tracked.
     uprobe ctx_pop_entry = CtxPopEntry => ctx_pop_entry_run
 );
@@ -141,7 +141,7 @@ fn ctx_pop_entry_run(ctx: ProbeContext) -> u32 {
     0
 }
 
-guarded!(uretprobe ctx_pop_return = CtxPopReturn => ctx_pop_return_run);
+on_task_stack!(uretprobe ctx_pop_return = CtxPopReturn => ctx_pop_return_run);
 
 #[inline(always)]
 fn ctx_pop_return_run(ctx: RetProbeContext) -> u32 {

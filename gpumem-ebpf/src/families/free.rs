@@ -16,13 +16,13 @@ use crate::{
     base::{
         cookie::cookie,
         counters::count,
-        guard::guarded,
         records::{emit, Subject},
+        task_stack::on_task_stack,
     },
     maps::LIVE,
 };
 
-guarded!(uprobe free_entry = FreeEntry => free_entry_run);
+on_task_stack!(uprobe free_entry = FreeEntry => free_entry_run);
 
 #[inline(always)]
 fn free_entry_run(ctx: ProbeContext) -> u32 {
@@ -50,7 +50,7 @@ pub fn take_live(namespace: u32, addr: u64) -> FreeCall {
     call
 }
 
-guarded!(uretprobe free_return = FreeReturn => free_return_run);
+on_task_stack!(uretprobe free_return = FreeReturn => free_return_run);
 
 #[inline(always)]
 fn free_return_run(ctx: RetProbeContext) -> u32 {

@@ -12,13 +12,13 @@ use crate::{
     account::{pending, usage},
     base::{
         cookie::{self, cookie},
-        guard::guarded,
         records::{emit, Subject},
+        task_stack::on_task_stack,
     },
     device::current_device,
 };
 
-guarded!(
+on_task_stack!(
     /// `(handle, size, ...)`: `cuMemPoolTrimTo`, `cuMemPoolDestroy`,
     /// `cuCtxDestroy_v2`, `cuDevicePrimaryCtxRelease[_v2]`.
     uprobe call_entry = CallEntry => call_entry_run
@@ -35,7 +35,7 @@ fn call_entry_run(ctx: ProbeContext) -> u32 {
     0
 }
 
-guarded!(
+on_task_stack!(
     /// `(T *out, ...)`: the handle is what the driver writes through the first
     /// argument: `cuIpcOpenMemHandle_v2`, `cuMemImportFromShareableHandle`.
     uprobe call_out_entry = CallOutEntry => call_out_entry_run
@@ -48,7 +48,7 @@ fn call_out_entry_run(ctx: ProbeContext) -> u32 {
     0
 }
 
-guarded!(uretprobe call_return = CallReturn => call_return_run);
+on_task_stack!(uretprobe call_return = CallReturn => call_return_run);
 
 #[inline(always)]
 fn call_return_run(ctx: RetProbeContext) -> u32 {

@@ -17,7 +17,7 @@ use gpumem_common::{kind, ns, stat, Change, LiveKey, MappingCall, CUDA_SUCCESS};
 
 use crate::{
     account::pending,
-    base::{atomic::fetch_add, cookie, counters::count, guard::guarded},
+    base::{atomic::fetch_add, cookie, counters::count, task_stack::on_task_stack},
     families::{
         alloc::{admit_and_remember, start},
         free::{live_key, record_free, record_untracked_free, take_live},
@@ -39,7 +39,7 @@ struct PropHead {
     location_id: i32,
 }
 
-guarded!(
+on_task_stack!(
     /// `cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
     /// const CUmemAllocationProp *prop, unsigned long long flags)`; returns
     /// through `alloc_return`.
@@ -61,7 +61,7 @@ fn vmm_create_entry_run(ctx: ProbeContext) -> u32 {
     admit_and_remember(&ctx, call)
 }
 
-guarded!(
+on_task_stack!(
     /// `cuMemRelease(handle)`: the entry takes the handle out of the live map.
     uprobe vmm_release_entry = VmmReleaseEntry => vmm_release_entry_run
 );
@@ -73,7 +73,7 @@ fn vmm_release_entry_run(ctx: ProbeContext) -> u32 {
     0
 }
 
-guarded!(uretprobe vmm_release_return = VmmReleaseReturn => vmm_release_return_run);
+on_task_stack!(uretprobe vmm_release_return = VmmReleaseReturn => vmm_release_return_run);
 
 #[inline(always)]
 fn vmm_release_return_run(ctx: RetProbeContext) -> u32 {
@@ -103,7 +103,7 @@ fn vmm_release_return_run(ctx: RetProbeContext) -> u32 {
     0
 }
 
-guarded!(
+on_task_stack!(
     /// `cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, handle, flags)`.
     uprobe vmm_map_entry = VmmMapEntry => vmm_map_entry_run
 );
@@ -115,7 +115,7 @@ fn vmm_map_entry_run(ctx: ProbeContext) -> u32 {
     0
 }
 
-guarded!(uretprobe vmm_map_return = VmmMapReturn => vmm_map_return_run);
+on_task_stack!(uretprobe vmm_map_return = VmmMapReturn => vmm_map_return_run);
 
 #[inline(always)]
 fn vmm_map_return_run(ctx: RetProbeContext) -> u32 {
@@ -141,7 +141,7 @@ fn vmm_map_return_run(ctx: RetProbeContext) -> u32 {
     0
 }
 
-guarded!(
+on_task_stack!(
     /// `cuMemUnmap(CUdeviceptr ptr, size_t size)`.
     uprobe vmm_unmap_entry = VmmUnmapEntry => vmm_unmap_entry_run
 );
@@ -153,7 +153,7 @@ fn vmm_unmap_entry_run(ctx: ProbeContext) -> u32 {
     0
 }
 
-guarded!(uretprobe vmm_unmap_return = VmmUnmapReturn => vmm_unmap_return_run);
+on_task_stack!(uretprobe vmm_unmap_return = VmmUnmapReturn => vmm_unmap_return_run);
 
 #[inline(always)]
 fn vmm_unmap_return_run(ctx: RetProbeContext) -> u32 {

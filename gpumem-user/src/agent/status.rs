@@ -18,6 +18,7 @@ impl Agent {
                 (e.exe, e.cmdline) = (info.exe, info.cmdline);
             }
         }
+        let stats = self.kernel.stats();
         StatusReport {
             libraries: self.libraries.clone(),
             devices: self.devices.snapshot(),
@@ -25,8 +26,10 @@ impl Agent {
             processes,
             cgroups,
             records: self.health.records(),
-            dropped: self.kernel.stats().ringbuf_drops,
+            dropped: stats.ringbuf_drops,
             late_records: self.ledger.late_records(),
+            skipped_runs: stats.skipped_runs,
+            unmatched_returns: stats.unmatched_returns,
         }
     }
 

@@ -10,7 +10,7 @@ use aya::{
     maps::{HashMap as BpfHashMap, MapData, PerCpuArray},
     programs::ProgramFd,
 };
-use gpumem_common::{map_name, stat, ProcUsage, Running, GUARDED_PROGRAMS};
+use gpumem_common::{map_name, stat, ProcUsage};
 
 use super::{error::BpfError, Tracer};
 
@@ -19,8 +19,6 @@ pub struct KernelMaps {
     procs: BpfHashMap<MapData, u32, ProcUsage>,
     cgroups: BpfHashMap<MapData, u64, u64>,
     stats: PerCpuArray<MapData, u64>,
-    /// Each uprobe program's per-CPU run guard (gpumem-ebpf's base/guard.rs).
-    running: PerCpuArray<MapData, Running>,
     /// Every loaded program, for the runs the kernel skipped.
     programs: Vec<ProgramFd>,
 }
@@ -33,11 +31,11 @@ pub struct Stats {
     pub unmatched_returns: u64,
     pub cgroup_slots_full: u64,
     pub out_ptr_unreadable: u64,
-    /// Runs of gpumem's programs skipped, by the kernel (`recursion_misses`:
-    /// another run was under way on that CPU) or by the programs' own
-    /// per-CPU guard (a run of the same program preempted on that CPU, see
-    /// gpumem-ebpf's base/guard.rs): each one a call gpumem did not see
-    /// whole.
+    /// Runs of gpumem's programs the kernel skipped (`recursion_misses`:
+    /// another run of the program was under way on that CPU). Uprobe
+    /// programs have no such check (and run on their task's stack, see
+    /// gpumem-ebpf's base/task_stack.rs); the raw tracepoint programs do,
+    /// so a count here is an exit or exec gpumem did not see.
     pub skipped_runs: u64,
 }
 
@@ -47,7 +45,6 @@ impl KernelMaps {
             procs: tracer.take_map(map_name::PROC_USAGE)?,
             cgroups: tracer.take_map(map_name::CGROUP_USAGE)?,
             stats: tracer.take_map(map_name::STATS)?,
-            running: tracer.take_map(map_name::RUNNING)?,
             programs: tracer.program_fds(),
         })
     }
@@ -62,14 +59,6 @@ impl KernelMaps {
         self.cgroups.iter().flatten().collect()
     }
 
-    /// Runs the programs' own guards skipped, all programs and CPUs.
-    fn guard_skips(&self) -> impl Iterator<Item = u64> + '_ {
-        (0..GUARDED_PROGRAMS)
-            .filter_map(|i| self.running.get(&i, 0).ok())
-            .flat_map(|v| v.to_vec())
-            .map(|r| r.skipped)
-    }
-
     pub fn stats(&self) -> Stats {
         let sum = |i: u32| -> u64 {
             self.stats.get(&i, 0).map(|v| v.iter().copied().fold(0u64, u64::wrapping_add)).unwrap_or(0)
@@ -80,12 +69,7 @@ impl KernelMaps {
             unmatched_returns: sum(stat::UNMATCHED_RETURNS),
             cgroup_slots_full: sum(stat::CGROUP_SLOTS_FULL),
             out_ptr_unreadable: sum(stat::OUT_PTR_UNREADABLE),
-            skipped_runs: self
-                .programs
-                .iter()
-                .filter_map(recursion_misses)
-                .chain(self.guard_skips())
-                .fold(0, u64::wrapping_add),
+            skipped_runs: self.programs.iter().filter_map(recursion_misses).fold(0, u64::wrapping_add),
         }
     }
 }

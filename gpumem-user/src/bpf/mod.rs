@@ -7,14 +7,14 @@
 pub mod attach;
 pub mod discover;
 mod error;
-#[cfg(test)]
-mod guard_check;
 pub mod kernel;
 pub mod log;
 mod parallel_load;
 pub mod placement;
 pub mod probes;
 pub mod site;
+#[cfg(test)]
+mod stack_check;
 pub mod symbols;
 
 use aya::{

@@ -15,7 +15,10 @@ pub async fn status(args: StatusArgs) -> anyhow::Result<()> {
         return Ok(());
     }
     println!("libcuda: {}", report.libraries.join(", "));
-    println!("records: {}   lost in kernel: {}", report.records, report.dropped);
+    println!(
+        "records: {}   lost in kernel: {}   runs skipped: {}   returns without their entry: {}",
+        report.records, report.dropped, report.skipped_runs, report.unmatched_returns
+    );
     print_devices(&report);
     println!();
     println!("{}", cgroup_table(&report.cgroups));

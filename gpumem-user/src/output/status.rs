@@ -50,6 +50,13 @@ pub struct StatusReport {
     /// the process image they belong to (already released with it).
     #[serde(default)]
     pub late_records: u64,
+    /// Runs of gpumem's programs the kernel skipped so far (an exit or
+    /// exec not seen; see `dropped.skipped_runs`).
+    #[serde(default)]
+    pub skipped_runs: u64,
+    /// Returns whose entry was not seen so far (calls not seen whole).
+    #[serde(default)]
+    pub unmatched_returns: u64,
 }
 
 /// One device as the driver (NVML) describes it.

@@ -111,6 +111,16 @@ pub fn assert_process_holds(s: &StatusReport, pid: u32, held: u64) {
     );
 }
 
+/// Asserts that the kernel ran every program run whole: none skipped, no
+/// return without its entry (and no record lost).
+pub fn assert_every_run_whole(s: &StatusReport) {
+    assert_eq!(
+        (s.skipped_runs, s.unmatched_returns, s.dropped),
+        (0, 0, 0),
+        "(runs skipped, returns without their entry, records lost) since the agent started"
+    );
+}
+
 /// Asserts that the ledger and the kernel both say cgroup `cg` holds `held`.
 pub fn assert_cgroup_holds(s: &StatusReport, cg: &super::cgroup::Cgroup, held: u64) {
     let (bytes, kernel) = cgroup_entry(s, cg.id).map_or((0, 0), |e| (e.bytes, e.kernel_bytes));

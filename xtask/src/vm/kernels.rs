@@ -33,12 +33,7 @@ pub const MATRIX: &[Series] = &[
 /// Tests that fail on kernels whose release starts with the prefix, for a
 /// reason not yet fixed: the guest says SKIPPED with the reason instead of
 /// running them. (release prefix, test name, reason.)
-pub const KNOWN_FAILURES: &[(&str, &str, &str)] = &[(
-    "7.",
-    "device_comes_from_the_threads_current_context",
-    "the kernel skips runs of gpumem's programs when a run of the same program was preempted on that CPU \
-         (dropped.skipped_runs > 0 under QEMU), so 3 threads x 1,000 calls are not all seen whole",
-)];
+pub const KNOWN_FAILURES: &[(&str, &str, &str)] = &[];
 
 /// The columns' names.
 pub fn columns() -> Vec<&'static str> {

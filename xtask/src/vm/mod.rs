@@ -17,9 +17,10 @@ use crate::{
 };
 
 /// The suites (modules of the end-to-end test binary) that run on every
-/// kernel: limits (signal, audit, deny or its refusal, races) and exact
-/// tracing.
-pub const SUITES: &[&str] = &["limits", "trace_exact"];
+/// kernel: limits (signal, audit, deny or its refusal, races), exact
+/// tracing, and threads and processes allocating at random (no run
+/// skipped).
+pub const SUITES: &[&str] = &["concurrency", "limits", "trace_exact"];
 
 /// The end-to-end test binary's name (`tests/tests/e2e`).
 const E2E: &str = "e2e";
