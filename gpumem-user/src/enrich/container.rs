@@ -93,6 +93,8 @@ pub fn parse(path: &str) -> Option<Container> {
 
 #[cfg(test)]
 mod tests {
+    use proptest::prelude::*;
+
     use super::*;
 
     const ID: &str = "4f1a2b3c4d5e6f708192a3b4c5d6e7f8091a2b3c4d5e6f708192a3b4c5d6e7f8";
@@ -161,5 +163,59 @@ mod tests {
         assert_eq!(parse("/kubepods.slice/kubepods-burstable.slice"), None);
         assert_eq!(parse("/docker/not-an-id"), None);
         assert_eq!(parse(&format!("/system.slice/crio-conmon-{ID}.scope")), None);
+    }
+
+    /// A path segment: plain names, ids bare or with a runtime's prefix,
+    /// pod directories in either driver's form, and the kubelet's slices.
+    fn segment() -> impl Strategy<Value = String> {
+        let id = "[0-9a-f]{64}";
+        prop_oneof![
+            "[a-z0-9@._-]{0,12}",
+            id.prop_map(|i| i.to_string()),
+            (
+                prop::sample::select(vec!["docker-", "cri-containerd-", "crio-", "libpod-", "crio-conmon-"]),
+                id
+            )
+                .prop_map(|(p, i)| format!("{p}{i}.scope")),
+            "pod[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}",
+            prop::sample::select(vec!["kubepods", "kubepods.slice", "burstable", "docker", "libpod_parent"])
+                .prop_map(String::from),
+        ]
+    }
+
+    proptest! {
+        /// Whatever the path, the answer is a container or none, never a
+        /// panic; a container's id is 64 hex digits found in the path, and
+        /// a pod's uid is a 36-character uuid.
+        #[test]
+        fn any_path_is_a_container_or_none(segs in prop::collection::vec(segment(), 0..7)) {
+            let path = format!("/{}", segs.join("/"));
+            if let Some(c) = parse(&path) {
+                prop_assert!(is_id(&c.id) && path.contains(&c.id), "{path}: {c:?}");
+                if let Some(uid) = &c.pod_uid {
+                    prop_assert_eq!(uid.len(), 36);
+                    prop_assert!(c.qos.is_some());
+                }
+            }
+        }
+
+        /// The kubelet's systemd layout names the container, its runtime,
+        /// the pod and the QoS class exactly, whatever the ids.
+        #[test]
+        fn kubelet_systemd_paths_name_container_pod_and_qos(
+            id in "[0-9a-f]{64}",
+            uid in "[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}",
+            qos in prop::sample::select(vec!["guaranteed", "burstable", "besteffort"]),
+            runtime in prop::sample::select(vec![("cri-containerd-", "containerd"), ("crio-", "cri-o")]),
+        ) {
+            let pod = format!("pod{}.slice", uid.replace('-', "_"));
+            let path = if qos == "guaranteed" {
+                format!("/kubepods.slice/kubepods-{pod}/{}{id}.scope", runtime.0)
+            } else {
+                format!("/kubepods.slice/kubepods-{qos}.slice/kubepods-{qos}-{pod}/{}{id}.scope", runtime.0)
+            };
+            let want = Container { runtime: runtime.1.into(), id, pod_uid: Some(uid), qos: Some(qos.into()) };
+            prop_assert_eq!(parse(&path), Some(want));
+        }
     }
 }

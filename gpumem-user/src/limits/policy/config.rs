@@ -215,4 +215,60 @@ mod tests {
         let policy = combine(None, vec![], Some(Action::Audit), |_| true).unwrap();
         assert_eq!(policy.default_action, Action::Audit);
     }
+
+    /// A rule as a `[[limit]]` table would hold it, and the rule it means.
+    fn rule() -> impl proptest::strategy::Strategy<Value = (String, Limit)> {
+        use proptest::prelude::*;
+        let target = prop_oneof![
+            "(/[a-z0-9_.-]{1,8}){1,4}".prop_map(|p| (format!("cgroup = \"{p}\""), Target::Cgroup(p))),
+            (1u32..).prop_map(|n| (format!("pid = {n}"), Target::Pid(n))),
+            "[a-z0-9_]{1,15}".prop_map(|c| (format!("comm = \"{c}\""), Target::Comm(c))),
+        ];
+        let action = prop_oneof![
+            Just(None),
+            Just(Some(Action::Audit)),
+            Just(Some(Action::Deny)),
+            (1i32..=31).prop_map(|s| Some(Action::Signal(s))),
+        ];
+        (target, 2u64..=1 << 50, any::<bool>(), action, any::<bool>(), proptest::option::of(0u32..16))
+            .prop_map(|((line, target), hard, with_soft, action, with_fallback, device)| {
+                let soft = with_soft.then_some(hard / 2);
+                let fallback = (with_fallback && action == Some(Action::Deny)).then_some(Action::Signal(15));
+                let mut text = format!("[[limit]]\n{line}\nhard = \"{hard}\"\n");
+                let show = |a: Action| a.to_string();
+                for (key, value) in [
+                    ("soft", soft.map(|b| b.to_string())),
+                    ("action", action.map(show)),
+                    ("fallback", fallback.map(show)),
+                ] {
+                    if let Some(v) = value {
+                        text += &format!("{key} = \"{v}\"\n");
+                    }
+                }
+                if let Some(d) = device {
+                    text += &format!("device = {d}\n");
+                }
+                (text, Limit { target, hard, soft, action, fallback, device })
+            })
+    }
+
+    proptest::proptest! {
+        /// Whatever the file holds, the answer is a policy or an error that
+        /// names the file; never a panic.
+        #[test]
+        fn any_text_is_a_policy_or_an_error_naming_the_file(text in "(?s).{0,160}") {
+            if let Err(e) = parse(&p(), &text) {
+                proptest::prop_assert!(e.to_string().contains("/etc/gpumem.toml"), "{e}");
+            }
+        }
+
+        /// A file of valid rules means exactly those rules, in order.
+        #[test]
+        fn valid_rules_are_read_exactly(rules in proptest::collection::vec(rule(), 0..5)) {
+            let text: String = rules.iter().map(|(t, _)| format!("{t}\n")).collect();
+            let policy = parse(&p(), &text).map_err(|e| proptest::test_runner::TestCaseError::fail(format!("{e}\n{text}")))?;
+            let want: Vec<Limit> = rules.into_iter().map(|(_, l)| l).collect();
+            proptest::prop_assert_eq!(policy.limits, want);
+        }
+    }
 }
