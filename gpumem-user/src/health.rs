@@ -28,6 +28,7 @@ struct Reported {
     stats: Stats,
     malformed: u64,
     missed_exits: u64,
+    unwritten: u64,
 }
 
 impl Health {
@@ -64,9 +65,10 @@ impl Health {
         }
     }
 
-    /// A `dropped` line when any counter moved since the last one.
-    pub fn report(&mut self, stats: Stats) -> Option<DroppedLine> {
-        let now = Reported { stats, malformed: self.malformed, missed_exits: self.missed_exits };
+    /// A `dropped` line when any counter moved since the last one
+    /// (`unwritten`: lines the output could not take, see `sink`).
+    pub fn report(&mut self, stats: Stats, unwritten: u64) -> Option<DroppedLine> {
+        let now = Reported { stats, malformed: self.malformed, missed_exits: self.missed_exits, unwritten };
         if now == self.reported {
             return None;
         }
@@ -82,6 +84,7 @@ impl Health {
             skipped_runs: stats.skipped_runs,
             malformed: self.malformed,
             missed_exits: self.missed_exits,
+            unwritten,
         };
         self.reported = now;
         Some(line)
@@ -95,13 +98,15 @@ mod tests {
     #[test]
     fn a_dropped_line_comes_only_when_a_counter_moved() {
         let mut h = Health::default();
-        assert!(h.report(Stats::default()).is_none());
+        assert!(h.report(Stats::default(), 0).is_none());
         let stats = Stats { ringbuf_drops: 5, skipped_runs: 2, ..Stats::default() };
-        let line = h.report(stats).unwrap();
+        let line = h.report(stats, 0).unwrap();
         assert_eq!((line.records, line.total, line.skipped_runs), (5, 5, 2));
-        assert!(h.report(stats).is_none(), "nothing moved since");
+        assert!(h.report(stats, 0).is_none(), "nothing moved since");
         h.malformed(&DecodeError::Short(3));
-        let line = h.report(Stats { ringbuf_drops: 7, ..stats }).unwrap();
+        let line = h.report(Stats { ringbuf_drops: 7, ..stats }, 0).unwrap();
         assert_eq!((line.records, line.total, line.malformed), (2, 7, 1));
+        let line = h.report(Stats { ringbuf_drops: 7, ..stats }, 4).unwrap();
+        assert_eq!((line.records, line.unwritten), (0, 4), "lines the output could not take");
     }
 }

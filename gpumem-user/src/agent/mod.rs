@@ -23,7 +23,7 @@ use crate::{
     ledger::Ledger,
     limits::{policy::config::Policy, Limits},
     output::{EventLine, LimitLine, Line},
-    sink::Sink,
+    sink::records::Records,
 };
 
 pub struct Agent {
@@ -33,13 +33,13 @@ pub struct Agent {
     limits: Limits,
     health: Health,
     kernel: KernelMaps,
-    sink: Box<dyn Sink>,
+    sink: Records,
     /// Libraries attached, for `status`.
     libraries: Vec<String>,
 }
 
 impl Agent {
-    pub fn new(sink: Box<dyn Sink>, kernel: KernelMaps, limits: Limits, libraries: &[Library]) -> Self {
+    pub fn new(sink: Records, kernel: KernelMaps, limits: Limits, libraries: &[Library]) -> Self {
         Self {
             ledger: Ledger::default(),
             enricher: Enricher::default(),
@@ -96,10 +96,15 @@ impl Agent {
 
     /// The health step: releases processes whose exit the kernel skipped
     /// (through `release`, which runs the kernel's release program), then
-    /// writes a `dropped` line if any counter moved.
+    /// writes a `dropped` line if any counter moved (while the output fails,
+    /// at its first flush that succeeds).
     pub fn check_health(&mut self, release: impl FnMut(u32) -> bool) -> io::Result<()> {
         self.health.recover_missed_exits(&self.kernel, release);
-        if let Some(line) = self.health.report(self.kernel.stats()) {
+        if self.sink.failing() {
+            // Said once the output takes lines again, with every count.
+            return Ok(());
+        }
+        if let Some(line) = self.health.report(self.kernel.stats(), self.sink.lost()) {
             self.sink.write(&Line::Dropped(line))?;
             self.sink.flush()?;
         }

@@ -30,6 +30,7 @@ impl Agent {
             late_records: self.ledger.late_records(),
             skipped_runs: stats.skipped_runs,
             unmatched_returns: stats.unmatched_returns,
+            unwritten: self.sink.lost(),
         }
     }
 

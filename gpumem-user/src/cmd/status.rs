@@ -16,8 +16,8 @@ pub async fn status(args: StatusArgs) -> anyhow::Result<()> {
     }
     println!("libcuda: {}", report.libraries.join(", "));
     println!(
-        "records: {}   lost in kernel: {}   runs skipped: {}   returns without their entry: {}",
-        report.records, report.dropped, report.skipped_runs, report.unmatched_returns
+        "records: {}   lost in kernel: {}   runs skipped: {}   returns without their entry: {}   unwritten: {}",
+        report.records, report.dropped, report.skipped_runs, report.unmatched_returns, report.unwritten
     );
     print_devices(&report);
     println!();

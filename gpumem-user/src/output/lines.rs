@@ -229,13 +229,17 @@ pub struct DroppedLine {
     pub unmatched_returns: u64,
     pub cgroup_slots_full: u64,
     pub out_ptr_unreadable: u64,
-    /// Runs of gpumem's programs skipped (the kernel's recursion check or
-    /// the programs' own guard): calls gpumem did not see whole.
+    /// Runs of gpumem's programs the kernel skipped (its recursion check;
+    /// exit and exec programs only): events gpumem did not see.
     pub skipped_runs: u64,
     pub malformed: u64,
     /// Processes gone without their exit seen (a skipped run), released
     /// by the agent since it started.
     pub missed_exits: u64,
+    /// Lines the output could not take (a full disk) and dropped, since
+    /// the agent started.
+    #[serde(default)]
+    pub unwritten: u64,
 }
 
 /// A limit decision (`limit`) or a soft limit crossed (`limit_soft`).

@@ -57,6 +57,9 @@ pub struct StatusReport {
     /// Returns whose entry was not seen so far (calls not seen whole).
     #[serde(default)]
     pub unmatched_returns: u64,
+    /// Lines the output could not take (a full disk) and dropped so far.
+    #[serde(default)]
+    pub unwritten: u64,
 }
 
 /// One device as the driver (NVML) describes it.

@@ -1,9 +1,7 @@
 //! JSON Lines: one object per line, flushed in batches.
 use std::io::{self, Write};
 
-use bytes::{BufMut, BytesMut};
-
-use super::Sink;
+use super::{pending::Pending, Sink};
 use crate::output::Line;
 
 /// Flush to the writer once this much is buffered, even mid-batch.
@@ -11,31 +9,34 @@ const FLUSH_AT: usize = 64 * 1024;
 
 pub struct JsonSink<W: Write + Send> {
     out: W,
-    buf: BytesMut,
+    pending: Pending,
 }
 
 impl<W: Write + Send> JsonSink<W> {
     pub fn new(out: W) -> Self {
-        Self { out, buf: BytesMut::with_capacity(FLUSH_AT * 2) }
+        Self { out, pending: Pending::default() }
     }
 }
 
 impl<W: Write + Send> Sink for JsonSink<W> {
     fn write(&mut self, line: &Line) -> io::Result<()> {
-        serde_json::to_writer((&mut self.buf).writer(), line)?;
-        self.buf.put_u8(b'\n');
-        if self.buf.len() >= FLUSH_AT {
+        self.pending.push(|w| {
+            serde_json::to_writer(&mut *w, line)?;
+            w.write_all(b"\n")
+        })?;
+        // A failing writer is tried again at the batch's flush only.
+        if !self.pending.failing() && self.pending.len() >= FLUSH_AT {
             self.flush()?;
         }
         Ok(())
     }
 
     fn flush(&mut self) -> io::Result<()> {
-        if !self.buf.is_empty() {
-            self.out.write_all(&self.buf)?;
-            self.buf.clear();
-        }
-        self.out.flush()
+        self.pending.write_to(&mut self.out)
+    }
+
+    fn lost(&self) -> u64 {
+        self.pending.lost()
     }
 }
 

@@ -1,16 +1,20 @@
 //! A line per record for people watching a terminal.
 use std::io::{self, Write};
 
-use super::Sink;
+use super::{pending::Pending, Sink};
 use crate::output::{DroppedLine, EventLine, LimitLine, Line, RecordEvent, UsageLine};
 
+/// Write to the terminal once this much is waiting, even mid-batch.
+const FLUSH_AT: usize = 8 * 1024;
+
 pub struct TextSink<W: Write + Send> {
-    out: io::BufWriter<W>,
+    out: W,
+    pending: Pending,
 }
 
 impl<W: Write + Send> TextSink<W> {
     pub fn new(out: W) -> Self {
-        Self { out: io::BufWriter::new(out) }
+        Self { out, pending: Pending::default() }
     }
 }
 
@@ -31,11 +35,19 @@ impl<W: Write + Send> Sink for TextSink<W> {
             Line::Limit(l) => limit(l),
             Line::Dropped(d) => dropped(d),
         };
-        writeln!(self.out, "{text}")
+        self.pending.push(|w| writeln!(w, "{text}"))?;
+        if !self.pending.failing() && self.pending.len() >= FLUSH_AT {
+            self.flush()?;
+        }
+        Ok(())
     }
 
     fn flush(&mut self) -> io::Result<()> {
-        self.out.flush()
+        self.pending.write_to(&mut self.out)
+    }
+
+    fn lost(&self) -> u64 {
+        self.pending.lost()
     }
 }
 
@@ -94,7 +106,7 @@ fn limit(l: &LimitLine) -> String {
 fn dropped(d: &DroppedLine) -> String {
     format!(
         "{:>12}  DROPPED      {} records lost ({} in total); map_full {} unmatched {} slots_full {} unreadable {} \
-         skipped_runs {} malformed {} missed_exits {}",
+         skipped_runs {} malformed {} missed_exits {} unwritten {}",
         d.ts_ns / 1000,
         d.records,
         d.total,
@@ -104,7 +116,8 @@ fn dropped(d: &DroppedLine) -> String {
         d.out_ptr_unreadable,
         d.skipped_runs,
         d.malformed,
-        d.missed_exits
+        d.missed_exits,
+        d.unwritten
     )
 }
 

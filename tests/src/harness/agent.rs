@@ -30,9 +30,15 @@ pub struct Agent {
 impl Agent {
     /// Starts `gpumem run` and returns once it says it is ready.
     pub fn start(extra: &[&str]) -> Self {
+        Self::start_writing_to(None, extra)
+    }
+
+    /// As [`Agent::start`], writing records to `output` (default: a file in
+    /// the test's scratch directory).
+    pub fn start_writing_to(output: Option<PathBuf>, extra: &[&str]) -> Self {
         let p = paths();
         let scratch = scratch();
-        let output = scratch.path().join("events.jsonl");
+        let output = output.unwrap_or_else(|| scratch.path().join("events.jsonl"));
         let socket = scratch.path().join("gpumem.sock");
         let mut child = Command::new(&p.agent)
             .arg("run")

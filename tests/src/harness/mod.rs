@@ -1,7 +1,8 @@
 //! What the privileged end-to-end tests share: starting the real agent on
 //! the simulated driver (`agent`), running workloads in cgroups made for
 //! the test (`cgroup`, `workload`), reading the agent's typed records
-//! (`records`), waiting for conditions (`poll`), and what a test needs to
+//! (`records`), waiting for conditions (`poll`), a disk that fills
+//! (`tmpfs`), and what a test needs to
 //! know of where it runs (`env`). Every wait is for a
 //! condition, with a deadline that fails the test with context.
 mod agent;
@@ -9,6 +10,7 @@ mod cgroup;
 mod env;
 mod poll;
 mod records;
+mod tmpfs;
 mod workload;
 
 pub use self::{
@@ -17,5 +19,6 @@ pub use self::{
     env::{paths, privileged, register_write_refusal, scratch, skip, test_name, Paths},
     poll::{poll, wait_until, DEADLINE},
     records::*,
+    tmpfs::Tmpfs,
     workload::Workload,
 };

@@ -12,6 +12,7 @@ mod attribution;
 mod concurrency;
 mod coverage;
 mod cuda_bindings;
+mod faults;
 mod libraries;
 mod limit_changes;
 mod limits;

@@ -14,7 +14,7 @@ use crate::{
     cli::{Format, RunArgs},
     enrich::cgroup::host_cgroup2_mount,
     limits::policy::config::{self, Policy},
-    sink::{json::JsonSink, text::TextSink, Sink},
+    sink::{json::JsonSink, records::Records, text::TextSink, Sink},
 };
 
 pub fn cgroup_root() -> Option<std::path::PathBuf> {
@@ -48,7 +48,7 @@ pub fn open_tracer(args: &RunArgs) -> anyhow::Result<(Tracer, Option<String>)> {
     Ok((tracer, deny_reason))
 }
 
-pub fn open_sink(output: Option<&Path>, format: Format) -> anyhow::Result<Box<dyn Sink>> {
+pub fn open_sink(output: Option<&Path>, format: Format) -> anyhow::Result<Records> {
     let out: Box<dyn Write + Send> = match output {
         Some(path) => Box::new(
             std::fs::OpenOptions::new()
@@ -59,10 +59,12 @@ pub fn open_sink(output: Option<&Path>, format: Format) -> anyhow::Result<Box<dy
         ),
         None => Box::new(std::io::stdout()),
     };
-    Ok(match format {
+    let sink: Box<dyn Sink> = match format {
         Format::Json => Box::new(JsonSink::new(out)),
         Format::Text => Box::new(TextSink::new(out)),
-    })
+    };
+    let name = output.map_or("standard output".into(), |p| p.display().to_string());
+    Ok(Records::new(sink, name))
 }
 
 pub fn say_attached(r: &AttachReport) {

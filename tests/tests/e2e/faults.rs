@@ -1,0 +1,73 @@
+//! Faults around the agent: the disk its records go to fills up.
+use std::os::unix::process::ExitStatusExt;
+
+use gpumem::output::RecordEvent;
+use gpumem_tests::harness::*;
+use nix::sys::signal::Signal;
+
+const MIB: u64 = 1 << 20;
+
+#[test]
+fn a_full_disk_loses_records_counted_while_accounting_and_limits_go_on() {
+    if !privileged() {
+        return;
+    }
+    let disk = Tmpfs::mount(2 * MIB);
+    let cg = Cgroup::create("full-disk");
+    let agent = Agent::start_writing_to(
+        Some(disk.path().join("events.jsonl")),
+        &["--limit", &format!("cgroup:{}=10MiB", cg.path)],
+    );
+    let filler = disk.fill();
+
+    // 4 threads x 1,500 calls: several MiB of records, more than the 1 MiB
+    // the agent keeps for a writer that fails.
+    let args = ["--scenario", "threads", "--threads", "4", "--iterations", "1500", "--pause"];
+    let mut w = Workload::spawn(&args, None, &[]);
+    let c = w.checkpoint();
+    let s = agent.wait_for_state(
+        "the ledger to hold the checkpoint while the disk is full",
+        || agent.status(),
+        |s| proc_entry(s, c.pid).is_some_and(|e| e.bytes == c.held),
+    );
+    assert_process_holds(&s, c.pid, c.held);
+    assert!(s.unwritten > 0, "records were dropped for the full disk: {s:?}");
+    assert!(agent.stderr().contains("cannot write records to"), "{}", agent.stderr());
+
+    // Room again: the agent says so, writes what it kept (no line torn:
+    // every line of the file reads as a record), and what it lost is
+    // exactly what the file lacks.
+    std::fs::remove_file(&filler).unwrap();
+    wait_until("the agent to write again", || agent.stderr().contains("again;"));
+    let truth = c.allocs + c.frees + c.failed;
+    let seen = |l: &[gpumem::output::Line]| {
+        [RecordEvent::Alloc, RecordEvent::Free, RecordEvent::AllocFailed]
+            .iter()
+            .map(|&e| l.count(c.pid, e) as u64)
+            .sum::<u64>()
+    };
+    let lines = agent.wait_for("the records kept for the disk, and a dropped line counting the rest", |l| {
+        l.dropped().last().is_some_and(|d| seen(l) + d.unwritten == truth)
+    });
+    let unwritten = lines.dropped().last().unwrap().unwritten;
+    assert_eq!(agent.status().unwritten, unwritten);
+    assert!(seen(&lines) < truth && unwritten > 0, "some records were lost: {} of {truth}", seen(&lines));
+
+    // Full again: a process crossing its cgroup's limit is still stopped
+    // at the crossing (the kernel decides), and the ledger stays exact.
+    let filler = disk.fill();
+    let size = (3 * MIB).to_string();
+    let over =
+        Workload::spawn(&["--scenario", "steps", "--size", &size, "--iterations", "5"], Some(&cg), &[]);
+    let (steps, status) = over.until_exit();
+    assert_eq!(steps.len(), 3, "3 + 3 + 3 MiB fit in 10 MiB, the fourth does not: {steps:?}");
+    assert_eq!(status.signal(), Some(Signal::SIGKILL as i32), "{status:?}");
+    agent.wait_for_state(
+        "the limited cgroup to hold nothing after its process was killed",
+        || agent.status(),
+        |s| cgroup_entry(s, cg.id).map_or(0, |e| e.kernel_bytes) == 0,
+    );
+    assert_process_holds(&agent.status(), c.pid, c.held);
+    std::fs::remove_file(&filler).unwrap();
+    w.run_to_end();
+}
