@@ -96,8 +96,8 @@ pub struct RunArgs {
     /// twice, for records that wrap).
     #[arg(long, value_name = "SIZE", default_value = "4MiB", value_parser = parse_ring_size)]
     pub ring_buffer: u32,
-    /// Log, from the eBPF programs, each limit decision, deny rewrite,
-    /// skipped run and full map (as `gpumem: bpf: ...` lines on stderr):
+    /// Log, from the eBPF programs, each limit decision, deny rewrite and
+    /// full map (as `gpumem: bpf: ...` lines on stderr):
     /// for when something looks wrong. Off, it costs nothing: the verifier
     /// removes the logging from the programs.
     #[arg(long)]

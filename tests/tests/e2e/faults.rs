@@ -1,4 +1,5 @@
-//! Faults around the agent: the disk its records go to fills up.
+//! Faults around the agent: the disk its records go to fills up; the agent
+//! is stopped while processes allocate.
 use std::os::unix::process::ExitStatusExt;
 
 use gpumem::output::RecordEvent;
@@ -70,4 +71,44 @@ fn a_full_disk_loses_records_counted_while_accounting_and_limits_go_on() {
     assert_process_holds(&agent.status(), c.pid, c.held);
     std::fs::remove_file(&filler).unwrap();
     w.run_to_end();
+}
+
+#[test]
+fn a_stopped_agent_loses_records_counted_while_the_kernel_stays_exact() {
+    if !privileged() {
+        return;
+    }
+    // A 128 KiB ring: about 1,300 records wait for a stopped agent.
+    let agent = Agent::start(&["--ring-buffer", "128KiB"]);
+    agent.signal(Signal::SIGSTOP);
+    let args = ["--scenario", "threads", "--threads", "4", "--iterations", "1500", "--pause"];
+    let mut w = Workload::spawn(&args, None, &[]);
+    let c = w.checkpoint();
+    agent.signal(Signal::SIGCONT);
+    // The kernel counted every byte while the agent was stopped.
+    let s = agent.wait_for_state(
+        "the kernel's count of the workload",
+        || agent.status(),
+        |s| proc_entry(s, c.pid).is_some_and(|e| e.kernel_bytes == c.held),
+    );
+    assert_eq!(proc_entry(&s, c.pid).unwrap().kernel_bytes, c.held);
+    // Records the full ring refused are counted: with those the file
+    // holds, exactly the workload's calls.
+    let truth = c.allocs + c.frees + c.failed;
+    let seen = |l: &[gpumem::output::Line]| {
+        [RecordEvent::Alloc, RecordEvent::Free, RecordEvent::AllocFailed]
+            .iter()
+            .map(|&e| l.count(c.pid, e) as u64)
+            .sum::<u64>()
+    };
+    let lines = agent.wait_for("the records kept in the ring, and a dropped line counting the rest", |l| {
+        l.lost() > 0 && seen(l) + l.lost() == truth
+    });
+    assert_eq!(agent.status().dropped, lines.lost());
+    w.run_to_end();
+    agent.wait_for_state(
+        "the kernel to release the workload at its exit",
+        || agent.status(),
+        |s| proc_entry(s, c.pid).map_or(0, |e| e.kernel_bytes) == 0,
+    );
 }
