@@ -2,11 +2,20 @@
 //! is stopped while processes allocate.
 use std::os::unix::process::ExitStatusExt;
 
-use gpumem::output::RecordEvent;
+use gpumem::output::{Line, RecordEvent};
 use gpumem_tests::harness::*;
 use nix::sys::signal::Signal;
 
 const MIB: u64 = 1 << 20;
+
+/// The calls of process `pid` the records hold (allocations, frees and
+/// failed allocations).
+fn calls_recorded(lines: &[Line], pid: u32) -> u64 {
+    [RecordEvent::Alloc, RecordEvent::Free, RecordEvent::AllocFailed]
+        .iter()
+        .map(|&e| lines.count(pid, e) as u64)
+        .sum()
+}
 
 #[test]
 fn a_full_disk_loses_records_counted_while_accounting_and_limits_go_on() {
@@ -41,12 +50,7 @@ fn a_full_disk_loses_records_counted_while_accounting_and_limits_go_on() {
     std::fs::remove_file(&filler).unwrap();
     wait_until("the agent to write again", || agent.stderr().contains("again;"));
     let truth = c.allocs + c.frees + c.failed;
-    let seen = |l: &[gpumem::output::Line]| {
-        [RecordEvent::Alloc, RecordEvent::Free, RecordEvent::AllocFailed]
-            .iter()
-            .map(|&e| l.count(c.pid, e) as u64)
-            .sum::<u64>()
-    };
+    let seen = |l: &[Line]| calls_recorded(l, c.pid);
     let lines = agent.wait_for("the records kept for the disk, and a dropped line counting the rest", |l| {
         l.dropped().last().is_some_and(|d| seen(l) + d.unwritten == truth)
     });
@@ -95,12 +99,7 @@ fn a_stopped_agent_loses_records_counted_while_the_kernel_stays_exact() {
     // Records the full ring refused are counted: with those the file
     // holds, exactly the workload's calls.
     let truth = c.allocs + c.frees + c.failed;
-    let seen = |l: &[gpumem::output::Line]| {
-        [RecordEvent::Alloc, RecordEvent::Free, RecordEvent::AllocFailed]
-            .iter()
-            .map(|&e| l.count(c.pid, e) as u64)
-            .sum::<u64>()
-    };
+    let seen = |l: &[Line]| calls_recorded(l, c.pid);
     let lines = agent.wait_for("the records kept in the ring, and a dropped line counting the rest", |l| {
         l.lost() > 0 && seen(l) + l.lost() == truth
     });
