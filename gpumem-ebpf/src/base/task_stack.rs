@@ -1,15 +1,16 @@
 //! Every uprobe program runs on its task's kernel stack, so no run is ever
 //! skipped or shares a stack with another.
 //!
-//! From 6.13 (and some 6.12 stables) the x86-64 verifier gives a
-//! kprobe-type program whose frame is 64 bytes or more a private stack:
-//! one per program per CPU (`check_max_stack_depth` in
-//! kernel/bpf/verifier.c), relying on the recursion check that kprobes,
-//! tracepoints and perf events run under to keep a second run off it.
-//! Uprobe programs have no such check: they run preemptible, under
-//! tasks-trace RCU with migration disabled (`bpf_prog_run_array_uprobe`).
-//! On a kernel that preempts there, another task on the same CPU runs the
-//! same program on the same private stack: seen on 7.2.13 under QEMU as a
+//! From 6.13 the x86-64 JIT gives each function of a kprobe-type program
+//! whose frame is 64 bytes or more (after rounding) a private stack: one
+//! per program per CPU (`check_max_stack_depth` in kernel/bpf/verifier.c),
+//! relying on the recursion check that kprobes, tracepoints and perf
+//! events run under to keep a second run off it. Uprobe programs have no
+//! such check: they run preemptible, under tasks-trace RCU with migration
+//! disabled (`bpf_prog_run_array_uprobe`, unchanged up to 7.3). On a
+//! kernel that preempts there (Debian's are `PREEMPT_LAZY` from 6.13),
+//! another task on the same CPU runs the same program on the same private
+//! stack: seen on 7.2.13 under QEMU as a
 //! map value pointer spilled to that stack coming back with its low half
 //! overwritten (an oops in `alloc_return`). A per-CPU guard that skipped
 //! such runs kept the kernel safe but lost calls (a skipped alloc return

@@ -1,8 +1,8 @@
 //! Several processes, each with several threads, allocating and freeing at
 //! random through plain, async, per-thread async, managed and VMM calls,
 //! freeing each other's allocations: every checkpoint matches exactly, per
-//! process (with its kind:device split) and per cgroup, no program run is
-//! skipped or seen in part, and everything is zero after exit. Run on the
+//! process (with its kind:device split) and per cgroup, no call is seen in
+//! part, and everything is zero after exit. Run on the
 //! kernel matrix too: on 6.13 and later a uprobe program preempted on one
 //! CPU meets the next run of itself there (see gpumem-ebpf's
 //! base/task_stack.rs).
@@ -42,7 +42,7 @@ fn random_mixed_families_across_threads_and_processes_add_up_exactly() {
         }
         assert_cgroup_holds(&s, &a, held[0]);
         assert_cgroup_holds(&s, &b, held[1]);
-        assert_every_run_whole(&s);
+        assert_every_call_whole(&s);
         for (w, _) in ws.iter_mut() {
             w.resume();
         }
@@ -59,6 +59,6 @@ fn random_mixed_families_across_threads_and_processes_add_up_exactly() {
     }
     assert_cgroup_holds(&s, &a, 0);
     assert_cgroup_holds(&s, &b, 0);
-    assert_every_run_whole(&s);
+    assert_every_call_whole(&s);
     assert_eq!(lines.lost(), 0, "records were lost");
 }

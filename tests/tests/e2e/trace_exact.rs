@@ -134,7 +134,7 @@ fn device_comes_from_the_threads_current_context() {
     let split = &proc_entry(&s, pid).unwrap().split;
     assert_eq!(split.len(), 1, "{split:?}");
     assert_eq!((split[0].device, split[0].kind.as_str(), split[0].bytes), (Some(1), "device", c.held));
-    assert_every_run_whole(&s);
+    assert_every_call_whole(&s);
     w.run_to_end();
 }
 
