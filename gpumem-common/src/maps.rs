@@ -20,7 +20,6 @@ pub mod map_name {
     pub const COMM_LIMITS: &str = "COMM_LIMITS";
     pub const LIMITS_IN_FORCE: &str = "LIMITS_IN_FORCE";
     pub const CTX_DEVICE: &str = "CTX_DEVICE";
-    pub const TASK_STACK: &str = "TASK_STACK";
 }
 
 /// Default ring buffer size in bytes (a power-of-two multiple of the page

@@ -1,6 +1,7 @@
 //! The bottom layer, used by every program: atomics, the ring-buffer
 //! records, the drop counters, the attach cookie, the tail call that keeps
-//! each program on its task's stack, and the diagnostic log. Nothing here knows about accounting or limits.
+//! each program on its task's stack, and the diagnostic log. Nothing here
+//! knows about accounting or limits.
 pub mod atomic;
 pub mod cookie;
 pub mod counters;

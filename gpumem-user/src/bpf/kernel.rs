@@ -34,8 +34,8 @@ pub struct Stats {
     /// Runs of gpumem's programs the kernel skipped (`recursion_misses`:
     /// another run of the program was under way on that CPU). Uprobe
     /// programs have no such check (and run on their task's stack, see
-    /// gpumem-ebpf's base/task_stack.rs); the raw tracepoint programs do,
-    /// so a count here is an exit or exec gpumem did not see.
+    /// gpumem-ebpf's base/task_stack.rs); the raw tracepoint programs and
+    /// the agent's release runs do, so a count here is an exit-side run.
     pub skipped_runs: u64,
 }
 

@@ -20,15 +20,10 @@ impl<W: Write + Send> JsonSink<W> {
 
 impl<W: Write + Send> Sink for JsonSink<W> {
     fn write(&mut self, line: &Line) -> io::Result<()> {
-        self.pending.push(|w| {
+        self.pending.add(&mut self.out, FLUSH_AT, |w| {
             serde_json::to_writer(&mut *w, line)?;
             w.write_all(b"\n")
-        })?;
-        // A failing writer is tried again at the batch's flush only.
-        if !self.pending.failing() && self.pending.len() >= FLUSH_AT {
-            self.flush()?;
-        }
-        Ok(())
+        })
     }
 
     fn flush(&mut self) -> io::Result<()> {

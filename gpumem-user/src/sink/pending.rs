@@ -34,14 +34,20 @@ impl Pending {
         put(&mut (&mut self.buf).writer())
     }
 
-    /// Bytes waiting.
-    pub fn len(&self) -> usize {
-        self.buf.len()
-    }
-
-    /// Whether the last write failed.
-    pub fn failing(&self) -> bool {
-        self.failing
+    /// Appends one line as [`Pending::push`] does, then writes everything
+    /// out once `flush_at` bytes wait, unless the last write failed: a
+    /// failing writer is tried again at the batch's flush only.
+    pub fn add(
+        &mut self,
+        out: &mut impl Write,
+        flush_at: usize,
+        put: impl FnOnce(&mut bytes::buf::Writer<&mut BytesMut>) -> io::Result<()>,
+    ) -> io::Result<()> {
+        self.push(put)?;
+        if !self.failing && self.buf.len() >= flush_at {
+            self.write_to(out)?;
+        }
+        Ok(())
     }
 
     /// Lines dropped so far.
@@ -110,9 +116,9 @@ mod tests {
             line(&mut p, i);
         }
         assert!(p.write_to(&mut disk).is_err(), "36 bytes into 30");
-        assert!(p.failing());
+        assert!(p.failing);
         // Kept until KEEP bytes wait, then dropped and counted.
-        let kept = (KEEP - p.len()).div_ceil(12);
+        let kept = (KEEP - p.buf.len()).div_ceil(12);
         for i in 3..3 + kept + 5 {
             line(&mut p, i);
         }
@@ -120,7 +126,7 @@ mod tests {
         // Room again: the torn line is finished first, then the rest.
         disk.room = usize::MAX;
         p.write_to(&mut disk).unwrap();
-        assert!(!p.failing());
+        assert!(!p.failing);
         let text = String::from_utf8(disk.data).unwrap();
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(lines.len(), 3 + kept);

@@ -35,11 +35,7 @@ impl<W: Write + Send> Sink for TextSink<W> {
             Line::Limit(l) => limit(l),
             Line::Dropped(d) => dropped(d),
         };
-        self.pending.push(|w| writeln!(w, "{text}"))?;
-        if !self.pending.failing() && self.pending.len() >= FLUSH_AT {
-            self.flush()?;
-        }
-        Ok(())
+        self.pending.add(&mut self.out, FLUSH_AT, |w| writeln!(w, "{text}"))
     }
 
     fn flush(&mut self) -> io::Result<()> {
