@@ -102,6 +102,14 @@ pub struct RunArgs {
     /// removes the logging from the programs.
     #[arg(long)]
     pub bpf_log: bool,
+    /// Serve Prometheus metrics at http://ADDR:PORT/metrics (off unless
+    /// asked): memory held per process and cgroup by device and kind,
+    /// limits and their usage, limit decisions, failed allocations, records
+    /// lost, NVML's view where it loads. Port 0 picks a free port (the
+    /// address bound is logged). Anyone who can reach it sees process
+    /// names and cgroup paths: bind to loopback or a node-local address.
+    #[arg(long, value_name = "ADDR:PORT")]
+    pub metrics: Option<std::net::SocketAddr>,
 }
 
 #[derive(Debug, Parser)]

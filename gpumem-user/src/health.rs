@@ -52,6 +52,11 @@ impl Health {
         self.records
     }
 
+    /// Ring-buffer items that were not records, so far.
+    pub fn malformed_count(&self) -> u64 {
+        self.malformed
+    }
+
     /// Releases, through `release` (which runs the kernel's release
     /// program for a tgid and says whether it ran), every process the
     /// kernel still counts memory for that no longer exists: the kernel

@@ -8,7 +8,8 @@
 //! `enrich` -> `output` -> `sink`. `health` counts what was lost and
 //! recovers missed exits; `control` carries `gpumem status` and `gpumem
 //! limit` requests to the event loop (`cmd::run`), the only place that
-//! drives the agent.
+//! drives the agent; `metrics` serves scrapes the same way (the page is
+//! built by the loop from the agent's state).
 pub mod agent;
 pub mod bpf;
 pub mod cli;
@@ -20,6 +21,7 @@ pub mod health;
 pub mod ledger;
 pub mod limits;
 pub mod logging;
+pub mod metrics;
 pub mod output;
 pub mod privileges;
 pub mod sink;

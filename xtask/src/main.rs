@@ -6,6 +6,7 @@ mod bench;
 mod demo;
 mod lint;
 mod nvidia;
+mod prometheus;
 mod setup;
 mod tally;
 mod test;
@@ -54,6 +55,10 @@ enum Cmd {
     /// Debian's non-free packages, cached) and print where each is, e.g.
     /// for `gpumem probe --libcuda PATH`. The tests and the bench use them.
     Nvidia,
+    /// Fetch Debian's Prometheus server (bookworm's `prometheus` package,
+    /// cached) and print its path: the metrics test scrapes the agent with
+    /// it.
+    Prometheus,
     /// Only the kernel matrix: boot stock Debian kernels (6.1, 6.12, 6.18,
     /// sid's newest) under QEMU and run the limit and tracing suites in each.
     Vm {
@@ -74,6 +79,7 @@ fn main() -> std::process::ExitCode {
         Cmd::Bench { quick } => bench::bench(quick),
         Cmd::Test => test::test(),
         Cmd::Nvidia => nvidia::print(),
+        Cmd::Prometheus => prometheus::server().map(|p| println!("{}", p.display())),
         Cmd::Vm { kernels } => test::vm_only(&kernels),
     };
     match result {

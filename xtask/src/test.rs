@@ -48,9 +48,10 @@ pub fn test() -> anyhow::Result<()> {
     let versions: Vec<&str> = nvidia.iter().map(|l| l.version.as_str()).collect();
     println!("xtask: NVIDIA's driver libraries for the tests: {}", versions.join(", "));
     let nvidia = crate::nvidia::path_list(&nvidia);
+    let prometheus = crate::prometheus::server()?.into_os_string();
     let e2e_ok = cargo_test(
         &["-p", "gpumem-tests", "--test", "e2e", "--", "--test-threads=1"],
-        &[("GPUMEM_PYTHON", &python), ("GPUMEM_NVIDIA_LIBCUDA", &nvidia)],
+        &[("GPUMEM_PYTHON", &python), ("GPUMEM_NVIDIA_LIBCUDA", &nvidia), ("GPUMEM_PROMETHEUS", &prometheus)],
         &mut tally,
     )?;
     let vm_ok = if is_root() {

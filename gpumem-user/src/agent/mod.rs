@@ -8,20 +8,22 @@
 //! `sink`.
 //!
 //! The event loop (`cmd::run`) drives it: records, control requests
-//! (`requests.rs`), the health step, usage lines. Status tables are built
-//! in `status.rs`.
+//! (`requests.rs`), the health step, usage lines, scrapes. Status tables
+//! are built in `status.rs`, metrics snapshots in `scrape.rs`.
 mod requests;
+mod scrape;
 mod status;
 
 use std::io;
 
 use crate::{
-    bpf::{discover::Library, kernel::KernelMaps},
+    bpf::{attach::AttachReport, kernel::KernelMaps},
     decode::{decode, Body, Event},
     enrich::{devices::Devices, Enricher},
     health::Health,
     ledger::Ledger,
     limits::{policy::config::Policy, Limits},
+    metrics::counts::EventCounts,
     output::{EventLine, LimitLine, Line},
     sink::records::Records,
 };
@@ -36,11 +38,15 @@ pub struct Agent {
     sink: Records,
     /// Libraries attached, for `status`.
     libraries: Vec<String>,
+    /// Entry points probed, over every library (metrics).
+    probes: u64,
+    /// Limit decisions and failed allocations (metrics).
+    counts: EventCounts,
 }
 
 impl Agent {
-    pub fn new(sink: Records, kernel: KernelMaps, limits: Limits, libraries: &[Library]) -> Self {
-        Self {
+    pub fn new(sink: Records, kernel: KernelMaps, limits: Limits, attached: &[AttachReport]) -> Self {
+        let mut agent = Self {
             ledger: Ledger::default(),
             enricher: Enricher::default(),
             devices: Devices::open(),
@@ -48,13 +54,20 @@ impl Agent {
             health: Health::default(),
             kernel,
             sink,
-            libraries: libraries.iter().map(|l| l.path.display().to_string()).collect(),
+            libraries: Vec::new(),
+            probes: 0,
+            counts: EventCounts::default(),
+        };
+        for r in attached {
+            agent.add_library(r);
         }
+        agent
     }
 
-    /// A library attached after start-up.
-    pub fn add_library(&mut self, lib: &Library) {
-        self.libraries.push(lib.path.display().to_string());
+    /// A library attached.
+    pub fn add_library(&mut self, r: &AttachReport) {
+        self.libraries.push(r.library.path.display().to_string());
+        self.probes += r.attached.len() as u64;
     }
 
     /// One ring-buffer item through the pipeline.
@@ -72,6 +85,9 @@ impl Agent {
         self.health.applied();
         self.ledger.apply(e);
         self.limits.follow(e);
+        if let Body::AllocFailed(c) = &e.body {
+            self.counts.failure(c.device, c.result);
+        }
         if matches!(e.body, Body::Exit(_) | Body::Exec(_)) {
             self.enricher.forget(e.origin.pid);
         }
@@ -79,7 +95,9 @@ impl Agent {
         let line = match &e.body {
             Body::Limit(d) | Body::LimitSoft(d) => {
                 let soft = matches!(e.body, Body::LimitSoft(_));
-                Line::Limit(LimitLine::new(&e.origin, d, soft, cgroup, self.limits.rule(d.slot)))
+                let line = LimitLine::new(&e.origin, d, soft, cgroup, self.limits.rule(d.slot));
+                self.counts.decision(&line.limit, soft, &line.action);
+                Line::Limit(line)
             }
             _ => match EventLine::new(e, cgroup, container) {
                 Some(line) => Line::Event(line),

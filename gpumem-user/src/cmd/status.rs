@@ -50,8 +50,17 @@ fn print_devices(report: &StatusReport) {
         let (name, uuid) = (d.name.as_deref().unwrap_or("?"), d.uuid.as_deref().unwrap_or("?"));
         println!("device {}: {name} {uuid} used {} of {}", d.index, h(d.used_bytes), h(d.total_bytes));
         for p in &d.processes {
-            let gpumem = report.processes.iter().find(|e| e.pid == Some(p.pid)).map(|e| e.bytes);
-            println!("    pid {:>8}: driver {}  gpumem {}", p.pid, h(p.used_bytes), h(gpumem));
+            // What the driver holds beyond what gpumem saw allocated:
+            // contexts, modules, the driver's own.
+            let seen = report.resident(p.pid, d.index);
+            let beyond = p.used_bytes.map(|u| u.saturating_sub(seen));
+            println!(
+                "    pid {:>8}: driver {}  gpumem {}  unaccounted {}",
+                p.pid,
+                h(p.used_bytes),
+                human(seen),
+                h(beyond)
+            );
         }
     }
 }

@@ -62,6 +62,24 @@ pub struct StatusReport {
     pub unwritten: u64,
 }
 
+impl StatusReport {
+    /// Bytes `pid` holds on device `device` in the kinds that live in the
+    /// device's own memory (device, array, VMM; not managed or host), as
+    /// the agent counts them: what NVML's per-process figure can be
+    /// compared with.
+    pub fn resident(&self, pid: u32, device: u32) -> u64 {
+        const ON_DEVICE: [&str; 3] =
+            [kind::name(kind::DEVICE), kind::name(kind::ARRAY), kind::name(kind::VMM)];
+        self.processes
+            .iter()
+            .filter(|e| e.pid == Some(pid))
+            .flat_map(|e| &e.split)
+            .filter(|l| l.device == Some(device) && ON_DEVICE.contains(&l.kind.as_str()))
+            .map(|l| l.bytes)
+            .sum()
+    }
+}
+
 /// One device as the driver (NVML) describes it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DeviceInfo {

@@ -2,13 +2,15 @@
 //! the simulated driver (`agent`), running workloads in cgroups made for
 //! the test (`cgroup`, `workload`), reading the agent's typed records
 //! (`records`), waiting for conditions (`poll`), a disk that fills
-//! (`tmpfs`), and what a test needs to
-//! know of where it runs (`env`). Every wait is for a
+//! (`tmpfs`), HTTP and a real Prometheus server (`http`, `prometheus`),
+//! and what a test needs to know of where it runs (`env`). Every wait is for a
 //! condition, with a deadline that fails the test with context.
 mod agent;
 mod cgroup;
 mod env;
+pub mod http;
 mod poll;
+mod prometheus;
 mod records;
 mod tmpfs;
 mod workload;
@@ -18,6 +20,7 @@ pub use self::{
     cgroup::Cgroup,
     env::{paths, privileged, register_write_refusal, scratch, skip, test_name, Paths},
     poll::{poll, wait_until, DEADLINE},
+    prometheus::Prometheus,
     records::*,
     tmpfs::Tmpfs,
     workload::Workload,

@@ -16,5 +16,6 @@ mod faults;
 mod libraries;
 mod limit_changes;
 mod limits;
+mod metrics;
 mod nvidia;
 mod trace_exact;

@@ -9,6 +9,7 @@ use tokio::{
     io::unix::AsyncFd,
     signal::unix::{signal, Signal, SignalKind},
     sync::mpsc,
+    task::JoinHandle,
 };
 
 use super::setup;
@@ -17,6 +18,7 @@ use crate::{
     bpf::{log::BpfLog, Tracer},
     cli::RunArgs,
     control,
+    metrics::{encode::encode, server::ScrapeRequest},
 };
 
 /// How often the agent drains records the kernel submitted quietly.
@@ -54,8 +56,7 @@ impl Signals {
 
 /// Runs until SIGINT, SIGTERM or the end of `--duration`.
 pub async fn run(s: &mut State, args: &RunArgs) -> anyhow::Result<()> {
-    let (req_tx, mut requests) = mpsc::channel::<control::Incoming>(16);
-    let server = control::serve(&args.socket, req_tx).await?;
+    let (_servers, mut requests, mut scrapes) = Servers::start(args).await?;
     let mut signals = Signals::install()?;
     let deadline = async {
         match args.duration {
@@ -88,6 +89,10 @@ pub async fn run(s: &mut State, args: &RunArgs) -> anyhow::Result<()> {
                     drain(s.ring.get_mut(), &mut s.agent)?;
                     let _ = reply.send(s.agent.answer(request));
                 }
+                Some(page) = scrapes.recv() => {
+                    drain(s.ring.get_mut(), &mut s.agent)?;
+                    let _ = page.send(encode(&s.agent.scrape()).map_err(|e| format!("encoding the page: {e}")));
+                }
                 _ = signals.hup.recv() => reload(&mut s.agent, args),
                 _ = drain_tick.tick() => {
                     drain(s.ring.get_mut(), &mut s.agent)?;
@@ -109,8 +114,35 @@ pub async fn run(s: &mut State, args: &RunArgs) -> anyhow::Result<()> {
         Ok(())
     }
     .await;
-    server.abort();
     result
+}
+
+/// The control socket's server and the metrics' (with `--metrics`), which
+/// hand their requests to the loop; stopped when dropped.
+struct Servers(Vec<JoinHandle<()>>);
+
+impl Servers {
+    async fn start(
+        args: &RunArgs,
+    ) -> anyhow::Result<(Self, mpsc::Receiver<control::Incoming>, mpsc::Receiver<ScrapeRequest>)> {
+        let (req_tx, requests) = mpsc::channel(16);
+        let mut servers = Self(vec![control::serve(&args.socket, req_tx).await?]);
+        let (scrape_tx, scrapes) = mpsc::channel(16);
+        if let Some(addr) = args.metrics {
+            let (task, bound) = crate::metrics::server::serve(addr, scrape_tx).await?;
+            tracing::info!("metrics at http://{bound}/metrics");
+            servers.0.push(task);
+        }
+        Ok((servers, requests, scrapes))
+    }
+}
+
+impl Drop for Servers {
+    fn drop(&mut self) {
+        for task in &self.0 {
+            task.abort();
+        }
+    }
 }
 
 /// Applies every record waiting in the ring buffer, then makes them

@@ -33,8 +33,11 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     for i in &installed {
         tracing::info!("{}", describe("limit", i));
     }
+    let mut attached = Vec::new();
     for lib in &libs.libs {
-        setup::say_attached(&tracer.attach(lib)?);
+        let report = tracer.attach(lib)?;
+        setup::say_attached(&report);
+        attached.push(report);
     }
     let ring: RingBuf<MapData> = tracer.take_map(map_name::EVENTS)?;
     // SAFETY: the RingBuf owns its map fd, which stays open and unchanged
@@ -42,7 +45,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     let ring = unsafe { AsyncFd::register_with_interest(ring, Interest::READABLE) }
         .map_err(|e| anyhow::anyhow!("watching the ring buffer: {e}"))?;
     let kernel = KernelMaps::take(&mut tracer)?;
-    let agent = Agent::new(sink, kernel, limits, &libs.libs);
+    let agent = Agent::new(sink, kernel, limits, &attached);
     let mut state = event_loop::State { agent, tracer, ring, bpf_log, rejected: Default::default() };
     let result = event_loop::run(&mut state, &args).await;
     let _ = std::fs::remove_file(&args.socket);

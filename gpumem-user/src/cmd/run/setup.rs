@@ -97,7 +97,7 @@ pub fn attach_new(tracer: &mut Tracer, agent: &mut Agent, rejected: &mut HashSet
         match tracer.attach(&lib) {
             Ok(report) => {
                 say_attached(&report);
-                agent.add_library(&lib);
+                agent.add_library(&report);
             }
             Err(e) => {
                 tracing::warn!("not attaching to {}: {}", lib.path.display(), crate::chain(&e));
