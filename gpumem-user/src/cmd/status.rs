@@ -66,11 +66,24 @@ fn print_devices(report: &StatusReport) {
 }
 
 fn cgroup_table(cgroups: &[StatusEntry]) -> Table {
-    let mut t = table(&["CGROUP", "HELD", "KERNEL"], 1);
+    let mut t = table(&["CGROUP", "POD/CONTAINER", "HELD", "KERNEL"], 2);
     for c in cgroups {
-        t.add_row([c.cgroup.as_deref().unwrap_or("?").to_string(), human(c.bytes), human(c.kernel_bytes)]);
+        t.add_row([
+            c.cgroup.as_deref().unwrap_or("?").to_string(),
+            pod_name(c),
+            human(c.bytes),
+            human(c.kernel_bytes),
+        ]);
     }
     t
+}
+
+/// `namespace/pod/container` where the kubelet's directories name them
+/// (`-` for a part they do not), empty outside pods.
+fn pod_name(e: &StatusEntry) -> String {
+    let Some(c) = e.container.as_ref().filter(|c| c.pod_uid.is_some()) else { return String::new() };
+    let part = |p: &Option<String>| p.clone().unwrap_or_else(|| "-".into());
+    format!("{}/{}/{}", part(&c.namespace), part(&c.pod), part(&c.name))
 }
 
 fn process_table(processes: &[StatusEntry]) -> Table {

@@ -6,7 +6,7 @@
 use serde::{Deserialize, Serialize};
 
 /// What a cgroup path says about the container that owns it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Container {
     /// `docker`, `containerd`, `cri-o` or `podman`.
     pub runtime: String,
@@ -18,6 +18,15 @@ pub struct Container {
     /// `guaranteed`, `burstable` or `besteffort`, for pods.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub qos: Option<String>,
+    /// The pod's namespace and name, and the container's name, from the
+    /// kubelet's log directories (`enrich::pods`); absent where they do not
+    /// say.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
 }
 
 fn is_id(s: &str) -> bool {
@@ -88,7 +97,7 @@ pub fn parse(path: &str) -> Option<Container> {
         }
         .to_string()
     });
-    Some(Container { runtime: runtime.to_string(), id: id.to_string(), pod_uid, qos })
+    Some(Container { runtime: runtime.to_string(), id: id.to_string(), pod_uid, qos, ..Container::default() })
 }
 
 #[cfg(test)]
@@ -106,6 +115,7 @@ mod tests {
             id: ID.into(),
             pod_uid: pod.map(Into::into),
             qos: qos.map(Into::into),
+            ..Container::default()
         })
     }
 
@@ -214,7 +224,13 @@ mod tests {
             } else {
                 format!("/kubepods.slice/kubepods-{qos}.slice/kubepods-{qos}-{pod}/{}{id}.scope", runtime.0)
             };
-            let want = Container { runtime: runtime.1.into(), id, pod_uid: Some(uid), qos: Some(qos.into()) };
+            let want = Container {
+                runtime: runtime.1.into(),
+                id,
+                pod_uid: Some(uid),
+                qos: Some(qos.into()),
+                ..Container::default()
+            };
             prop_assert_eq!(parse(&path), Some(want));
         }
     }

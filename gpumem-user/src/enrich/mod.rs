@@ -1,14 +1,17 @@
 //! Enrichment: what a kernel record does not carry: the cgroup's path and
-//! the container and pod it names, the process's executable and command
-//! line, and the devices as the driver (NVML) describes them.
+//! the container and pod it names (by name where the kubelet's log
+//! directories say), the process's executable and command line, and the
+//! devices as the driver (NVML) describes them.
 pub mod cgroup;
 pub mod container;
 pub mod devices;
+pub mod pods;
 pub mod process;
 
 use self::{
     cgroup::CgroupResolver,
     container::Container,
+    pods::PodNames,
     process::{ProcessInfo, Processes},
 };
 
@@ -16,6 +19,7 @@ use self::{
 #[derive(Default)]
 pub struct Enricher {
     cgroups: CgroupResolver,
+    pods: PodNames,
     procs: Processes,
 }
 
@@ -23,7 +27,10 @@ impl Enricher {
     /// A cgroup's path and the container it names.
     pub fn cgroup(&mut self, id: u64) -> (Option<String>, Option<Container>) {
         let path = self.cgroups.path(id);
-        let container = path.as_deref().and_then(container::parse);
+        let mut container = path.as_deref().and_then(container::parse);
+        if let Some(c) = container.as_mut() {
+            self.pods.fill(c);
+        }
         (path, container)
     }
 

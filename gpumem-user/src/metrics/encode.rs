@@ -16,7 +16,10 @@ use prometheus_client::{
 };
 
 use super::scrape::Scrape;
-use crate::output::{SplitLine, StatusEntry};
+use crate::{
+    enrich::container::Container,
+    output::{SplitLine, StatusEntry},
+};
 
 /// A metric's labels, in order.
 type Labels = Vec<(&'static str, String)>;
@@ -70,14 +73,20 @@ fn count(f: &Counters, labels: Labels, v: u64) {
     f.get_or_create(&labels).inc_by(v);
 }
 
-/// The labels naming an entry's cgroup and container.
+/// The labels naming an entry's cgroup and container: Kubernetes' names
+/// (`namespace`, `pod`, `container`, as cAdvisor and kube-state-metrics
+/// label them) where the kubelet's directories say them.
 fn place(e: &StatusEntry) -> Labels {
     let c = e.container.as_ref();
+    let field = |f: fn(&Container) -> Option<String>| c.and_then(f).unwrap_or_default();
     vec![
         ("cgroup", e.cgroup.clone().unwrap_or_default()),
         ("container_id", c.map(|c| c.id.clone()).unwrap_or_default()),
         ("runtime", c.map(|c| c.runtime.clone()).unwrap_or_default()),
-        ("pod_uid", c.and_then(|c| c.pod_uid.clone()).unwrap_or_default()),
+        ("pod_uid", field(|c| c.pod_uid.clone())),
+        ("namespace", field(|c| c.namespace.clone())),
+        ("pod", field(|c| c.pod.clone())),
+        ("container", field(|c| c.name.clone())),
     ]
 }
 

@@ -15,6 +15,9 @@ fn scrape() -> Scrape {
         id: "ab".repeat(32),
         pod_uid: Some("0f1e2d3c-0000-4000-8000-000000000001".into()),
         qos: Some("burstable".into()),
+        namespace: Some("ml".into()),
+        pod: Some("trainer-0".into()),
+        name: None,
     };
     let trainer = StatusEntry {
         pid: Some(4242),
@@ -76,7 +79,7 @@ fn samples(page: &str) -> Vec<&str> {
 fn every_series_carries_the_scrape_exactly() {
     let page = encode(&scrape()).unwrap();
     let ctr = format!(
-        r#"cgroup="/kubepods/pod-x/ctr",container_id="{}",runtime="containerd",pod_uid="0f1e2d3c-0000-4000-8000-000000000001""#,
+        r#"cgroup="/kubepods/pod-x/ctr",container_id="{}",runtime="containerd",pod_uid="0f1e2d3c-0000-4000-8000-000000000001",namespace="ml",pod="trainer-0",container="""#,
         "ab".repeat(32)
     );
     let expected = [
