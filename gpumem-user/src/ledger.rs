@@ -4,6 +4,12 @@
 //! Pure logic, no I/O. It mirrors the kernel's maps (the source of truth)
 //! by applying the same rules to the records the kernel sends; the agent
 //! reports both, so any difference (lost records) is visible.
+//!
+//! `holders` answers who holds the memory among the live allocations a
+//! device or a limit covers (the `holders` of out-of-memory and limit
+//! records).
+pub mod holders;
+
 use std::collections::{BTreeMap, HashMap};
 
 use gpumem_common::ns;
@@ -60,6 +66,8 @@ pub struct LiveAllocation<'a> {
     /// (namespace, address).
     pub key: (u32, u64),
     pub size: u64,
+    /// `gpumem_common::kind`.
+    pub kind: u32,
     pub cgroup_id: u64,
     pub device: Device,
 }
@@ -91,6 +99,9 @@ pub struct Ledger {
     /// late and changes nothing.
     released: HashMap<u32, Released>,
     late: u64,
+    /// Records that changed what is held, so far: what a cached answer
+    /// about holders is valid for.
+    changes: u64,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -108,6 +119,9 @@ impl Ledger {
     /// Applies one kernel record.
     pub fn apply(&mut self, e: &Event) {
         let tgid = e.origin.pid;
+        if matches!(e.body, Body::Alloc(_) | Body::Free(_) | Body::Exit(_) | Body::Exec(_)) {
+            self.changes += 1;
+        }
         match &e.body {
             Body::Alloc(c) | Body::Free(c) if self.of_released_image(tgid, c.generation) => {
                 // Its bytes went with the image's `exit`/`exec` record, which
@@ -155,6 +169,11 @@ impl Ledger {
         self.cgroups.entry(e.origin.cgroup_id).or_default().charge(c.kind, c.device, c.size);
     }
 
+    /// Records applied so far that changed what is held.
+    pub fn changes(&self) -> u64 {
+        self.changes
+    }
+
     /// `alloc` and `free` records that arrived after the release of the
     /// process image they belong to, and so changed nothing.
     pub fn late_records(&self) -> u64 {
@@ -186,6 +205,7 @@ impl Ledger {
                     comm: &p.comm,
                     key,
                     size: l.size,
+                    kind: l.kind,
                     cgroup_id: l.cgroup_id,
                     device: l.device,
                 })

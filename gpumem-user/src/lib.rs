@@ -18,6 +18,7 @@ pub mod control;
 pub mod decode;
 pub mod enrich;
 pub mod health;
+pub mod holders;
 pub mod ledger;
 pub mod limits;
 pub mod logging;

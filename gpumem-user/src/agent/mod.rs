@@ -21,10 +21,11 @@ use crate::{
     decode::{decode, Body, Event},
     enrich::{devices::Devices, Enricher},
     health::Health,
+    holders::{About, HolderLookup, Sources},
     ledger::Ledger,
     limits::{policy::config::Policy, Limits},
     metrics::counts::EventCounts,
-    output::{EventLine, LimitLine, Line},
+    output::{EventLine, Holders, LimitLine, Line},
     sink::records::Records,
 };
 
@@ -42,6 +43,8 @@ pub struct Agent {
     probes: u64,
     /// Limit decisions and failed allocations (metrics).
     counts: EventCounts,
+    /// The `holders` of out-of-memory and limit records.
+    holders: HolderLookup,
 }
 
 impl Agent {
@@ -57,6 +60,7 @@ impl Agent {
             libraries: Vec::new(),
             probes: 0,
             counts: EventCounts::default(),
+            holders: HolderLookup::default(),
         };
         for r in attached {
             agent.add_library(r);
@@ -95,16 +99,33 @@ impl Agent {
         let line = match &e.body {
             Body::Limit(d) | Body::LimitSoft(d) => {
                 let soft = matches!(e.body, Body::LimitSoft(_));
-                let line = LimitLine::new(&e.origin, d, soft, cgroup, self.limits.rule(d.slot));
+                let mut line = LimitLine::new(&e.origin, d, soft, cgroup, self.limits.rule(d.slot));
                 self.counts.decision(&line.limit, soft, &line.action);
+                line.holders = self.holders(About::Limit(d.slot));
                 Line::Limit(line)
             }
             _ => match EventLine::new(e, cgroup, container) {
-                Some(line) => Line::Event(line),
+                Some(mut line) => {
+                    if let Body::AllocFailed(c) = &e.body {
+                        line.holders = About::of_refusal(c).and_then(|a| self.holders(a));
+                    }
+                    Line::Event(line)
+                }
                 None => return Ok(()),
             },
         };
         self.sink.write(&line)
+    }
+
+    /// Who holds the memory a device or a limit covers, now.
+    fn holders(&mut self, about: About) -> Option<Box<Holders>> {
+        let sources = Sources {
+            ledger: &self.ledger,
+            limits: &self.limits,
+            enricher: &mut self.enricher,
+            devices: &self.devices,
+        };
+        self.holders.find(about, sources)
     }
 
     /// Makes everything written so far visible to readers.

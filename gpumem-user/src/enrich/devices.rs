@@ -30,6 +30,12 @@ impl Devices {
         self.nvml.is_some()
     }
 
+    /// A device's memory and use (total, used), where NVML knows them.
+    pub fn memory(&self, index: u32) -> Option<(u64, u64)> {
+        let m = self.nvml.as_ref()?.device_by_index(index).ok()?.memory_info().ok()?;
+        Some((m.total, m.used))
+    }
+
     /// Every device NVML knows; empty without NVML. A field NVML cannot
     /// give is `None`, never a guess.
     pub fn snapshot(&self) -> Vec<DeviceInfo> {

@@ -152,3 +152,39 @@ fn released_images_are_forgotten_a_while_after_release_once_many() {
     l.apply(&late);
     assert_eq!(l.released.len(), 1, "only the one released within the window is kept");
 }
+
+#[test]
+fn top_holders_are_the_most_covered_bytes_first() {
+    let mut l = Ledger::default();
+    // Process 10 in cgroup 1: 5 MiB on device 0 and 1 MiB on device 1;
+    // process 20 in cgroup 2: 3 MiB on device 0; process 30 in cgroup 2:
+    // 3 MiB on device 0 (a tie with 20: the lower pid first).
+    let mut on_1 = rec(event_type::ALLOC, 10, 1, 0x9000, 1 << 20);
+    change(&mut on_1).device = Some(1);
+    for e in [
+        rec(event_type::ALLOC, 10, 1, 0x1000, 5 << 20),
+        on_1,
+        rec(event_type::ALLOC, 30, 2, 0x3000, 3 << 20),
+        rec(event_type::ALLOC, 20, 2, 0x2000, 3 << 20),
+    ] {
+        l.apply(&e);
+    }
+    let top = l.top_holders(2, |a| a.device == Some(0));
+    assert_eq!(top.total, 11 << 20);
+    let procs: Vec<(u32, u64)> = top.processes.iter().map(|p| (p.0, p.3.bytes)).collect();
+    assert_eq!(procs, [(10, 5 << 20), (20, 3 << 20)], "two listed, most first, ties by pid");
+    let cgroups: Vec<(u64, u64)> = top.cgroups.iter().map(|c| (c.0, c.1.bytes)).collect();
+    assert_eq!(cgroups, [(2, 6 << 20), (1, 5 << 20)]);
+    assert_eq!(top.processes[0].3.split, [((kind::DEVICE, Some(0)), 5 << 20)].into_iter().collect());
+    assert!(l.top_holders(5, |a| a.device == Some(7)).processes.is_empty());
+}
+
+#[test]
+fn changes_count_only_what_moves_memory() {
+    let mut l = Ledger::default();
+    l.apply(&rec(event_type::ALLOC, 10, 1, 0x1000, 4096));
+    l.apply(&rec(event_type::ALLOC_FAILED, 10, 1, 0, 4096));
+    assert_eq!(l.changes(), 1, "a refused allocation changes nothing held");
+    l.apply(&rec(event_type::FREE, 10, 1, 0x1000, 4096));
+    assert_eq!(l.changes(), 2);
+}

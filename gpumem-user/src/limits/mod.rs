@@ -81,6 +81,12 @@ impl Limits {
         self.table.list()
     }
 
+    /// What decides whether an allocation counts under the rule in `slot`,
+    /// and the device the rule names.
+    pub fn matcher_of(&self, slot: u32) -> Option<(matcher::Matcher, Option<u32>)> {
+        self.table.matcher_of(slot)
+    }
+
     /// The target and action of the rule in `slot`, as records name them.
     pub fn rule(&self, slot: u32) -> (String, String) {
         self.names

@@ -289,6 +289,13 @@ impl LimitTable {
         cgroup_dir(self.cgroup_root.as_deref(), path)
     }
 
+    /// The matcher of the rule in `slot` and the device it names (None for
+    /// a slot never used).
+    pub fn matcher_of(&self, slot: u32) -> Option<(Matcher, Option<u32>)> {
+        let (i, _) = self.slots.get(slot as usize)?;
+        Some((self.matcher(&i.limit.target, i.limit.device), i.limit.device))
+    }
+
     /// What decides whether an allocation counts under a rule on `target`.
     pub fn matcher(&self, target: &Target, device: Option<u32>) -> Matcher {
         Matcher::new(target, device, self.cgroup_root.as_deref())

@@ -11,7 +11,7 @@ use gpumem_common::{api::Family, id, kind};
 use crate::{
     decode::{Body, Change, Decision, Event, Origin},
     enrich::container::Container,
-    output::status::StatusEntry,
+    output::{holders::Holders, status::StatusEntry},
 };
 
 /// The `event` of a kernel record about memory or a reported call.
@@ -133,6 +133,9 @@ pub struct EventLine {
     pub cgroup_total: u64,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub flags: Vec<Flag>,
+    /// For an `alloc_failed` with result 2: who held that device's memory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub holders: Option<Box<Holders>>,
 }
 
 impl EventLine {
@@ -178,6 +181,7 @@ impl EventLine {
             proc_total: c.proc_total,
             cgroup_total: c.cgroup_total,
             flags,
+            holders: None,
         }
     }
 }
@@ -259,6 +263,9 @@ pub struct LimitLine {
     /// before the call ran; not charged), `deny`; for `limit_soft` the
     /// rule's action.
     pub action: String,
+    /// Who held what the limit counts, at the decision.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub holders: Option<Box<Holders>>,
 }
 
 impl LimitLine {
@@ -274,6 +281,7 @@ impl LimitLine {
             usage: d.usage,
             request: d.request,
             action: if soft { rule_action } else { d.taken.to_string() },
+            holders: None,
         }
     }
 }

@@ -2,7 +2,9 @@
 use std::io::{self, Write};
 
 use super::{pending::Pending, Sink};
-use crate::output::{DroppedLine, EventLine, LimitLine, Line, RecordEvent, UsageLine};
+use crate::output::{
+    DroppedLine, EventLine, Holder, Holders, LimitLine, Line, RecordEvent, SplitLine, UsageLine,
+};
 
 /// Write to the terminal once this much is waiting, even mid-batch.
 const FLUSH_AT: usize = 8 * 1024;
@@ -30,9 +32,9 @@ fn dev(d: Option<u32>) -> String {
 impl<W: Write + Send> Sink for TextSink<W> {
     fn write(&mut self, line: &Line) -> io::Result<()> {
         let text = match line {
-            Line::Event(e) => event(e),
+            Line::Event(e) => event(e) + &e.holders.as_deref().map(holders).unwrap_or_default(),
             Line::Usage(u) => usage(u),
-            Line::Limit(l) => limit(l),
+            Line::Limit(l) => limit(l) + &l.holders.as_deref().map(holders).unwrap_or_default(),
             Line::Dropped(d) => dropped(d),
         };
         self.pending.add(&mut self.out, FLUSH_AT, |w| writeln!(w, "{text}"))
@@ -99,6 +101,39 @@ fn limit(l: &LimitLine) -> String {
     )
 }
 
+/// The block under an out-of-memory or limit line: who held the memory.
+fn holders(h: &Holders) -> String {
+    let on = h.device.map_or("every device".into(), |d| format!("device {d}"));
+    let nvml = match (h.used, h.capacity) {
+        (Some(u), Some(c)) => format!("; the driver: {} used of {}", human(u), human(c)),
+        _ => String::new(),
+    };
+    let mut text = format!("\n{:>14}who held it ({on}: {} seen by gpumem{nvml}):", "", human(h.total));
+    let split = |s: &[SplitLine]| -> String {
+        s.iter()
+            .map(|l| format!("{} {} on {}", l.kind, human(l.bytes), dev(l.device)))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let row = |who: String, x: &Holder| {
+        format!(
+            "\n{:>16}{who:<32} {:<28} {:>10}  {}",
+            "",
+            x.cgroup.as_deref().unwrap_or("?"),
+            human(x.bytes),
+            split(&x.split)
+        )
+    };
+    for p in &h.processes {
+        let who = format!("pid {} {}", p.pid.unwrap_or(0), p.comm.as_deref().unwrap_or(""));
+        text.push_str(&row(who, p));
+    }
+    for c in &h.cgroups {
+        text.push_str(&row("cgroup".into(), c));
+    }
+    text
+}
+
 fn dropped(d: &DroppedLine) -> String {
     format!(
         "{:>12}  DROPPED      {} records lost ({} in total); map_full {} unmatched {} slots_full {} unreadable {} \
@@ -119,7 +154,38 @@ fn dropped(d: &DroppedLine) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::human;
+    use super::*;
+
+    #[test]
+    fn holders_are_a_block_a_person_reads() {
+        let split = vec![SplitLine { kind: "device".into(), device: Some(0), bytes: 5 << 20 }];
+        let h = Holders {
+            device: Some(0),
+            total: 8 << 20,
+            processes: vec![Holder {
+                pid: Some(42),
+                comm: Some("python".into()),
+                cgroup: Some("/team-a".into()),
+                bytes: 5 << 20,
+                split: split.clone(),
+            }],
+            cgroups: vec![Holder {
+                cgroup: Some("/team-a".into()),
+                bytes: 5 << 20,
+                split,
+                ..Holder::default()
+            }],
+            ..Holders::default()
+        };
+        let text = holders(&h);
+        let lines: Vec<&str> = text.lines().skip(1).map(str::trim).collect();
+        assert_eq!(lines[0], "who held it (device 0: 8.0 MiB seen by gpumem):");
+        assert!(
+            lines[1].starts_with("pid 42 python") && lines[1].ends_with("5.0 MiB  device 5.0 MiB on 0"),
+            "{text}"
+        );
+        assert!(lines[2].starts_with("cgroup") && lines[2].contains("/team-a"), "{text}");
+    }
 
     #[test]
     fn human_sizes() {
