@@ -13,6 +13,7 @@ mod concurrency;
 mod coverage;
 mod cuda_bindings;
 mod faults;
+mod forensics;
 mod libraries;
 mod limit_changes;
 mod limits;
