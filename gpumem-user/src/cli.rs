@@ -28,6 +28,12 @@ pub enum Command {
     Run(RunArgs),
     /// Ask the running agent what each process and cgroup holds now.
     Status(StatusArgs),
+    /// A live view of the running agent, redrawn every second: devices,
+    /// limits as bars, cgroups and pods with their processes by memory
+    /// kind, the latest limit decisions and failed allocations, and the
+    /// oldest live allocations of the selected process (leaks). Keys: q
+    /// quits, s sorts, / filters, arrows and PageUp/PageDown scroll.
+    Top(TopArgs),
     /// Change the running agent's limits without restarting it (as root).
     /// `gpumem run` with --config also rereads its file on SIGHUP.
     Limit(LimitArgs),
@@ -142,6 +148,54 @@ pub struct StatusArgs {
 }
 
 #[derive(Debug, Parser)]
+pub struct TopArgs {
+    /// The running agent's control socket.
+    #[arg(long, value_name = "PATH", default_value = DEFAULT_SOCKET)]
+    pub socket: PathBuf,
+    /// How often to ask the agent (seconds, or `500ms`; at most 1s).
+    #[arg(long, value_name = "DURATION", default_value = "1", value_parser = parse_refresh)]
+    pub interval: Duration,
+    /// The order of cgroups and their processes (`s` cycles it).
+    #[arg(long, value_enum, default_value_t = SortBy::Bytes)]
+    pub sort: SortBy,
+    /// Show only processes whose command, cgroup, pod, namespace or
+    /// container contains TEXT (any case; `/` changes it).
+    #[arg(long, value_name = "TEXT")]
+    pub filter: Option<String>,
+}
+
+/// How `gpumem top` orders its table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum SortBy {
+    /// Most memory held first.
+    Bytes,
+    /// Lowest process id first.
+    Pid,
+    /// By command (processes) and cgroup or pod (groups), A to Z.
+    Name,
+}
+
+impl SortBy {
+    /// The next order (`s` in `gpumem top`).
+    pub fn next(self) -> Self {
+        match self {
+            Self::Bytes => Self::Pid,
+            Self::Pid => Self::Name,
+            Self::Name => Self::Bytes,
+        }
+    }
+
+    /// The name `--sort` takes.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Bytes => "bytes",
+            Self::Pid => "pid",
+            Self::Name => "name",
+        }
+    }
+}
+
+#[derive(Debug, Parser)]
 pub struct LimitArgs {
     #[command(subcommand)]
     pub action: LimitAction,
@@ -186,6 +240,8 @@ pub enum DurationError {
     Unreadable { text: String, source: humantime::DurationError },
     #[error("`{0}`: give a positive duration of at most a century")]
     OutOfRange(String),
+    #[error("`{0}`: give at most 1s (the view refreshes at least once a second)")]
+    TooSlow(String),
 }
 
 /// A positive duration: a number of seconds (`1.5`) or a humantime
@@ -212,6 +268,15 @@ pub fn parse_duration_or_off(s: &str) -> Result<Duration, DurationError> {
         return Ok(Duration::ZERO);
     }
     parse_duration(s)
+}
+
+/// [`parse_duration`], at most a second: `gpumem top`'s refresh.
+pub fn parse_refresh(s: &str) -> Result<Duration, DurationError> {
+    let d = parse_duration(s)?;
+    if d > Duration::from_secs(1) {
+        return Err(DurationError::TooSlow(s.into()));
+    }
+    Ok(d)
 }
 
 impl RunArgs {
@@ -259,6 +324,29 @@ mod tests {
                 proptest::prop_assert!(!d.is_zero() && d <= LONGEST);
             }
         }
+    }
+
+    #[test]
+    fn top_refreshes_at_least_once_a_second_and_sorts_three_ways() {
+        let cli = Cli::try_parse_from(["gpumem", "top"]).unwrap();
+        let Command::Top(top) = cli.command else { panic!("not top") };
+        assert_eq!((top.interval, top.sort, top.filter), (Duration::from_secs(1), SortBy::Bytes, None));
+        assert_eq!(top.socket, PathBuf::from(DEFAULT_SOCKET));
+        let cli =
+            Cli::try_parse_from(["gpumem", "top", "--interval", "250ms", "--sort", "name", "--filter", "py"])
+                .unwrap();
+        let Command::Top(top) = cli.command else { panic!("not top") };
+        assert_eq!((top.interval, top.sort), (Duration::from_millis(250), SortBy::Name));
+        assert_eq!(top.filter.as_deref(), Some("py"));
+        for bad in ["2", "1.5s", "0", "soon"] {
+            let err = Cli::try_parse_from(["gpumem", "top", "--interval", bad]).unwrap_err().to_string();
+            assert!(err.contains(bad), "{err}");
+        }
+        let names: Vec<_> = std::iter::successors(Some(SortBy::Bytes), |s| Some(s.next()))
+            .take(4)
+            .map(SortBy::name)
+            .collect();
+        assert_eq!(names, ["bytes", "pid", "name", "bytes"]);
     }
 
     #[test]

@@ -8,13 +8,16 @@
 //! `holders` answers who holds the memory among the live allocations a
 //! device or a limit covers (the `holders` of out-of-memory and limit
 //! records).
+//! `oldest` lists the live allocations a process has held longest (`gpumem
+//! top`), each with its record's time and entry point.
 pub mod holders;
+pub mod oldest;
 
 use std::collections::{BTreeMap, HashMap};
 
 use gpumem_common::ns;
 
-use crate::decode::{Body, Change, Event};
+use crate::decode::{Body, Change, Event, Origin};
 
 /// A device ordinal, or None where the calling thread's context was not
 /// known.
@@ -44,17 +47,45 @@ impl Usage {
     }
 }
 
+/// One live allocation, as a process's map keeps it (plain numbers: the
+/// hot path copies it, never allocates for it).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Live {
     size: u64,
     cgroup_id: u64,
+    /// The allocation's record time (CLOCK_MONOTONIC ns).
+    ts_ns: u64,
     kind: u32,
     device: Device,
+    /// The entry point that allocated it (`gpumem_common::api::id`).
+    api: u32,
 }
 
 impl Live {
-    fn of(c: &Change, cgroup_id: u64) -> Self {
-        Self { size: c.size, cgroup_id, kind: c.kind, device: c.device }
+    fn of(c: &Change, o: &Origin) -> Self {
+        Self {
+            size: c.size,
+            cgroup_id: o.cgroup_id,
+            ts_ns: o.ts_ns,
+            kind: c.kind,
+            device: c.device,
+            api: o.api,
+        }
+    }
+
+    /// As [`Ledger::live_allocations`] lists it.
+    fn listed<'a>(&self, tgid: u32, comm: &'a str, key: (u32, u64)) -> LiveAllocation<'a> {
+        LiveAllocation {
+            tgid,
+            comm,
+            key,
+            size: self.size,
+            kind: self.kind,
+            cgroup_id: self.cgroup_id,
+            device: self.device,
+            ts_ns: self.ts_ns,
+            api: self.api,
+        }
     }
 }
 
@@ -70,6 +101,10 @@ pub struct LiveAllocation<'a> {
     pub kind: u32,
     pub cgroup_id: u64,
     pub device: Device,
+    /// When it was allocated (the record's CLOCK_MONOTONIC ns).
+    pub ts_ns: u64,
+    /// The entry point that allocated it (`gpumem_common::api::id`).
+    pub api: u32,
 }
 
 /// One process in the ledger.
@@ -130,7 +165,7 @@ impl Ledger {
             }
             Body::Alloc(c) => self.alloc(e, c),
             Body::Free(c) if !c.untracked => {
-                let freed = Live::of(c, e.origin.cgroup_id);
+                let freed = Live::of(c, &e.origin);
                 if let Some(p) = self.procs.get_mut(&tgid) {
                     p.live.remove(&(ns::for_kind(c.kind), c.addr));
                     p.usage.uncharge(freed.kind, freed.device, freed.size);
@@ -158,7 +193,7 @@ impl Ledger {
         let p = self.procs.entry(e.origin.pid).or_default();
         p.comm.clone_from(&e.origin.comm);
         p.cgroup_id = e.origin.cgroup_id;
-        let live = Live::of(c, e.origin.cgroup_id);
+        let live = Live::of(c, &e.origin);
         // Same rule as the kernel: an entry at this address is an
         // allocation whose free was never seen; its charge goes.
         if let Some(stale) = p.live.insert((ns::for_kind(c.kind), c.addr), live) {
@@ -199,17 +234,7 @@ impl Ledger {
     pub fn live_allocations(&self) -> Vec<LiveAllocation<'_>> {
         self.procs
             .iter()
-            .flat_map(|(&tgid, p)| {
-                p.live.iter().map(move |(&key, l)| LiveAllocation {
-                    tgid,
-                    comm: &p.comm,
-                    key,
-                    size: l.size,
-                    kind: l.kind,
-                    cgroup_id: l.cgroup_id,
-                    device: l.device,
-                })
-            })
+            .flat_map(|(&tgid, p)| p.live.iter().map(move |(&key, l)| l.listed(tgid, &p.comm, key)))
             .collect()
     }
 

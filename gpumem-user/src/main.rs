@@ -21,6 +21,7 @@ fn main() -> std::process::ExitCode {
         match cli.command {
             Command::Run(args) => cmd::run::run(args).await,
             Command::Status(args) => cmd::status::status(args).await,
+            Command::Top(args) => cmd::top::top(args).await,
             Command::Limit(args) => cmd::limit::limit(args).await,
             Command::Probe(args) => cmd::probe::probe(args),
             Command::Floor(args) => cmd::floor::floor(args).await,

@@ -9,13 +9,18 @@
 //!
 //! The event loop (`cmd::run`) drives it: records, control requests
 //! (`requests.rs`), the health step, usage lines, scrapes. Status tables
-//! are built in `status.rs`, metrics snapshots in `scrape.rs`.
+//! are built in `status.rs`, metrics snapshots in `scrape.rs`, `top`'s
+//! answer in `top.rs` (with the latest decisions and failures kept in
+//! `recent.rs`).
+mod recent;
 mod requests;
 mod scrape;
 mod status;
+mod top;
 
 use std::io;
 
+use self::recent::Recent;
 use crate::{
     bpf::{attach::AttachReport, kernel::KernelMaps},
     decode::{decode, Body, Event},
@@ -45,6 +50,8 @@ pub struct Agent {
     counts: EventCounts,
     /// The `holders` of out-of-memory and limit records.
     holders: HolderLookup,
+    /// The latest limit decisions and failed allocations (`top`).
+    recent: Recent,
 }
 
 impl Agent {
@@ -61,6 +68,7 @@ impl Agent {
             probes: 0,
             counts: EventCounts::default(),
             holders: HolderLookup::default(),
+            recent: Recent::default(),
         };
         for r in attached {
             agent.add_library(r);
@@ -114,6 +122,7 @@ impl Agent {
                 None => return Ok(()),
             },
         };
+        self.recent.saw(&line);
         self.sink.write(&line)
     }
 

@@ -14,6 +14,7 @@ impl Agent {
     pub fn answer(&mut self, request: Request) -> Response {
         let result = match request {
             Request::Status => Ok(Response::Status(Box::new(self.status()))),
+            Request::Top => Ok(Response::Top(Box::new(self.top()))),
             Request::LimitList => Ok(Response::Limits(self.limits.list())),
             Request::LimitSet { spec } => self.set_limit(&spec),
             Request::LimitClear { target } => self.clear_limit(&target),

@@ -4,3 +4,4 @@ pub mod limit;
 pub mod probe;
 pub mod run;
 pub mod status;
+pub mod top;

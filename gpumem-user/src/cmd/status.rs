@@ -80,7 +80,7 @@ fn cgroup_table(cgroups: &[StatusEntry]) -> Table {
 
 /// `namespace/pod/container` where the kubelet's directories name them
 /// (`-` for a part they do not), empty outside pods.
-fn pod_name(e: &StatusEntry) -> String {
+pub fn pod_name(e: &StatusEntry) -> String {
     let Some(c) = e.container.as_ref().filter(|c| c.pod_uid.is_some()) else { return String::new() };
     let part = |p: &Option<String>| p.clone().unwrap_or_else(|| "-".into());
     format!("{}/{}/{}", part(&c.namespace), part(&c.pod), part(&c.name))

@@ -1,4 +1,5 @@
-//! The client's end of the control socket (`gpumem status`, `gpumem limit`).
+//! The client's end of the control socket (`gpumem status`, `gpumem top`,
+//! `gpumem limit`).
 use std::path::Path;
 
 use futures_util::{SinkExt, StreamExt};
@@ -9,7 +10,7 @@ use super::{
     protocol::{Request, Response},
     socket::{ControlError, TIMEOUT},
 };
-use crate::output::StatusReport;
+use crate::output::{StatusReport, TopReport};
 
 /// Sends `request` to the agent at `path` and returns its answer (an
 /// error answer as [`ControlError::Refused`]).
@@ -35,6 +36,14 @@ pub async fn request(path: &Path, request: &Request) -> Result<Response, Control
 pub async fn status(path: &Path) -> Result<StatusReport, ControlError> {
     match request(path, &Request::Status).await? {
         Response::Status(report) => Ok(*report),
+        other => Err(ControlError::BadAnswer { path: path.to_path_buf(), detail: format!("{other:?}") }),
+    }
+}
+
+/// `top` as a typed report.
+pub async fn top(path: &Path) -> Result<TopReport, ControlError> {
+    match request(path, &Request::Top).await? {
+        Response::Top(report) => Ok(*report),
         other => Err(ControlError::BadAnswer { path: path.to_path_buf(), detail: format!("{other:?}") }),
     }
 }

@@ -2,7 +2,7 @@
 //! writes a [`Request`]; the agent answers with one [`Response`] line.
 use serde::{Deserialize, Serialize};
 
-use crate::output::{LimitStatus, StatusReport};
+use crate::output::{LimitStatus, StatusReport, TopReport};
 
 /// What a client asks the agent.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
@@ -10,6 +10,9 @@ use crate::output::{LimitStatus, StatusReport};
 pub enum Request {
     /// The usage table (`gpumem status`).
     Status,
+    /// The usage table, the limits, the latest decisions and failures and
+    /// each process's oldest live allocations (`gpumem top`).
+    Top,
     /// The limits in force (`gpumem limit list`).
     LimitList,
     /// Set a limit, in `--limit`'s syntax (`gpumem limit set`).
@@ -23,6 +26,7 @@ pub enum Request {
 #[serde(rename_all = "snake_case")]
 pub enum Response {
     Status(Box<StatusReport>),
+    Top(Box<TopReport>),
     Limits(Vec<LimitStatus>),
     /// A limit was set: its target and the action the kernel will take.
     LimitSet {
@@ -38,33 +42,4 @@ pub enum Response {
 }
 
 #[cfg(test)]
-mod tests {
-    use proptest::prelude::*;
-
-    use super::*;
-
-    #[test]
-    fn requests_read_back_as_written() {
-        let all = [
-            Request::Status,
-            Request::LimitList,
-            Request::LimitSet { spec: "pid:1=1GiB".into() },
-            Request::LimitClear { target: "pid:1".into() },
-        ];
-        for r in all {
-            let line = serde_json::to_string(&r).unwrap();
-            assert!(!line.contains('\n'));
-            assert_eq!(serde_json::from_str::<Request>(&line).unwrap(), r);
-        }
-        assert_eq!(serde_json::to_string(&Request::Status).unwrap(), r#"{"request":"status"}"#);
-    }
-
-    proptest! {
-        /// Whatever a client sends, reading it is a request or an error,
-        /// never a panic.
-        #[test]
-        fn any_line_is_a_request_or_an_error(line in ".{0,64}") {
-            let _ = serde_json::from_str::<Request>(&line);
-        }
-    }
-}
+mod tests;

@@ -1,10 +1,11 @@
 //! The agent's output schema, in one place: the record lines sinks write
 //! (`lines`, with the `holders` of out-of-memory and limit records) and
 //! what the control socket answers (`status`). The README's record table
-//! documents these types.
+//! documents these types. `top` is what `gpumem top` asks for.
 pub mod holders;
 pub mod lines;
 pub mod status;
+pub mod top;
 
 pub use holders::{Holder, Holders};
 pub use lines::{
@@ -12,3 +13,4 @@ pub use lines::{
     RecordEvent, Scope, UsageEvent, UsageLine,
 };
 pub use status::{DeviceInfo, DriverProcess, LimitStatus, SplitLine, StatusEntry, StatusReport};
+pub use top::{Allocation, ProcessAllocations, RecentEvent, RecentKind, TopReport};
