@@ -5,6 +5,8 @@
 // crate's dependencies; the library itself uses only some of them.
 #![allow(unused_crate_dependencies)]
 
+#[cfg(test)]
+mod deploy;
 pub mod driver;
 pub mod families;
 pub mod harness;

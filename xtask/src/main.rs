@@ -4,6 +4,7 @@ mod apt;
 mod artifacts;
 mod bench;
 mod demo;
+mod deploy;
 mod lint;
 mod nvidia;
 mod prometheus;
@@ -47,10 +48,18 @@ enum Cmd {
         #[arg(long)]
         quick: bool,
     },
-    /// Lint, build, then run the unit tests, the privileged end-to-end
-    /// tests on this kernel and the limit and tracing suites on the kernel
-    /// matrix under QEMU; ends with an `N passed, N failed` line.
+    /// Lint, build, then run the unit tests, the deployment files' checks,
+    /// the privileged end-to-end tests on this kernel and the limit and
+    /// tracing suites on the kernel matrix under QEMU; ends with an
+    /// `N passed, N failed` line.
     Test,
+    /// Only the deployment files' checks (also part of `test`): the example
+    /// limits file, the systemd unit and the DaemonSet against the agent's
+    /// own parsers, `systemd-analyze verify` on the unit, Kubernetes'
+    /// schemas (kubernetes-validate, strict) on deploy/kubernetes/.
+    /// Installs kubernetes-validate in a venv and Debian's systemd package
+    /// where missing.
+    DeployCheck,
     /// Fetch NVIDIA's own driver libraries (libcuda1 535 and 550 from
     /// Debian's non-free packages, cached) and print where each is, e.g.
     /// for `gpumem probe --libcuda PATH`. The tests and the bench use them.
@@ -78,6 +87,7 @@ fn main() -> std::process::ExitCode {
         Cmd::Lint => lint::lint(),
         Cmd::Bench { quick } => bench::bench(quick),
         Cmd::Test => test::test(),
+        Cmd::DeployCheck => test::deploy_only(),
         Cmd::Nvidia => nvidia::print(),
         Cmd::Prometheus => prometheus::server().map(|p| println!("{}", p.display())),
         Cmd::Vm { kernels } => test::vm_only(&kernels),

@@ -3,7 +3,8 @@
 //! - the nightly toolchain with `rust-src` (the eBPF crate builds core);
 //! - `bpf-linker` built against the nightly's own libLLVM (no system LLVM
 //!   is needed: the `llvm-NN` feature is read off the library's name);
-//! - a Python venv with NVIDIA's `cuda-bindings` for the tests.
+//! - a Python venv with NVIDIA's `cuda-bindings` for the tests (`venv`,
+//!   which `cargo xtask deploy-check` uses for its own venv too).
 //!
 //! Each step checks first and does nothing when its result is present, so
 //! the whole takes well under a second on a set-up machine.
@@ -112,21 +113,34 @@ fn ensure_bpf_linker(sysroot: &std::path::Path) -> anyhow::Result<()> {
 
 /// A venv with cuda-bindings, for the test that runs NVIDIA's own client.
 fn ensure_venv() -> anyhow::Result<PathBuf> {
-    let venv = cache_dir().join("venv");
+    venv("venv", &[CUDA_BINDINGS]).map(|dir| dir.join("bin/python"))
+}
+
+/// A Python venv `~/.cache/gpumem/NAME` with exactly `requirements`
+/// (pinned pip specifiers) installed from PyPI; made again only when they
+/// change. Returns its directory.
+pub fn venv(name: &str, requirements: &[&str]) -> anyhow::Result<PathBuf> {
+    let venv = cache_dir().join(name);
     let python = venv.join("bin/python");
     let marker = venv.join(".gpumem-requirements");
-    if python.exists() && fs::read_to_string(&marker).is_ok_and(|m| m == CUDA_BINDINGS) {
-        return Ok(python);
+    let wanted = requirements.join("\n");
+    if python.exists() && fs::read_to_string(&marker).is_ok_and(|m| m == wanted) {
+        return Ok(venv);
     }
-    eprintln!("xtask: creating {} with {CUDA_BINDINGS}", venv.display());
+    eprintln!("xtask: creating {} with {}", venv.display(), requirements.join(", "));
     let _ = fs::remove_dir_all(&venv);
     let host_python = ["python3", "python"]
         .into_iter()
         .find(|p| cmd(p).arg("--version").output().is_ok_and(|o| o.status.success()));
-    let Some(host_python) = host_python else { bail!("no python3 found to make the cuda-bindings venv") };
-    run(cmd(host_python).arg("-m").arg("venv").arg(&venv)).context("creating the venv")?;
-    run(cmd(&python).args(["-m", "pip", "install", "--quiet", "--disable-pip-version-check", CUDA_BINDINGS]))
-        .context("installing cuda-bindings")?;
-    fs::write(&marker, CUDA_BINDINGS)?;
-    Ok(python)
+    let Some(host_python) = host_python else {
+        bail!("no python3 found to make the venv {}: install python3 (with its venv module)", venv.display())
+    };
+    run(cmd(host_python).arg("-m").arg("venv").arg(&venv))
+        .with_context(|| format!("creating the venv {}", venv.display()))?;
+    run(cmd(&python)
+        .args(["-m", "pip", "install", "--quiet", "--disable-pip-version-check"])
+        .args(requirements))
+    .with_context(|| format!("installing {} from PyPI into {}", requirements.join(", "), venv.display()))?;
+    fs::write(&marker, wanted)?;
+    Ok(venv)
 }

@@ -1,5 +1,6 @@
-//! `cargo xtask test`: unit tests, then the privileged end-to-end tests as
-//! root with one test thread, then one summary line.
+//! `cargo xtask test`: unit tests, the deployment files' checks, then the
+//! privileged end-to-end tests as root with one test thread, then one
+//! summary line.
 use std::{
     io::{BufRead, BufReader},
     process::Stdio,
@@ -10,7 +11,7 @@ use anyhow::Context;
 use crate::{
     artifacts::build,
     tally::Tally,
-    util::{cmd, host_crate_args, is_root, root},
+    util::{cmd, host_crate_args, is_root, root, target_dir},
 };
 
 /// Runs `cargo test ARGS`, echoing its output and counting results; Ok(true)
@@ -39,6 +40,8 @@ pub fn test() -> anyhow::Result<()> {
     let mut unit_args = host_crate_args();
     unit_args.extend(["--lib", "--bins"]);
     let unit_ok = cargo_test(&unit_args, &[], &mut tally)?;
+    println!("== deployment files (deploy/): systemd-analyze, Kubernetes schemas");
+    let deploy_ok = crate::deploy::check_all(Some(&built.agent), &mut tally);
     println!("== privileged end-to-end tests (one thread)");
     if !is_root() {
         println!("xtask: not root: the privileged tests will print SKIPPED; run `sudo cargo xtask test` to run them");
@@ -65,7 +68,7 @@ pub fn test() -> anyhow::Result<()> {
     };
     let skipped = if tally.skipped > 0 { format!(", {} skipped", tally.skipped) } else { String::new() };
     println!("{} passed, {} failed{skipped}", tally.passed, tally.failed);
-    if !unit_ok || !e2e_ok || !vm_ok || tally.failed > 0 {
+    if !unit_ok || !deploy_ok || !e2e_ok || !vm_ok || tally.failed > 0 {
         anyhow::bail!("tests failed");
     }
     if tally.runs == 0 {
@@ -84,6 +87,24 @@ fn report_matrix(results: &[crate::vm::KernelResult], tally: &mut Tally) -> bool
         tally.failed += r.tally.failed;
     }
     results.iter().all(|r| r.ok())
+}
+
+/// `cargo xtask deploy-check`: the deployment files alone: their unit
+/// tests (gpumem-tests' `deploy` module, against the agent's own parsers),
+/// then the checks with outside tools. Uses the built agent if there is one;
+/// builds nothing but the tests.
+pub fn deploy_only() -> anyhow::Result<()> {
+    let mut tally = Tally::default();
+    println!("== deployment files: unit tests against the agent's parsers");
+    let unit_ok = cargo_test(&["-p", "gpumem-tests", "--lib", "--", "deploy::"], &[], &mut tally)?;
+    println!("== deployment files: systemd-analyze, Kubernetes schemas");
+    let agent = target_dir().join("debug/gpumem");
+    let deploy_ok = crate::deploy::check_all(Some(&agent), &mut tally);
+    println!("{} passed, {} failed", tally.passed, tally.failed);
+    if !unit_ok || !deploy_ok || tally.failed > 0 {
+        anyhow::bail!("the deployment files' checks failed: see the FAILED lines and their reasons above");
+    }
+    Ok(())
 }
 
 /// `cargo xtask vm`: the matrix alone.
