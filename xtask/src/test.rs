@@ -52,9 +52,17 @@ pub fn test() -> anyhow::Result<()> {
     println!("xtask: NVIDIA's driver libraries for the tests: {}", versions.join(", "));
     let nvidia = crate::nvidia::path_list(&nvidia);
     let prometheus = crate::prometheus::server()?.into_os_string();
+    let podman = container_runtime()?.into_os_string();
+    let tmux = crate::util::ensure_tool("tmux", "tmux")?.into_os_string();
     let e2e_ok = cargo_test(
         &["-p", "gpumem-tests", "--test", "e2e", "--", "--test-threads=1"],
-        &[("GPUMEM_PYTHON", &python), ("GPUMEM_NVIDIA_LIBCUDA", &nvidia), ("GPUMEM_PROMETHEUS", &prometheus)],
+        &[
+            ("GPUMEM_PYTHON", &python),
+            ("GPUMEM_NVIDIA_LIBCUDA", &nvidia),
+            ("GPUMEM_PROMETHEUS", &prometheus),
+            ("GPUMEM_PODMAN", &podman),
+            ("GPUMEM_TMUX", &tmux),
+        ],
         &mut tally,
     )?;
     let vm_ok = if is_root() {
@@ -75,6 +83,14 @@ pub fn test() -> anyhow::Result<()> {
         anyhow::bail!("no test ran");
     }
     Ok(())
+}
+
+/// podman and the runtime it needs here (runc: Debian's crun refuses
+/// hybrid cgroups), from Debian's packages when missing, for the
+/// container test.
+fn container_runtime() -> anyhow::Result<std::path::PathBuf> {
+    crate::util::ensure_tool("runc", "runc")?;
+    crate::util::ensure_tool("podman", "podman")
 }
 
 /// Prints one line per kernel and adds the matrix's counts to `tally`;

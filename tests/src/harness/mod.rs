@@ -2,26 +2,31 @@
 //! the simulated driver (`agent`), running workloads in cgroups made for
 //! the test (`cgroup`, `workload`), reading the agent's typed records
 //! (`records`), waiting for conditions (`poll`), a disk that fills
-//! (`tmpfs`), HTTP and a real Prometheus server (`http`, `prometheus`),
+//! (`tmpfs`), a real container runtime (`podman`), a real
+//! terminal (`tmux`), HTTP and a real Prometheus server (`http`, `prometheus`),
 //! and what a test needs to know of where it runs (`env`). Every wait is for a
 //! condition, with a deadline that fails the test with context.
 mod agent;
 mod cgroup;
 mod env;
 pub mod http;
+mod podman;
 mod poll;
 mod prometheus;
 mod records;
 mod tmpfs;
+mod tmux;
 mod workload;
 
 pub use self::{
     agent::Agent,
     cgroup::Cgroup,
     env::{paths, privileged, register_write_refusal, scratch, skip, test_name, Paths},
+    podman::{Container, Podman},
     poll::{poll, wait_until, DEADLINE},
     prometheus::Prometheus,
     records::*,
     tmpfs::Tmpfs,
+    tmux::Tmux,
     workload::Workload,
 };

@@ -10,6 +10,7 @@
 mod agent_cli;
 mod attribution;
 mod concurrency;
+mod containers;
 mod coverage;
 mod cuda_bindings;
 mod faults;
@@ -19,4 +20,5 @@ mod limit_changes;
 mod limits;
 mod metrics;
 mod nvidia;
+mod top;
 mod trace_exact;

@@ -1,0 +1,109 @@
+//! `gpumem top` in a real terminal (tmux, 80x24) against the real agent:
+//! the screen shows each process and cgroup with the bytes its workload
+//! holds, the limit's held and hard figures, the latest limit decision and
+//! out-of-memory refusal, the oldest live allocations of the process
+//! holding most; it follows frees within its refresh; filter, sort and
+//! `q` work as keys. (A decision's target is cut at the screen's edge:
+//! the test's cgroup names are long.)
+use gpumem_tests::harness::*;
+
+const MIB: u64 = 1 << 20;
+
+/// The screen's line that contains every one of `parts`, if one does.
+fn row<'a>(screen: &'a str, parts: &[&str]) -> Option<&'a str> {
+    screen.lines().find(|l| parts.iter().all(|p| l.contains(p)))
+}
+
+/// The screen's first line: what top shows, sorted and filtered how.
+fn header(screen: &str) -> &str {
+    screen.lines().next().unwrap_or_default()
+}
+
+/// The table's row of process `pid` (`PID COMM ... HELD ...`, `>` marking
+/// the selected row), if it shows; other panels name processes as `pid N`.
+fn process_row<'a>(screen: &'a str, pid: &str) -> Option<&'a str> {
+    let start = format!("{pid} gpumem-workload ");
+    screen.lines().find(|l| l.trim_start_matches(['>', ' ']).starts_with(&start))
+}
+
+#[test]
+fn top_shows_what_each_workload_holds_and_answers_its_keys() {
+    if !privileged() {
+        return;
+    }
+    let Some(tmux) = Tmux::available() else { return };
+    let (team, other) = (Cgroup::create("top-team"), Cgroup::create("top-other"));
+    let agent = Agent::start(&["--limit", &format!("cgroup:{}=64MiB,soft=16MiB,action=audit", team.path)]);
+    // 7 x 3 MiB in `team` (the 6th crosses the soft limit); `other` fills
+    // its 8 MiB card and is refused once.
+    let (size, n) = ((3 * MIB).to_string(), "7");
+    let mut holder = Workload::spawn(
+        &["--scenario", "hold", "--size", &size, "--iterations", n, "--pause"],
+        Some(&team),
+        &[],
+    );
+    let capacity = (8 * MIB).to_string();
+    let mut filler = Workload::spawn(
+        &["--scenario", "oom", "--size", &MIB.to_string(), "--pause"],
+        Some(&other),
+        &[("SIMCUDA_CAPACITY", &capacity)],
+    );
+    let (held, full) = (holder.checkpoint(), filler.checkpoint());
+    assert_eq!((held.held, full.held, full.failed), (21 * MIB, 8 * MIB, 1));
+    agent.wait_for_checkpoint(&held);
+    agent.wait_for_checkpoint(&full);
+    let (hp, fp) = (holder.pid().to_string(), filler.pid().to_string());
+    let top = paths().agent;
+    tmux.start(80, 24, &[top.to_str().unwrap(), "top", "--socket", agent.socket.to_str().unwrap()]);
+    let limit = format!("cgroup:{}", team.path);
+    let (hpid, fpid) = (format!("pid {hp}"), format!("pid {fp}"));
+    // Each check on one whole frame (a screen read while top draws may
+    // show half of one: it is read again).
+    let first: [&[&str]; 5] = [
+        &[&limit, "21.0 MiB / 64.0 MiB"],
+        &["limit_soft audit", &hpid, "3.0 MiB", "cgroup:/"],
+        &["alloc_failed CUresult 2", &fpid, "1.0 MiB", "dev 0"],
+        &["OLDEST LIVE ALLOCATIONS", &hpid, "7 live"],
+        &["3.0 MiB", "device", "dev 0", "cuMemAlloc_v2"],
+    ];
+    let screen = tmux.wait_for_screen("the workloads, the limit and the latest decisions", |s| {
+        process_row(s, &hp).is_some_and(|r| r.contains("21.0 MiB"))
+            && process_row(s, &fp).is_some_and(|r| r.contains("8.0 MiB"))
+            && first.iter().all(|parts| row(s, parts).is_some())
+    });
+    assert_eq!(screen.lines().count(), 24, "{screen}");
+
+    // Only `other` passes the filter.
+    let other_name = other.path.trim_start_matches('/');
+    tmux.keys(&["/"]);
+    tmux.type_text(other_name);
+    tmux.keys(&["Enter"]);
+    tmux.wait_for_screen("the filter applied", |s| {
+        header(s).contains(&format!("filter {other_name}"))
+            && process_row(s, &hp).is_none()
+            && process_row(s, &fp).is_some_and(|r| r.contains("8.0 MiB"))
+    });
+    // Esc clears the filter (and a key right after a lone Esc would read
+    // as Alt+key: wait for the screen first).
+    tmux.keys(&["Escape"]);
+    tmux.wait_for_screen("the filter cleared", |s| {
+        process_row(s, &hp).is_some() && !header(s).contains("filter")
+    });
+    tmux.keys(&["s"]);
+    tmux.wait_for_screen("sorted by pid, unfiltered", |s| {
+        header(s).contains("sort pid") && process_row(s, &hp).is_some() && !header(s).contains("filter")
+    });
+
+    // A free shows within a refresh: the holder frees everything.
+    holder.resume();
+    assert_eq!(holder.checkpoint().held, 0);
+    let screen = tmux.wait_for_screen("the holder holding nothing", |s| {
+        process_row(s, &hp).is_some_and(|r| !r.contains("MiB"))
+            && row(s, &[&limit, "0 B / 64.0 MiB"]).is_some()
+    });
+    assert!(process_row(&screen, &fp).is_some_and(|r| r.contains("8.0 MiB")), "{screen}");
+    tmux.keys(&["q"]);
+    wait_until("top to quit on q", || !tmux.running());
+    holder.run_to_end();
+    filler.run_to_end();
+}
