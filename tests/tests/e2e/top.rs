@@ -53,6 +53,7 @@ fn top_shows_what_each_workload_holds_and_answers_its_keys() {
     agent.wait_for_checkpoint(&held);
     agent.wait_for_checkpoint(&full);
     let (hp, fp) = (holder.pid().to_string(), filler.pid().to_string());
+    let (hp, fp) = (hp.as_str(), fp.as_str());
     let top = paths().agent;
     tmux.start(80, 24, &[top.to_str().unwrap(), "top", "--socket", agent.socket.to_str().unwrap()]);
     let limit = format!("cgroup:{}", team.path);
@@ -67,43 +68,48 @@ fn top_shows_what_each_workload_holds_and_answers_its_keys() {
         &["3.0 MiB", "device", "dev 0", "cuMemAlloc_v2"],
     ];
     let screen = tmux.wait_for_screen("the workloads, the limit and the latest decisions", |s| {
-        process_row(s, &hp).is_some_and(|r| r.contains("21.0 MiB"))
-            && process_row(s, &fp).is_some_and(|r| r.contains("8.0 MiB"))
+        process_row(s, hp).is_some_and(|r| r.contains("21.0 MiB"))
+            && process_row(s, fp).is_some_and(|r| r.contains("8.0 MiB"))
             && first.iter().all(|parts| row(s, parts).is_some())
     });
     assert_eq!(screen.lines().count(), 24, "{screen}");
 
+    filter_and_sort(&tmux, hp, fp, other.path.trim_start_matches('/'));
+
+    // A free shows within a refresh: the holder frees everything.
+    holder.resume();
+    assert_eq!(holder.checkpoint().held, 0);
+    tmux.wait_for_screen("the holder holding nothing", |s| {
+        process_row(s, hp).is_some_and(|r| !r.contains("MiB"))
+            && row(s, &[&limit, "0 B / 64.0 MiB"]).is_some()
+            && process_row(s, fp).is_some_and(|r| r.contains("8.0 MiB"))
+    });
+    tmux.keys(&["q"]);
+    wait_until("top to quit on q", || !tmux.running());
+    holder.run_to_end();
+    filler.run_to_end();
+}
+
+/// `/` and a filter that only `other_name` passes, Enter, then Esc to clear
+/// it and `s` to sort by pid: each seen on screen.
+fn filter_and_sort(tmux: &Tmux, hp: &str, fp: &str, other_name: &str) {
     // Only `other` passes the filter.
-    let other_name = other.path.trim_start_matches('/');
     tmux.keys(&["/"]);
     tmux.type_text(other_name);
     tmux.keys(&["Enter"]);
     tmux.wait_for_screen("the filter applied", |s| {
         header(s).contains(&format!("filter {other_name}"))
-            && process_row(s, &hp).is_none()
-            && process_row(s, &fp).is_some_and(|r| r.contains("8.0 MiB"))
+            && process_row(s, hp).is_none()
+            && process_row(s, fp).is_some_and(|r| r.contains("8.0 MiB"))
     });
     // Esc clears the filter (and a key right after a lone Esc would read
     // as Alt+key: wait for the screen first).
     tmux.keys(&["Escape"]);
     tmux.wait_for_screen("the filter cleared", |s| {
-        process_row(s, &hp).is_some() && !header(s).contains("filter")
+        process_row(s, hp).is_some() && !header(s).contains("filter")
     });
     tmux.keys(&["s"]);
     tmux.wait_for_screen("sorted by pid, unfiltered", |s| {
-        header(s).contains("sort pid") && process_row(s, &hp).is_some() && !header(s).contains("filter")
+        header(s).contains("sort pid") && process_row(s, hp).is_some() && !header(s).contains("filter")
     });
-
-    // A free shows within a refresh: the holder frees everything.
-    holder.resume();
-    assert_eq!(holder.checkpoint().held, 0);
-    let screen = tmux.wait_for_screen("the holder holding nothing", |s| {
-        process_row(s, &hp).is_some_and(|r| !r.contains("MiB"))
-            && row(s, &[&limit, "0 B / 64.0 MiB"]).is_some()
-    });
-    assert!(process_row(&screen, &fp).is_some_and(|r| r.contains("8.0 MiB")), "{screen}");
-    tmux.keys(&["q"]);
-    wait_until("top to quit on q", || !tmux.running());
-    holder.run_to_end();
-    filler.run_to_end();
 }
