@@ -3,7 +3,9 @@
 //! On cgroup v2 a cgroup's id is the inode number of its directory, which
 //! is what `bpf_get_current_cgroup_id()` returns. The resolver walks the
 //! mount once and again whenever it meets an id it does not know (new
-//! containers appear all the time), at most once a second.
+//! containers appear all the time): at once for an id it has not looked
+//! for yet, at most once a second for one it already missed (a cgroup
+//! removed while its records still arrive must not cost a walk each).
 use procfs::process::MountInfos;
 use std::{
     collections::HashMap,
@@ -17,8 +19,12 @@ const RESCAN_EVERY: Duration = Duration::from_secs(1);
 pub struct CgroupResolver {
     root: Option<PathBuf>,
     paths: HashMap<u64, String>,
-    last_scan: Option<Instant>,
+    /// Ids a walk did not find, and when.
+    missed: HashMap<u64, Instant>,
 }
+
+/// How many missed ids are remembered before they are forgotten at once.
+const MISSED_KEPT: usize = 4096;
 
 impl CgroupResolver {
     /// A resolver over the host's cgroup2 mount (none: paths stay unknown).
@@ -27,7 +33,7 @@ impl CgroupResolver {
     }
 
     pub fn with_root(root: Option<PathBuf>) -> Self {
-        Self { root, paths: HashMap::new(), last_scan: None }
+        Self { root, paths: HashMap::new(), missed: HashMap::new() }
     }
 
     pub fn root(&self) -> Option<&Path> {
@@ -40,16 +46,21 @@ impl CgroupResolver {
         if let Some(p) = self.paths.get(&id) {
             return Some(p.clone());
         }
-        let due = self.last_scan.is_none_or(|t| t.elapsed() >= RESCAN_EVERY);
-        if due {
-            self.rescan();
+        if self.missed.get(&id).is_some_and(|t| t.elapsed() < RESCAN_EVERY) {
+            return None;
+        }
+        self.rescan();
+        if !self.paths.contains_key(&id) {
+            if self.missed.len() >= MISSED_KEPT {
+                self.missed.clear();
+            }
+            self.missed.insert(id, Instant::now());
         }
         self.paths.get(&id).cloned()
     }
 
     /// Walks the whole hierarchy again.
     pub fn rescan(&mut self) {
-        self.last_scan = Some(Instant::now());
         let Some(root) = self.root.clone() else {
             return;
         };
@@ -123,5 +134,16 @@ mod tests {
         assert_eq!(r.path(cgroup_id(&child).unwrap()).as_deref(), Some("/kubepods/pod1"));
         assert_eq!(r.path(cgroup_id(&root).unwrap()).as_deref(), Some("/"));
         assert_eq!(r.path(1), None);
+    }
+
+    #[test]
+    fn a_cgroup_made_just_after_a_walk_is_found_at_its_first_record() {
+        let scratch = tempfile::tempdir().unwrap();
+        let root = scratch.path().to_path_buf();
+        let mut r = CgroupResolver::with_root(Some(root.clone()));
+        assert_eq!(r.path(1), None, "a walk, and id 1 missed");
+        let late = root.join("libpod_parent/libpod-abc");
+        std::fs::create_dir_all(&late).unwrap();
+        assert_eq!(r.path(cgroup_id(&late).unwrap()).as_deref(), Some("/libpod_parent/libpod-abc"));
     }
 }
