@@ -30,6 +30,8 @@ pub fn build_profile(profile: &str) -> anyhow::Result<Built> {
         "-p",
         "simcuda",
         "-p",
+        "simnvml",
+        "-p",
         "gpumem-tests",
         "--bins",
         "--lib",
@@ -56,23 +58,24 @@ pub fn build_profile(profile: &str) -> anyhow::Result<Built> {
     }
     // Tests and the demo use target/simcuda; the bench its own copy.
     let sim_dir = if profile == "release" { target.join("bench") } else { target.join("simcuda") };
-    let libcuda = install_simcuda(&dir, &sim_dir)?;
+    let libcuda = install(&dir.join("libsimcuda.so"), &sim_dir, "libcuda.so.1")?;
+    // The simulated NVML beside it, as a driver's directory holds both.
+    install(&dir.join("libsimnvml.so"), &sim_dir, "libnvidia-ml.so.1")?;
     Ok(Built { setup, agent, libcuda, workload: dir.join("gpumem-workload") })
 }
 
-/// Puts the simulated driver where tests and the demo expect it, under the
-/// driver's file name. Replaced by rename, so a process that has the old
-/// one mapped keeps a consistent file.
-fn install_simcuda(built_dir: &std::path::Path, dir: &std::path::Path) -> anyhow::Result<PathBuf> {
-    let built = built_dir.join("libsimcuda.so");
+/// Puts a simulated library where tests and the demo expect it, under the
+/// real library's file name. Replaced by rename, so a process that has the
+/// old one mapped keeps a consistent file.
+fn install(built: &std::path::Path, dir: &std::path::Path, name: &str) -> anyhow::Result<PathBuf> {
     fs::create_dir_all(dir)?;
-    let dest = dir.join("libcuda.so.1");
-    if fs::read(&dest).ok() == Some(fs::read(&built).with_context(|| format!("reading {}", built.display()))?)
+    let dest = dir.join(name);
+    if fs::read(&dest).ok() == Some(fs::read(built).with_context(|| format!("reading {}", built.display()))?)
     {
         return Ok(dest);
     }
-    let tmp = dir.join(".libcuda.so.1.new");
-    fs::copy(&built, &tmp)?;
+    let tmp = dir.join(format!(".{name}.new"));
+    fs::copy(built, &tmp)?;
     fs::rename(&tmp, &dest)?;
     Ok(dest)
 }

@@ -123,13 +123,21 @@ pub fn demo() -> anyhow::Result<()> {
     let root = cgroup2_root()?;
     let cgroups = Cgroups::create(&root)?;
     let socket = std::env::temp_dir().join(format!("gpumem-demo-{}.sock", std::process::id()));
+    // The demo's own simulated card, shared by its jobs and read by the
+    // simulated NVML the agent loads: 64 MiB a device.
+    let card = std::env::temp_dir().join(format!("gpumem-demo-{}.card", std::process::id()));
+    let card_env = [
+        ("SIMCUDA_CARD", card.to_str().context("a temporary path in UTF-8")?),
+        ("SIMCUDA_CAPACITY", "67108864"),
+    ];
     println!("\n== gpumem run --format text (the event stream)\n");
-    let mut agent = start_agent(&built, &socket)?;
-    let result = run_jobs(&built, &cgroups, &socket);
+    let mut agent = start_agent(&built, &socket, &card_env)?;
+    let result = run_jobs(&built, &cgroups, &socket, &card_env);
     // Stop the agent: it prints its final usage records and detaches.
     crate::util::interrupt(agent.id());
     let status = agent.wait()?;
     drop(cgroups);
+    let _ = std::fs::remove_file(&card);
     result?;
     if !status.success() {
         bail!("the agent exited with {status}");
@@ -140,13 +148,17 @@ pub fn demo() -> anyhow::Result<()> {
 
 /// `gpumem run --format text`, once it says it is ready (its messages go
 /// on to the terminal).
-fn start_agent(built: &Built, socket: &Path) -> anyhow::Result<Child> {
+fn start_agent(built: &Built, socket: &Path, card: &[(&str, &str)]) -> anyhow::Result<Child> {
+    let simulated = built.libcuda.parent().context("the simulated driver's directory")?;
     let mut agent = cmd(&built.agent)
         .arg("run")
         .arg("--libcuda")
         .arg(&built.libcuda)
         .args(["--format", "text", "--socket"])
         .arg(socket)
+        // The simulated NVML beside the simulated driver, reading the card.
+        .env("LD_LIBRARY_PATH", simulated)
+        .envs(card.iter().copied())
         .stderr(Stdio::piped())
         .spawn()
         .context("starting the agent")?;
@@ -170,27 +182,24 @@ fn start_agent(built: &Built, socket: &Path) -> anyhow::Result<Child> {
     }
 }
 
-/// The three jobs, paused holding memory while `gpumem status` shows
-/// them, then run to their ends.
-fn run_jobs(built: &Built, cgroups: &Cgroups, socket: &Path) -> anyhow::Result<()> {
+/// The three jobs on one card, paused holding memory while `gpumem
+/// status` shows them, then run to their ends.
+fn run_jobs(built: &Built, cgroups: &Cgroups, socket: &Path, card: &[(&str, &str)]) -> anyhow::Result<()> {
     let a = cgroups.0.join("team-a");
     let b = cgroups.0.join("team-b");
     let trainer = ["--scenario", "threads", "--mix", "--threads", "2", "--iterations", "12"];
     let mut jobs = vec![
-        Job::start(built, "trainer", a.clone(), &trainer, &[])?,
-        Job::start(built, "notebook", a, &["--scenario", "basic", "--device", "1"], &[])?,
-        // A 64 MiB card: the inference job fills it and is refused.
-        Job::start(
-            built,
-            "inference",
-            b,
-            &["--scenario", "oom", "--size", "16777216"],
-            &[("SIMCUDA_CAPACITY", "67108864")],
-        )?,
+        Job::start(built, "trainer", a.clone(), &trainer, card)?,
+        Job::start(built, "notebook", a, &["--scenario", "basic", "--device", "1"], card)?,
     ];
     for j in jobs.iter_mut() {
         j.checkpoint()?;
     }
+    // Then the inference job fills what is left of device 0 and is refused.
+    let mut inference =
+        Job::start(built, "inference", b, &["--scenario", "oom", "--size", "16777216"], card)?;
+    inference.checkpoint()?;
+    jobs.push(inference);
     println!("\n== gpumem status (every workload paused holding memory)\n");
     run(cmd(&built.agent).arg("status").arg("--socket").arg(socket))?;
     println!("\n== the workloads finish; exits release what they leaked\n");

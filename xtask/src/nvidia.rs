@@ -1,8 +1,10 @@
 //! NVIDIA's own driver library, `libcuda.so.1` from Debian's non-free
 //! `libcuda1` packages: the code users run, for the tests and the bench to
 //! attach to (no GPU is needed: without one its calls fail with a CUresult,
-//! through the same entry stubs). Fetched once into
-//! `~/.cache/gpumem/nvidia/SERIES/`.
+//! through the same entry stubs), and NVIDIA's management library of the
+//! same driver beside it (`libnvidia-ml.so.1` from `libnvidia-ml1`: without
+//! a driver loaded, `nvmlInit` fails, and the agent must say so and carry
+//! on). Fetched once into `~/.cache/gpumem/nvidia/SERIES/`.
 use std::{
     fs,
     path::{Path, PathBuf},
@@ -20,6 +22,9 @@ use crate::{
 /// it: the newest release of each is used.
 const SERIES: &[(&str, &str)] = &[("535", "bookworm"), ("550", "trixie")];
 
+/// NVIDIA's management library's file name, kept beside `libcuda.so.1`.
+pub const NVML: &str = "libnvidia-ml.so.1";
+
 /// One of NVIDIA's driver libraries, unpacked.
 pub struct Library {
     /// The driver's version, e.g. `550.163.01`.
@@ -35,7 +40,7 @@ pub fn libraries() -> anyhow::Result<Vec<Library>> {
         let dir = root.join(series);
         let version = fs::read_to_string(dir.join("version")).ok()?.trim().to_string();
         let path = dir.join("libcuda.so.1");
-        path.exists().then_some(Library { version, path })
+        (path.exists() && dir.join(NVML).exists()).then_some(Library { version, path })
     };
     if let Some(all) = SERIES.iter().map(|(s, _)| cached(s)).collect::<Option<Vec<_>>>() {
         return Ok(all);
@@ -64,25 +69,29 @@ pub fn libraries() -> anyhow::Result<Vec<Library>> {
     Ok(out)
 }
 
-/// Downloads `libcuda1=VERSION` and keeps its driver library as
-/// `DIR/libcuda.so.1`, with the driver's version beside it.
+/// Downloads `libcuda1=VERSION` and `libnvidia-ml1=VERSION` and keeps
+/// their libraries as `DIR/libcuda.so.1` and `DIR/libnvidia-ml.so.1`, with
+/// the driver's version beside them.
 fn unpack(apt: &Apt, version: &str, dir: &Path) -> anyhow::Result<Library> {
     let _ = fs::remove_dir_all(dir);
     let work = dir.join("deb");
     fs::create_dir_all(&work)?;
-    let deb = apt.download(&format!("libcuda1={version}"), &work)?;
-    let tree = work.join("tree");
-    run(Command::new("dpkg-deb").arg("-x").arg(&deb).arg(&tree))?;
     // The package's version carries a Debian revision (550.163.01-2); the
-    // library is named for the driver's (libcuda.so.550.163.01).
+    // libraries are named for the driver's (libcuda.so.550.163.01).
     let driver = version.split('-').next().unwrap_or(version);
-    let lib = find(&tree, &format!("libcuda.so.{driver}"))?
-        .with_context(|| format!("libcuda1 {version} holds no libcuda.so.{driver}"))?;
-    let path = dir.join("libcuda.so.1");
-    fs::rename(&lib, &path)?;
+    for (package, stem, name) in
+        [("libcuda1", "libcuda.so", "libcuda.so.1"), ("libnvidia-ml1", "libnvidia-ml.so", NVML)]
+    {
+        let deb = apt.download(&format!("{package}={version}"), &work)?;
+        let tree = work.join(package);
+        run(Command::new("dpkg-deb").arg("-x").arg(&deb).arg(&tree))?;
+        let lib = find(&tree, &format!("{stem}.{driver}"))?
+            .with_context(|| format!("{package} {version} holds no {stem}.{driver}"))?;
+        fs::rename(&lib, dir.join(name))?;
+    }
     fs::remove_dir_all(&work)?;
     fs::write(dir.join("version"), driver)?;
-    Ok(Library { version: driver.to_string(), path })
+    Ok(Library { version: driver.to_string(), path: dir.join("libcuda.so.1") })
 }
 
 /// The regular file named `name` under `dir`, searched depth first.

@@ -8,7 +8,8 @@ use std::{
 use anyhow::{bail, Context};
 
 /// The host-built crates (the eBPF crate builds only for the bpf target).
-pub const HOST_CRATES: [&str; 5] = ["gpumem-common", "gpumem-user", "simcuda", "xtask", "gpumem-tests"];
+pub const HOST_CRATES: [&str; 7] =
+    ["gpumem-common", "gpumem-user", "simcard", "simcuda", "simnvml", "xtask", "gpumem-tests"];
 
 /// `-p CRATE` for each of [`HOST_CRATES`].
 pub fn host_crate_args() -> Vec<&'static str> {

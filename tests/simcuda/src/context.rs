@@ -8,7 +8,10 @@ use std::{
 };
 
 use crate::{
-    cuda::{CUdevice, CUresult, CUDA_ERROR_INVALID_CONTEXT, CUDA_ERROR_INVALID_VALUE, CUDA_SUCCESS},
+    cuda::{
+        CUdevice, CUresult, CUDA_ERROR_INVALID_CONTEXT, CUDA_ERROR_INVALID_VALUE, CUDA_ERROR_OUT_OF_MEMORY,
+        CUDA_SUCCESS,
+    },
     state,
 };
 
@@ -70,8 +73,13 @@ unsafe fn primary_retain(pctx: *mut CUcontext, dev: CUdevice) -> CUresult {
     }
     let handle = PRIMARY_BASE + dev as usize;
     let mut c = contexts();
+    let refs = c.primary_refs.entry(dev).or_default();
+    // The first retain makes the context: it costs the card memory.
+    if *refs == 0 && !state::context_memory(dev, true) {
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    *refs += 1;
     c.devices.insert(handle, dev);
-    *c.primary_refs.entry(dev).or_default() += 1;
     // SAFETY: the caller's out-pointer, valid by the driver API's contract.
     unsafe { *pctx = handle as CUcontext };
     CUDA_SUCCESS
@@ -85,6 +93,9 @@ fn primary_release(dev: CUdevice, _version: u32) -> CUresult {
     match c.primary_refs.get_mut(&dev) {
         Some(n) if *n > 0 => {
             *n -= 1;
+            if *n == 0 {
+                state::context_memory(dev, false);
+            }
             CUDA_SUCCESS
         }
         _ => CUDA_ERROR_INVALID_CONTEXT,
@@ -97,6 +108,9 @@ unsafe fn create(pctx: *mut CUcontext, dev: CUdevice, _version: u32) -> CUresult
     }
     if let Err(e) = state::check_device(dev) {
         return e;
+    }
+    if !state::context_memory(dev, true) {
+        return CUDA_ERROR_OUT_OF_MEMORY;
     }
     let handle = {
         let mut c = contexts();
@@ -114,9 +128,11 @@ unsafe fn create(pctx: *mut CUcontext, dev: CUdevice, _version: u32) -> CUresult
 
 fn destroy(ctx: CUcontext, _version: u32) -> CUresult {
     let h = ctx as usize;
-    if h < CREATED_BASE || contexts().devices.remove(&h).is_none() {
+    let removed = if h < CREATED_BASE { None } else { contexts().devices.remove(&h) };
+    let Some(dev) = removed else {
         return CUDA_ERROR_INVALID_CONTEXT;
-    }
+    };
+    state::context_memory(dev, false);
     STACK.with(|s| s.borrow_mut().retain(|&c| c != h));
     CUDA_SUCCESS
 }

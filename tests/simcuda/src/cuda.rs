@@ -13,6 +13,7 @@ pub const CUDA_ERROR_NOT_INITIALIZED: CUresult = 3;
 pub const CUDA_ERROR_INVALID_DEVICE: CUresult = 101;
 pub const CUDA_ERROR_INVALID_CONTEXT: CUresult = 201;
 pub const CUDA_ERROR_NOT_FOUND: CUresult = 500;
+pub const CUDA_ERROR_UNKNOWN: CUresult = 999;
 
 /// The driver version this library claims (CUDA 13.0).
 pub const DRIVER_VERSION: c_int = 13000;

@@ -15,8 +15,10 @@ pub extern "C" fn cuInit(flags: u32) -> CUresult {
     if flags != 0 {
         return CUDA_ERROR_INVALID_VALUE;
     }
-    state::init();
-    CUDA_SUCCESS
+    match state::init() {
+        Ok(()) => CUDA_SUCCESS,
+        Err(e) => e,
+    }
 }
 
 pub unsafe extern "C" fn cuDriverGetVersion(version: *mut c_int) -> CUresult {

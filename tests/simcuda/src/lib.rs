@@ -3,10 +3,15 @@
 //! bookkeeping "card" instead of a GPU.
 //!
 //! It is a test fixture and the demo's stand-in GPU, never part of the
-//! agent. Each device has a capacity (`SIMCUDA_CAPACITY` bytes, default
-//! 16 GiB; `SIMCUDA_DEVICES` devices, default 2) and allocations beyond it
-//! fail with `CUDA_ERROR_OUT_OF_MEMORY` as a full card would. Capacity is
-//! per process: the simulation keeps no state shared between processes.
+//! agent. The card is shared by every process on the host, as a real one
+//! is (`simcard`: a file every process maps, `SIMCUDA_CARD`, default
+//! `/dev/shm/simcuda-card`): each device has a capacity (`SIMCUDA_CAPACITY`
+//! bytes, default 16 GiB; `SIMCUDA_DEVICES` devices, default 2; both read
+//! when a card no running process uses is made), allocations beyond what
+//! all processes hold fail with `CUDA_ERROR_OUT_OF_MEMORY` as a full card
+//! would, each context costs the card `SIMCUDA_CONTEXT_COST` bytes
+//! (default 2 MiB) of its own, and a process that exits gives its memory
+//! back. The simulated NVML (`tests/simnvml`) reads the same card.
 //!
 //! Every exported function has its own body (they call shared helpers with
 //! different arguments), so no two exports are folded to one address:

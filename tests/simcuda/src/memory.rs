@@ -5,8 +5,12 @@ use crate::{
     state,
 };
 
+/// `alloc_device`'s `how` for managed memory.
+pub(crate) const MANAGED: u32 = 1;
+
 /// Allocates `bytes` on the current context's device into `*dptr`. `how`
-/// only keeps the exported bodies distinct (see the crate docs).
+/// keeps the exported bodies distinct (see the crate docs), and says
+/// whether the memory is managed.
 pub(crate) unsafe fn alloc_device(dptr: *mut CUdeviceptr, bytes: usize, how: u32) -> CUresult {
     let _ = std::hint::black_box(how);
     if dptr.is_null() || bytes == 0 {
@@ -16,7 +20,7 @@ pub(crate) unsafe fn alloc_device(dptr: *mut CUdeviceptr, bytes: usize, how: u32
         Ok(x) => x,
         Err(e) => return e,
     };
-    match card.allocate(dev, bytes as u64) {
+    match card.allocate(dev, bytes as u64, how == MANAGED) {
         Some(addr) => {
             // SAFETY: the caller's out-pointer, valid by the driver API's contract.
             unsafe { *dptr = addr };
@@ -48,7 +52,7 @@ pub unsafe extern "C" fn cuMemAlloc_v2(dptr: *mut CUdeviceptr, bytesize: usize) 
 
 pub unsafe extern "C" fn cuMemAllocManaged(dptr: *mut CUdeviceptr, bytesize: usize, _flags: u32) -> CUresult {
     // SAFETY: the caller's pointers, passed on as the driver API received them.
-    unsafe { alloc_device(dptr, bytesize, 1) }
+    unsafe { alloc_device(dptr, bytesize, MANAGED) }
 }
 
 /// Rows padded to 512 bytes, like the driver's texture alignment.
@@ -128,11 +132,11 @@ pub unsafe extern "C" fn cuMemGetInfo_v2(free: *mut usize, total: *mut usize) ->
         Ok(c) => c,
         Err(e) => return e,
     };
-    let used = card.devices[dev as usize].used;
+    let (capacity, used) = (card.capacity(), card.used(dev));
     // SAFETY: the caller's out-pointers, valid by the driver API's contract.
     unsafe {
-        *total = card.capacity as usize;
-        *free = (card.capacity - used) as usize;
+        *total = capacity as usize;
+        *free = capacity.saturating_sub(used) as usize;
     }
     CUDA_SUCCESS
 }

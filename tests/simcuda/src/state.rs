@@ -1,13 +1,20 @@
-//! The simulated card: devices, their capacity and live allocations.
+//! The simulated card as this process sees it: its own address spaces,
+//! live allocations and handles, and the card every process shares
+//! (`simcard`: capacity, what each process holds on each device), which
+//! decides whether an allocation fits.
 use std::{
     collections::HashMap,
-    sync::{Mutex, MutexGuard, OnceLock},
+    sync::{
+        atomic::{AtomicBool, Ordering},
+        Mutex, MutexGuard, OnceLock,
+    },
 };
 
-use crate::cuda::{CUresult, CUDA_ERROR_INVALID_DEVICE, CUDA_ERROR_NOT_INITIALIZED};
+pub use simcard::Use;
+use simcard::{Config, Process};
 
-const DEFAULT_CAPACITY: u64 = 16 << 30;
-const DEFAULT_DEVICES: i32 = 2;
+use crate::cuda::{CUresult, CUDA_ERROR_INVALID_DEVICE, CUDA_ERROR_NOT_INITIALIZED, CUDA_ERROR_UNKNOWN};
+
 /// Device address space: each device gets its own 1 TiB window, like UVA.
 const VA_BASE: u64 = 0x7000_0000_0000;
 const VA_WINDOW: u64 = 1 << 40;
@@ -16,43 +23,73 @@ const ALIGN: u64 = 512;
 const HOST_BASE: u64 = 0x6000_0000_0000;
 
 pub struct Device {
-    pub used: u64,
     next_va: u64,
 }
 
 pub struct Card {
-    pub capacity: u64,
     pub devices: Vec<Device>,
-    /// Live allocations: address -> (device, bytes).
-    pub live: HashMap<u64, (i32, u64)>,
+    /// Live allocations: address -> (device, bytes, whether the card was
+    /// charged: managed memory is not, see [`Card::allocate`]).
+    pub live: HashMap<u64, (i32, u64, bool)>,
     /// Pinned host memory: address -> bytes (allocated or registered).
     pub host: HashMap<u64, u64>,
     next_host: u64,
     /// Opaque handles (VMM, arrays, pools, imports) count up from here.
     next_handle: u64,
+    /// The card every process shares.
+    shared: simcard::Card,
+    /// This process's slot on it, claimed at its first charge.
+    slot: Option<usize>,
+    process: Process,
 }
 
 static CARD: OnceLock<Mutex<Card>> = OnceLock::new();
+/// Set in a child after fork: it is another process on the card.
+static FORKED: AtomicBool = AtomicBool::new(false);
 
-fn env_num(name: &str) -> Option<u64> {
-    std::env::var(name).ok()?.trim().parse().ok()
+extern "C" fn forked() {
+    FORKED.store(true, Ordering::Relaxed);
 }
 
-/// `cuInit`: sets the card up once per process.
-pub fn init() {
-    CARD.get_or_init(|| {
-        let capacity = env_num("SIMCUDA_CAPACITY").unwrap_or(DEFAULT_CAPACITY);
-        let n = env_num("SIMCUDA_DEVICES").map_or(DEFAULT_DEVICES, |n| n.clamp(1, 64) as i32);
-        let devices = (0..n).map(|d| Device { used: 0, next_va: VA_BASE + d as u64 * VA_WINDOW }).collect();
-        Mutex::new(Card {
-            capacity,
-            devices,
-            live: HashMap::new(),
-            host: HashMap::new(),
-            next_host: HOST_BASE,
-            next_handle: 0x5000_0000,
-        })
-    });
+/// Charges (or with `take` false gives back) a context's own memory on
+/// `dev`; false when the card has no room for it.
+pub fn context_memory(dev: i32, take: bool) -> bool {
+    let Ok(mut c) = card() else { return false };
+    let cost = c.context_cost();
+    if take {
+        return c.charge(dev, cost, Use::Context);
+    }
+    c.uncharge(dev, cost, Use::Context);
+    true
+}
+
+/// `cuInit`: maps the shared card once per process (`SIMCUDA_CARD`; a
+/// card no running process uses is made as `SIMCUDA_CAPACITY`,
+/// `SIMCUDA_DEVICES` and `SIMCUDA_CONTEXT_COST` say).
+pub fn init() -> Result<(), CUresult> {
+    if CARD.get().is_some() {
+        return Ok(());
+    }
+    let path = simcard::path_from_env();
+    let shared = simcard::Card::open(&path, Some(Config::from_env())).map_err(|e| {
+        eprintln!("simcuda: cannot open the simulated card {}: {e}", path.display());
+        CUDA_ERROR_UNKNOWN
+    })?;
+    let devices =
+        (0..shared.config().devices as u64).map(|d| Device { next_va: VA_BASE + d * VA_WINDOW }).collect();
+    // SAFETY: registers a handler that only stores to an atomic.
+    unsafe { libc::pthread_atfork(None, None, Some(forked)) };
+    let _ = CARD.set(Mutex::new(Card {
+        devices,
+        live: HashMap::new(),
+        host: HashMap::new(),
+        next_host: HOST_BASE,
+        next_handle: 0x5000_0000,
+        shared,
+        slot: None,
+        process: Process::current(),
+    }));
+    Ok(())
 }
 
 /// The card, or `CUDA_ERROR_NOT_INITIALIZED` before `cuInit`.
@@ -67,7 +104,7 @@ pub fn device_count() -> Option<i32> {
 }
 
 pub fn capacity() -> u64 {
-    card().map(|c| c.capacity).unwrap_or(0)
+    card().map(|c| c.shared.config().capacity).unwrap_or(0)
 }
 
 pub fn check_device(dev: i32) -> Result<(), CUresult> {
@@ -79,45 +116,80 @@ pub fn check_device(dev: i32) -> Result<(), CUresult> {
 }
 
 impl Card {
-    /// Reserves `bytes` on `dev`; `None` when the card is full.
-    pub fn allocate(&mut self, dev: i32, bytes: u64) -> Option<u64> {
-        let cap = self.capacity;
-        let d = self.devices.get_mut(dev as usize)?;
-        if bytes > cap - d.used {
+    /// This process's slot on the shared card (claimed anew in a forked
+    /// child, which is another process).
+    fn slot(&mut self) -> Option<usize> {
+        if FORKED.swap(false, Ordering::Relaxed) {
+            (self.slot, self.process) = (None, Process::current());
+        }
+        if self.slot.is_none() {
+            self.slot = self.shared.lock().ok()?.claim(self.process);
+        }
+        self.slot
+    }
+
+    /// Charges `bytes` of `dev` to this process; false when the card is
+    /// full.
+    pub fn charge(&mut self, dev: i32, bytes: u64, what: Use) -> bool {
+        let Some(slot) = self.slot() else { return false };
+        self.shared.charge(slot, dev as usize, bytes, what)
+    }
+
+    /// Gives back what [`Self::charge`] took.
+    pub fn uncharge(&mut self, dev: i32, bytes: u64, what: Use) {
+        if let Some(slot) = self.slot() {
+            self.shared.uncharge(slot, dev as usize, bytes, what);
+        }
+    }
+
+    /// Bytes every process holds on `dev`.
+    pub fn used(&self, dev: i32) -> u64 {
+        self.shared.used(dev as usize)
+    }
+
+    pub fn capacity(&self) -> u64 {
+        self.shared.config().capacity
+    }
+
+    /// What a context costs the card (its own memory on its device).
+    pub fn context_cost(&self) -> u64 {
+        self.shared.config().context_cost
+    }
+
+    /// Reserves `bytes` on `dev` (charged to the card unless `managed`);
+    /// `None` when the card is full. Managed memory lives where it is
+    /// touched and a driver lets it exceed the device, so, untouched here,
+    /// it takes none of the card (nor of NVML's figures), as on a real one.
+    pub fn allocate(&mut self, dev: i32, bytes: u64, managed: bool) -> Option<u64> {
+        if dev < 0 || dev as usize >= self.devices.len() || !(managed || self.charge(dev, bytes, Use::Memory))
+        {
             return None;
         }
-        d.used += bytes;
+        let d = &mut self.devices[dev as usize];
         let addr = d.next_va;
         d.next_va += bytes.div_ceil(ALIGN).max(1) * ALIGN;
-        self.live.insert(addr, (dev, bytes));
+        self.live.insert(addr, (dev, bytes, !managed));
         Some(addr)
     }
 
     /// Releases the allocation at `addr`; `None` if there is none.
     pub fn release(&mut self, addr: u64) -> Option<(i32, u64)> {
-        let (dev, bytes) = self.live.remove(&addr)?;
-        self.devices[dev as usize].used -= bytes;
+        let (dev, bytes, charged) = self.live.remove(&addr)?;
+        if charged {
+            self.uncharge(dev, bytes, Use::Memory);
+        }
         Some((dev, bytes))
     }
 
     /// Takes `bytes` of `dev`'s capacity with no address (VMM physical
     /// memory, arrays); false when the card is full.
     pub fn reserve(&mut self, dev: i32, bytes: u64) -> bool {
-        let cap = self.capacity;
-        match self.devices.get_mut(dev as usize) {
-            Some(d) if bytes <= cap - d.used => {
-                d.used += bytes;
-                true
-            }
-            _ => false,
-        }
+        dev >= 0 && (dev as usize) < self.devices.len() && self.charge(dev, bytes, Use::Memory)
     }
 
     /// Gives back what [`Self::reserve`] took.
     pub fn unreserve(&mut self, dev: i32, bytes: u64) {
-        if let Some(d) = self.devices.get_mut(dev as usize) {
-            d.used -= bytes;
-        }
+        self.uncharge(dev, bytes, Use::Memory);
     }
 
     /// A fresh pinned host address for `bytes`.

@@ -12,6 +12,7 @@ use gpumem::{
 };
 
 use super::{
+    card::SimCard,
     env::{paths, scratch},
     poll::{poll, DEADLINE},
     records::Records,
@@ -28,14 +29,31 @@ pub struct Agent {
 }
 
 impl Agent {
-    /// Starts `gpumem run` and returns once it says it is ready.
+    /// Starts `gpumem run` and returns once it says it is ready. It loads
+    /// the simulated NVML (beside the simulated driver), which reads the
+    /// host's simulated card.
     pub fn start(extra: &[&str]) -> Self {
-        Self::start_writing_to(None, extra)
+        Self::launch(None, extra, &[])
+    }
+
+    /// As [`Agent::start`], its NVML reading `card` (the test's own).
+    pub fn start_on(card: &SimCard, extra: &[&str]) -> Self {
+        Self::launch(None, extra, &card.env())
+    }
+
+    /// As [`Agent::start`], with `env` added to its environment (a library
+    /// path to another NVML).
+    pub fn start_with_env(env: &[(&str, &str)], extra: &[&str]) -> Self {
+        Self::launch(None, extra, env)
     }
 
     /// As [`Agent::start`], writing records to `output` (default: a file in
     /// the test's scratch directory).
     pub fn start_writing_to(output: Option<PathBuf>, extra: &[&str]) -> Self {
+        Self::launch(output, extra, &[])
+    }
+
+    fn launch(output: Option<PathBuf>, extra: &[&str], env: &[(&str, &str)]) -> Self {
         let p = paths();
         let scratch = scratch();
         let output = output.unwrap_or_else(|| scratch.path().join("events.jsonl"));
@@ -49,6 +67,8 @@ impl Agent {
             .arg("--socket")
             .arg(&socket)
             .args(extra)
+            .env("LD_LIBRARY_PATH", p.libcuda.parent().unwrap())
+            .envs(env.iter().copied())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()

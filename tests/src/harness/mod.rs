@@ -1,5 +1,6 @@
 //! What the privileged end-to-end tests share: starting the real agent on
-//! the simulated driver (`agent`), running workloads in cgroups made for
+//! the simulated driver (`agent`), the simulated card and its own count
+//! (`card`), running workloads in cgroups made for
 //! the test (`cgroup`, `workload`), reading the agent's typed records
 //! (`records`), waiting for conditions (`poll`), a disk that fills
 //! (`tmpfs`), a real container runtime (`podman`), a real
@@ -7,6 +8,7 @@
 //! and what a test needs to know of where it runs (`env`). Every wait is for a
 //! condition, with a deadline that fails the test with context.
 mod agent;
+mod card;
 mod cgroup;
 mod env;
 pub mod http;
@@ -20,6 +22,7 @@ mod workload;
 
 pub use self::{
     agent::Agent,
+    card::{card_held, SimCard, CONTEXT_COST},
     cgroup::Cgroup,
     env::{paths, privileged, register_write_refusal, scratch, skip, test_name, Paths},
     podman::{Container, Podman},

@@ -47,6 +47,7 @@ fn prometheus_reads_what_each_process_cgroup_and_limit_holds_exactly() {
     let Some(prom) = Prometheus::scraping(addr) else { return };
     families(&agent, &prom, &cg, &target);
     refusals(&agent, &prom, &cg);
+    driver_view(&agent, &prom, &cg);
     endpoint(addr);
     assert!(agent.stop().0.success());
 }
@@ -82,9 +83,11 @@ fn families(agent: &Agent, prom: &Prometheus, cg: &Cgroup, target: &str) {
 /// Allocations the driver refused, per device and result, as the records
 /// list them.
 fn refusals(agent: &Agent, prom: &Prometheus, cg: &Cgroup) {
-    // A 10 MiB card, 3 MiB chunks: three fit, the fourth is refused.
-    let env = [("SIMCUDA_CAPACITY", "10485760")];
-    let mut oom = Workload::spawn(&["--scenario", "oom", "--size", "3145728", "--pause"], Some(cg), &env);
+    // An 11 MiB card: its context takes 2, then 3 MiB chunks: three fit,
+    // the fourth is refused.
+    let card = SimCard::new(11 << 20);
+    let mut oom =
+        Workload::spawn(&["--scenario", "oom", "--size", "3145728", "--pause"], Some(cg), &card.env());
     let full = oom.checkpoint();
     assert_eq!((full.allocs, full.failed), (3, 1));
     let lines = agent.wait_for_checkpoint(&full);
@@ -120,4 +123,22 @@ fn endpoint(addr: SocketAddr) {
     assert_eq!(http::get(addr, "/").unwrap().status, 404);
     let post = http::request(addr, "POST", "/metrics").unwrap();
     assert_eq!((post.status, post.header("allow")), (405, Some("GET, HEAD")));
+}
+
+/// NVML's view (the simulated NVML reading the host's simulated card):
+/// the device's capacity, the driver's per-process figure (what the
+/// process allocated and its context), and what gpumem did not see
+/// allocated, which is exactly the context.
+fn driver_view(agent: &Agent, prom: &Prometheus, cg: &Cgroup) {
+    let mut w = Workload::spawn(&["--scenario", "basic", "--pause"], Some(cg), &[]);
+    let c = w.checkpoint();
+    agent.wait_for_checkpoint(&c);
+    let pid = c.pid;
+    prom.wait_for("gpumem_nvml_available", |r| one(r) == Some(1));
+    prom.wait_for("gpumem_device_memory_total_bytes{device=\"0\"}", |r| one(r) == Some(16 << 30));
+    let driver = format!("gpumem_driver_process_memory_bytes{{pid=\"{pid}\",device=\"0\"}}");
+    prom.wait_for(&driver, |r| one(r) == Some(c.held + CONTEXT_COST));
+    let unaccounted = format!("gpumem_process_unaccounted_memory_bytes{{pid=\"{pid}\",device=\"0\"}}");
+    prom.wait_for(&unaccounted, |r| one(r) == Some(CONTEXT_COST));
+    w.run_to_end();
 }

@@ -134,3 +134,29 @@ fn nvidia_allocations_through_dlsym_and_cu_get_proc_address_are_each_recorded_wi
         assert_process_holds(&agent.status(), pid, 0);
     }
 }
+
+/// NVIDIA's own management library (`libnvidia-ml1` of the same driver,
+/// beside each `libcuda.so.1`) with no driver loaded: the agent says NVML
+/// is not available and why, and traces and answers `status` all the same.
+#[test]
+fn nvidias_nvml_without_a_driver_is_said_and_the_agent_carries_on() {
+    if !privileged() {
+        return;
+    }
+    let Some(libs) = libraries() else { return };
+    for lib in libs {
+        let dir = lib.parent().unwrap().to_str().unwrap();
+        assert!(lib.with_file_name("libnvidia-ml.so.1").exists(), "no NVML beside {}", lib.display());
+        let agent = Agent::start_with_env(&[("LD_LIBRARY_PATH", dir)], &[]);
+        let said = agent.stderr();
+        let line = said.lines().find(|l| l.contains("NVML is not available"));
+        assert!(line.is_some_and(|l| l.contains("NVIDIA driver is not loaded")), "{dir}: {said}");
+        let mut w = Workload::spawn(&["--scenario", "basic", "--pause"], None, &[]);
+        let c = w.checkpoint();
+        agent.wait_for_checkpoint(&c);
+        let s = agent.status();
+        assert!(!s.nvml && s.devices.is_empty(), "{s:?}");
+        assert_process_holds(&s, w.pid(), c.held);
+        w.run_to_end();
+    }
+}

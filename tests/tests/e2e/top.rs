@@ -1,6 +1,7 @@
 //! `gpumem top` in a real terminal (tmux, 80x24) against the real agent:
-//! the screen shows each process and cgroup with the bytes its workload
-//! holds, the limit's held and hard figures, the latest limit decision and
+//! the screen shows the device as NVML (the simulated one, reading the
+//! simulated card) and gpumem see it, each process and cgroup with the
+//! bytes its workload holds, the limit's held and hard figures, the latest limit decision and
 //! out-of-memory refusal, the oldest live allocations of the process
 //! holding most; it follows frees within its refresh; filter, sort and
 //! `q` work as keys. (A decision's target is cut at the screen's edge:
@@ -33,23 +34,26 @@ fn top_shows_what_each_workload_holds_and_answers_its_keys() {
     }
     let Some(tmux) = Tmux::available() else { return };
     let (team, other) = (Cgroup::create("top-team"), Cgroup::create("top-other"));
-    let agent = Agent::start(&["--limit", &format!("cgroup:{}=64MiB,soft=16MiB,action=audit", team.path)]);
-    // 7 x 3 MiB in `team` (the 6th crosses the soft limit); `other` fills
-    // its 8 MiB card and is refused once.
+    // A 32 MiB card: 7 x 3 MiB in `team` (the 6th crosses the soft limit)
+    // and two contexts of 2 MiB leave `other` 7 MiB, then it is refused.
+    let card = SimCard::new(32 * MIB);
+    let agent =
+        Agent::start_on(&card, &["--limit", &format!("cgroup:{}=64MiB,soft=16MiB,action=audit", team.path)]);
     let (size, n) = ((3 * MIB).to_string(), "7");
     let mut holder = Workload::spawn(
         &["--scenario", "hold", "--size", &size, "--iterations", n, "--pause"],
         Some(&team),
-        &[],
+        &card.env(),
     );
-    let capacity = (8 * MIB).to_string();
+    // The filler starts once the holder holds its 21 MiB.
+    let held = holder.checkpoint();
     let mut filler = Workload::spawn(
         &["--scenario", "oom", "--size", &MIB.to_string(), "--pause"],
         Some(&other),
-        &[("SIMCUDA_CAPACITY", &capacity)],
+        &card.env(),
     );
-    let (held, full) = (holder.checkpoint(), filler.checkpoint());
-    assert_eq!((held.held, full.held, full.failed), (21 * MIB, 8 * MIB, 1));
+    let full = filler.checkpoint();
+    assert_eq!((held.held, full.held, full.failed), (21 * MIB, 7 * MIB, 1));
     agent.wait_for_checkpoint(&held);
     agent.wait_for_checkpoint(&full);
     let (hp, fp) = (holder.pid().to_string(), filler.pid().to_string());
@@ -60,7 +64,8 @@ fn top_shows_what_each_workload_holds_and_answers_its_keys() {
     let (hpid, fpid) = (format!("pid {hp}"), format!("pid {fp}"));
     // Each check on one whole frame (a screen read while top draws may
     // show half of one: it is read again).
-    let first: [&[&str]; 5] = [
+    let first: [&[&str]; 6] = [
+        &["GPU 0", "simcuda device 0", "used 32.0 MiB / 32.0 MiB", "gpumem held 28.0 MiB"],
         &[&limit, "21.0 MiB / 64.0 MiB"],
         &["limit_soft audit", &hpid, "3.0 MiB", "cgroup:/"],
         &["alloc_failed CUresult 2", &fpid, "1.0 MiB", "dev 0"],
@@ -69,7 +74,7 @@ fn top_shows_what_each_workload_holds_and_answers_its_keys() {
     ];
     let screen = tmux.wait_for_screen("the workloads, the limit and the latest decisions", |s| {
         process_row(s, hp).is_some_and(|r| r.contains("21.0 MiB"))
-            && process_row(s, fp).is_some_and(|r| r.contains("8.0 MiB"))
+            && process_row(s, fp).is_some_and(|r| r.contains("7.0 MiB"))
             && first.iter().all(|parts| row(s, parts).is_some())
     });
     assert_eq!(screen.lines().count(), 24, "{screen}");
@@ -82,7 +87,7 @@ fn top_shows_what_each_workload_holds_and_answers_its_keys() {
     tmux.wait_for_screen("the holder holding nothing", |s| {
         process_row(s, hp).is_some_and(|r| !r.contains("MiB"))
             && row(s, &[&limit, "0 B / 64.0 MiB"]).is_some()
-            && process_row(s, fp).is_some_and(|r| r.contains("8.0 MiB"))
+            && process_row(s, fp).is_some_and(|r| r.contains("7.0 MiB"))
     });
     tmux.keys(&["q"]);
     wait_until("top to quit on q", || !tmux.running());
@@ -100,7 +105,7 @@ fn filter_and_sort(tmux: &Tmux, hp: &str, fp: &str, other_name: &str) {
     tmux.wait_for_screen("the filter applied", |s| {
         header(s).contains(&format!("filter {other_name}"))
             && process_row(s, hp).is_none()
-            && process_row(s, fp).is_some_and(|r| r.contains("8.0 MiB"))
+            && process_row(s, fp).is_some_and(|r| r.contains("7.0 MiB"))
     });
     // Esc clears the filter (and a key right after a lone Esc would read
     // as Alt+key: wait for the screen first).

@@ -21,6 +21,14 @@ fn basic_workload_is_accounted_exactly_and_released_at_exit() {
         assert_process_holds(&s, pid, c.held);
         assert_cgroup_holds(&s, &cg, c.held);
         assert_eq!(proc_entry(&s, pid).unwrap().cgroup.as_deref(), Some(cg.path.as_str()));
+        // The card's own count: the same bytes, and its primary context.
+        assert_eq!(card_held(pid, 0), (c.held, CONTEXT_COST));
+        // NVML (the simulated one, reading the card) names the process
+        // with both; what gpumem did not see allocated is the context.
+        let d = &s.devices[0];
+        let driver = d.processes.iter().find(|p| p.pid == pid).and_then(|p| p.used_bytes);
+        assert_eq!(driver, Some(c.held + CONTEXT_COST), "{d:?}");
+        assert_eq!(driver.unwrap() - s.resident(pid, 0), CONTEXT_COST, "unaccounted: the context");
         w.resume();
     }
     w.finish();
@@ -59,9 +67,11 @@ fn failed_allocation_is_reported_and_charges_nothing() {
     }
     let agent = Agent::start(&[]);
     let cg = Cgroup::create("oom");
-    // A 10 MiB card, 3 MiB chunks: three fit, the fourth is refused.
-    let env = [("SIMCUDA_CAPACITY", "10485760")];
-    let mut w = Workload::spawn(&["--scenario", "oom", "--size", "3145728", "--pause"], Some(&cg), &env);
+    // An 11 MiB card: its context takes 2, then 3 MiB chunks: three fit,
+    // the fourth is refused.
+    let card = SimCard::new(11 << 20);
+    let mut w =
+        Workload::spawn(&["--scenario", "oom", "--size", "3145728", "--pause"], Some(&cg), &card.env());
     let pid = w.pid();
     let full = w.checkpoint();
     assert_eq!((full.allocs, full.failed, full.held), (3, 1, 9 << 20));
@@ -73,6 +83,7 @@ fn failed_allocation_is_reported_and_charges_nothing() {
     let s = agent.status();
     assert_process_holds(&s, pid, 9 << 20);
     assert_cgroup_holds(&s, &cg, 9 << 20);
+    assert_eq!(card.held(pid, 0), (9 << 20, CONTEXT_COST), "the card's own count");
     w.resume();
     let empty = w.checkpoint();
     agent.wait_for_checkpoint(&empty);

@@ -98,6 +98,23 @@ fn test_binary() -> anyhow::Result<PathBuf> {
 
 /// Runs the matrix (only the columns named in `only`, if any) and returns
 /// one result per kernel.
+/// What the initramfs holds (host path, path in the guest): busybox, the
+/// agent, the workload, the simulated driver and NVML, the tests.
+fn guest_files(
+    built: &Built,
+    busybox: std::path::PathBuf,
+) -> anyhow::Result<Vec<(std::path::PathBuf, String)>> {
+    let g = initramfs::GUEST_TARGET;
+    Ok(vec![
+        (busybox, "bin/busybox".to_string()),
+        (built.agent.clone(), format!("{g}/debug/gpumem")),
+        (built.workload.clone(), format!("{g}/debug/gpumem-workload")),
+        (built.libcuda.clone(), format!("{g}/simcuda/libcuda.so.1")),
+        (built.libcuda.with_file_name("libnvidia-ml.so.1"), format!("{g}/simcuda/libnvidia-ml.so.1")),
+        (test_binary()?, "tests/e2e".to_string()),
+    ])
+}
+
 pub fn matrix(built: &Built, only: &[String]) -> anyhow::Result<Vec<KernelResult>> {
     ensure_tool("qemu-system-x86_64", "qemu-system-x86")?;
     let busybox = ensure_tool("busybox", "busybox-static")?;
@@ -108,14 +125,7 @@ pub fn matrix(built: &Built, only: &[String]) -> anyhow::Result<Vec<KernelResult
     if kernels.is_empty() {
         bail!("no kernel of the matrix is named {only:?}; the columns are {:?}", kernels::columns());
     }
-    let g = initramfs::GUEST_TARGET;
-    let mut files = vec![
-        (busybox, "bin/busybox".to_string()),
-        (built.agent.clone(), format!("{g}/debug/gpumem")),
-        (built.workload.clone(), format!("{g}/debug/gpumem-workload")),
-        (built.libcuda.clone(), format!("{g}/simcuda/libcuda.so.1")),
-    ];
-    files.push((test_binary()?, "tests/e2e".to_string()));
+    let files = guest_files(built, busybox)?;
     let dir = target_dir().join("vm");
     std::fs::create_dir_all(&dir)?;
     let initrd = dir.join("initramfs.cpio.gz");
