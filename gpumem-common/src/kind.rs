@@ -14,6 +14,17 @@ pub const CONTEXT: u32 = 5;
 /// Number of kinds.
 pub const COUNT: u32 = 6;
 
+/// The kinds that live in a device's own memory (what the driver counts
+/// as the device's used memory, and what can run a device out of it):
+/// not managed memory (it lives where it is touched) nor pinned host
+/// memory.
+pub const ON_DEVICE: [u32; 3] = [DEVICE, ARRAY, VMM];
+
+/// Whether `kind` lives in a device's own memory.
+pub const fn on_device(kind: u32) -> bool {
+    matches!(kind, DEVICE | ARRAY | VMM)
+}
+
 /// The name used in JSON and text output.
 pub const fn name(kind: u32) -> &'static str {
     match kind {

@@ -3,8 +3,15 @@
 //! (records are applied in order, so the ledger holds what was held when
 //! the call was made), named by the enricher, with NVML's view of the
 //! device where it loads. An answer is kept until the ledger next changes:
-//! a process retrying a refused call in a loop costs one computation.
-use gpumem_common::CUDA_ERROR_OUT_OF_MEMORY;
+//! a process retrying a refused call in a loop costs one computation. For
+//! a limit, whose decisions can come at every call (an `audit` limit a
+//! process runs past), an answer is also kept for a second while the
+//! decisions go on: each one costs a walk of the limit's cgroups and of
+//! every live allocation, which at that rate would slow the agent down
+//! and lose records.
+use std::time::{Duration, Instant};
+
+use gpumem_common::{kind, CUDA_ERROR_OUT_OF_MEMORY};
 
 use crate::{
     decode::Change,
@@ -26,11 +33,25 @@ pub enum About {
     Limit(u32),
 }
 
-/// The last answer, and the ledger's change count it is valid for.
+/// How long a limit's holders are kept while its decisions go on.
+const LIMIT_KEPT: Duration = Duration::from_secs(1);
+
+/// The last answer, the ledger's change count it is valid for, and when it
+/// was made.
 struct Kept {
     changes: u64,
     about: About,
     holders: Box<Holders>,
+    at: Instant,
+}
+
+impl Kept {
+    /// Whether this answer still stands for `about`, the ledger at
+    /// `changes`.
+    fn stands(&self, about: About, changes: u64) -> bool {
+        self.about == about
+            && (self.changes == changes || matches!(about, About::Limit(_)) && self.at.elapsed() < LIMIT_KEPT)
+    }
 }
 
 /// What the agent's stages a `holders` is made from.
@@ -60,18 +81,22 @@ impl HolderLookup {
     /// slot never used).
     pub fn find(&mut self, about: About, s: Sources<'_>) -> Option<Box<Holders>> {
         let changes = s.ledger.changes();
-        if let Some(k) = self.kept.as_ref().filter(|k| k.changes == changes && k.about == about) {
+        if let Some(k) = self.kept.as_ref().filter(|k| k.stands(about, changes)) {
             return Some(k.holders.clone());
         }
         let (top, device) = match about {
-            About::Device(d) => (s.ledger.top_holders(TOP, |a| d.is_none() || a.device == d), d),
+            // What can run a device out of memory: its own memory, not
+            // managed or pinned host memory charged from its context.
+            About::Device(d) => {
+                (s.ledger.top_holders(TOP, |a| (d.is_none() || a.device == d) && kind::on_device(a.kind)), d)
+            }
             About::Limit(slot) => {
                 let (m, device) = s.limits.matcher_of(slot)?;
                 (s.ledger.top_holders(TOP, |a| m.covers(a.tgid, a.comm, a.cgroup_id, a.device)), device)
             }
         };
         let holders = Box::new(named(top, device, s.enricher, s.devices));
-        self.kept = Some(Kept { changes, about, holders: holders.clone() });
+        self.kept = Some(Kept { changes, about, holders: holders.clone(), at: Instant::now() });
         Some(holders)
     }
 }

@@ -12,6 +12,7 @@
 //! are built in `status.rs`, metrics snapshots in `scrape.rs`, `top`'s
 //! answer in `top.rs` (with the latest decisions and failures kept in
 //! `recent.rs`).
+mod denied;
 mod recent;
 mod requests;
 mod scrape;
@@ -20,10 +21,12 @@ mod top;
 
 use std::io;
 
-use self::recent::Recent;
+use gpumem_common::CUDA_ERROR_OUT_OF_MEMORY;
+
+use self::{denied::Denied, recent::Recent};
 use crate::{
     bpf::{attach::AttachReport, kernel::KernelMaps},
-    decode::{decode, Body, Event},
+    decode::{decode, Body, Change, Event, Taken},
     enrich::{devices::Devices, Enricher},
     health::Health,
     holders::{About, HolderLookup, Sources},
@@ -50,6 +53,8 @@ pub struct Agent {
     counts: EventCounts,
     /// The `holders` of out-of-memory and limit records.
     holders: HolderLookup,
+    /// Threads whose call `deny` refused, until its return is read.
+    denied: Denied,
     /// The latest limit decisions and failed allocations (`top`).
     recent: Recent,
 }
@@ -68,6 +73,7 @@ impl Agent {
             probes: 0,
             counts: EventCounts::default(),
             holders: HolderLookup::default(),
+            denied: Denied::default(),
             recent: Recent::default(),
         };
         for r in attached {
@@ -97,9 +103,6 @@ impl Agent {
         self.health.applied();
         self.ledger.apply(e);
         self.limits.follow(e);
-        if let Body::AllocFailed(c) = &e.body {
-            self.counts.failure(c.device, c.result);
-        }
         if matches!(e.body, Body::Exit(_) | Body::Exec(_)) {
             self.enricher.forget(e.origin.pid);
         }
@@ -109,13 +112,20 @@ impl Agent {
                 let soft = matches!(e.body, Body::LimitSoft(_));
                 let mut line = LimitLine::new(&e.origin, d, soft, cgroup, self.limits.rule(d.slot));
                 self.counts.decision(&line.limit, soft, &line.action);
+                if !soft && d.taken == Taken::Deny {
+                    self.denied.saw(e.origin.tid);
+                }
                 line.holders = self.holders(About::Limit(d.slot));
                 Line::Limit(line)
             }
             _ => match EventLine::new(e, cgroup, container) {
                 Some(mut line) => {
-                    if let Body::AllocFailed(c) = &e.body {
-                        line.holders = About::of_refusal(c).and_then(|a| self.holders(a));
+                    match &e.body {
+                        Body::AllocFailed(c) => line.holders = self.refusal(e.origin.tid, c),
+                        Body::Alloc(_) => {
+                            self.denied.returned(e.origin.tid);
+                        }
+                        _ => {}
                     }
                     Line::Event(line)
                 }
@@ -124,6 +134,17 @@ impl Agent {
         };
         self.recent.saw(&line);
         self.sink.write(&line)
+    }
+
+    /// A refused allocation: counted, and given holders where the driver
+    /// ran out of memory; a call gpumem's own `deny` refused is neither
+    /// (its `limit` record says why, with the limit's holders).
+    fn refusal(&mut self, tid: u32, c: &Change) -> Option<Box<Holders>> {
+        if self.denied.returned(tid) && c.result == CUDA_ERROR_OUT_OF_MEMORY {
+            return None;
+        }
+        self.counts.failure(c.device, c.result);
+        About::of_refusal(c).and_then(|a| self.holders(a))
     }
 
     /// Who holds the memory a device or a limit covers, now.

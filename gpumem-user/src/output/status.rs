@@ -68,13 +68,11 @@ impl StatusReport {
     /// the agent counts them: what NVML's per-process figure can be
     /// compared with.
     pub fn resident(&self, pid: u32, device: u32) -> u64 {
-        const ON_DEVICE: [&str; 3] =
-            [kind::name(kind::DEVICE), kind::name(kind::ARRAY), kind::name(kind::VMM)];
         self.processes
             .iter()
             .filter(|e| e.pid == Some(pid))
             .flat_map(|e| &e.split)
-            .filter(|l| l.device == Some(device) && ON_DEVICE.contains(&l.kind.as_str()))
+            .filter(|l| l.device == Some(device) && kind::ON_DEVICE.iter().any(|&k| kind::name(k) == l.kind))
             .map(|l| l.bytes)
             .sum()
     }

@@ -168,9 +168,6 @@ pub struct DeviceRow<'a> {
     pub held: u64,
 }
 
-/// The memory kinds that live in a device's own memory.
-pub const ON_DEVICE: [u32; 3] = [kind::DEVICE, kind::ARRAY, kind::VMM];
-
 /// Every device NVML knows or some process holds memory on, in index
 /// order.
 pub fn devices(report: &TopReport) -> Vec<DeviceRow<'_>> {
@@ -189,7 +186,7 @@ pub fn devices(report: &TopReport) -> Vec<DeviceRow<'_>> {
             (d.index, row)
         })
         .collect();
-    let on_device: Vec<&str> = ON_DEVICE.iter().map(|&k| kind::name(k)).collect();
+    let on_device: Vec<&str> = kind::ON_DEVICE.iter().map(|&k| kind::name(k)).collect();
     let lines = report.status.processes.iter().flat_map(|p| &p.split);
     for l in lines.filter(|l| on_device.contains(&l.kind.as_str())) {
         let Some(index) = l.device else { continue };
