@@ -10,9 +10,10 @@
 //! device's total checked against the capacity by compare-and-swap, so
 //! racing processes never pass it together. Rarer changes (a process's
 //! first charge claims a slot; giving back what exited processes held;
-//! making the card anew) take an exclusive `flock` of the file (one thread
-//! of a process at a time: callers serialise their threads), so a process
-//! that dies mid-change leaves no lock behind. A process that exits
+//! making the card anew) take an exclusive `flock` of the file (and a
+//! mutex, for the process's own threads), so a process that dies
+//! mid-change leaves no lock behind. Every field of the mapping is an
+//! atomic, so no access races, locked or not. A process that exits
 //! without freeing gives its memory back at the next look at the card (its
 //! slot's pid no longer runs with that start time), as a real driver does
 //! at exit.
@@ -23,9 +24,15 @@ mod process;
 use std::{
     fs::OpenOptions,
     io,
-    os::{fd::AsRawFd, unix::fs::OpenOptionsExt},
+    os::{
+        fd::AsRawFd,
+        unix::fs::{OpenOptionsExt, PermissionsExt},
+    },
     path::{Path, PathBuf},
-    sync::atomic::{AtomicU64, Ordering},
+    sync::{
+        atomic::{AtomicU64, Ordering},
+        Mutex,
+    },
 };
 
 use layout::Board;
@@ -34,7 +41,7 @@ pub use locked::Locked;
 pub use process::Process;
 
 /// Defaults: a 16 GiB card with 2 devices; each context costs 2 MiB.
-pub const DEFAULT: Config = Config { capacity: 16 << 30, devices: 2, _pad: 0, context_cost: 2 << 20 };
+pub const DEFAULT: Config = Config { capacity: 16 << 30, devices: 2, context_cost: 2 << 20 };
 
 /// What a charge is for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -48,11 +55,14 @@ pub enum Use {
 /// The card file, mapped.
 pub struct Card {
     file: std::fs::File,
-    board: *mut Board,
+    board: *const Board,
+    /// This process's threads take the card's lock one at a time (a flock
+    /// belongs to the open file, which they share).
+    local: Mutex<()>,
 }
 
-// SAFETY: the mapping's counters are changed atomically, everything else
-// only under the file's flock (see the module doc).
+// SAFETY: the mapping is only reached through `&Board`, whose fields are
+// all atomics; it lives until Drop.
 unsafe impl Send for Card {}
 // SAFETY: as above.
 unsafe impl Sync for Card {}
@@ -66,7 +76,6 @@ impl Config {
             capacity: num("SIMCUDA_CAPACITY").unwrap_or(DEFAULT.capacity),
             devices: num("SIMCUDA_DEVICES")
                 .map_or(DEFAULT.devices, |n| n.clamp(1, MAX_DEVICES as u64) as u32),
-            _pad: 0,
             context_cost: num("SIMCUDA_CONTEXT_COST").unwrap_or(DEFAULT.context_cost),
         }
     }
@@ -95,6 +104,9 @@ impl Card {
             let lock = flock(&file)?;
             if file.metadata()?.len() < size as u64 {
                 file.set_len(size as u64)?;
+                // Any user's processes share the card, as any user's share
+                // a GPU: not what the umask leaves of 0666.
+                let _ = file.set_permissions(std::fs::Permissions::from_mode(0o666));
             }
             // SAFETY: a shared read-write mapping of `size` bytes of a file
             // at least that long; unmapped in Drop, never moved.
@@ -112,58 +124,54 @@ impl Card {
                 return Err(io::Error::last_os_error());
             }
             drop(lock);
-            Card { file, board: p.cast() }
+            Card { file, board: p.cast_const().cast(), local: Mutex::new(()) }
         };
         card.lock()?.settle(config);
         Ok(card)
     }
 
-    /// The card, locked until the guard is dropped.
+    /// The board.
+    fn board(&self) -> &Board {
+        // SAFETY: a mapping of a whole `Board` (page-aligned, so every
+        // atomic is aligned) that lives as long as `self`; only shared
+        // references are ever made, and every field is an atomic.
+        unsafe { &*self.board }
+    }
+
+    /// The card, locked until the guard is dropped (against the other
+    /// processes by the file's flock, against this one's other threads by
+    /// a mutex).
     pub fn lock(&self) -> io::Result<Locked<'_>> {
-        Ok(Locked::new(self, flock(&self.file)?))
+        let local = self.local.lock().unwrap_or_else(|p| p.into_inner());
+        Ok(Locked::new(self.board(), local, flock(&self.file)?))
     }
 
     /// What the card is (fixed while any process holds memory on it).
     pub fn config(&self) -> Config {
-        // SAFETY: the mapping lives as long as the card; the config is
-        // written only when the card is made anew, under the lock, when no
-        // running process uses it.
-        unsafe { (*self.board).config }
-    }
-
-    /// A shared counter of the card.
-    fn counter(&self, at: impl FnOnce(*mut Board) -> *mut u64) -> &AtomicU64 {
-        // SAFETY: `at` gives the address of a u64 field of the mapped board
-        // (8-byte aligned: repr(C) in a page-aligned mapping), which lives
-        // as long as `self`; every access to it is atomic.
-        unsafe { AtomicU64::from_ptr(at(self.board)) }
+        self.board().config()
     }
 
     /// Bytes held on `dev` by every process.
     pub fn used(&self, dev: usize) -> u64 {
-        if dev >= MAX_DEVICES {
-            return 0;
-        }
-        // SAFETY: a field of the board (see `counter`).
-        self.counter(|b| unsafe { &raw mut (*b).used[dev] }).load(Ordering::Acquire)
+        self.board().used.get(dev).map_or(0, |u| u.load(Ordering::Acquire))
     }
 
     /// Takes `bytes` of `dev` for the process in `slot` (from
     /// [`Locked::claim`]); false when they do not fit, even after giving
     /// back what exited processes held.
     pub fn charge(&self, slot: usize, dev: usize, bytes: u64, what: Use) -> bool {
-        if dev >= self.config().devices as usize || slot >= MAX_PROCESSES {
+        if dev >= (self.config().devices as usize).min(MAX_DEVICES) || slot >= MAX_PROCESSES {
             return false;
         }
         if !self.take(dev, bytes) {
-            if let Ok(mut l) = self.lock() {
+            if let Ok(l) = self.lock() {
                 l.sweep();
             }
             if !self.take(dev, bytes) {
                 return false;
             }
         }
-        self.held_counter(slot, dev, what).fetch_add(bytes, Ordering::AcqRel);
+        self.held(slot, dev, what).fetch_add(bytes, Ordering::AcqRel);
         true
     }
 
@@ -174,40 +182,37 @@ impl Card {
         }
         // No more than the process holds: a forked child may free what its
         // parent allocated (the driver's state was copied).
-        let held = self.held_counter(slot, dev, what);
-        let before =
-            held.fetch_update(Ordering::AcqRel, Ordering::Acquire, |h| Some(h.saturating_sub(bytes)));
+        let before = self
+            .held(slot, dev, what)
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |h| Some(h.saturating_sub(bytes)));
         let taken = before.unwrap_or(0).min(bytes);
-        // SAFETY: a field of the board (see `counter`).
-        self.counter(|b| unsafe { &raw mut (*b).used[dev] }).fetch_sub(taken, Ordering::AcqRel);
+        self.board().used[dev].fetch_sub(taken, Ordering::AcqRel);
     }
 
     /// Adds `bytes` to `dev`'s total unless that passes the capacity.
     fn take(&self, dev: usize, bytes: u64) -> bool {
         let capacity = self.config().capacity;
-        // SAFETY: a field of the board (see `counter`).
-        let used = self.counter(|b| unsafe { &raw mut (*b).used[dev] });
-        used.fetch_update(Ordering::AcqRel, Ordering::Acquire, |u| {
-            (bytes <= capacity.saturating_sub(u)).then_some(u + bytes)
-        })
-        .is_ok()
+        self.board().used[dev]
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |u| {
+                (bytes <= capacity.saturating_sub(u)).then_some(u + bytes)
+            })
+            .is_ok()
     }
 
-    fn held_counter(&self, slot: usize, dev: usize, what: Use) -> &AtomicU64 {
-        self.counter(|b| match what {
-            // SAFETY: fields of the board (see `counter`); slot and dev
-            // checked by the callers.
-            Use::Memory => unsafe { &raw mut (*b).slots[slot].memory[dev] },
-            // SAFETY: as above.
-            Use::Context => unsafe { &raw mut (*b).slots[slot].contexts[dev] },
-        })
+    fn held(&self, slot: usize, dev: usize, what: Use) -> &AtomicU64 {
+        let s = &self.board().slots[slot];
+        match what {
+            Use::Memory => &s.memory[dev],
+            Use::Context => &s.contexts[dev],
+        }
     }
 }
 
 impl Drop for Card {
     fn drop(&mut self) {
-        // SAFETY: the mapping made in `open`, of that size.
-        unsafe { libc::munmap(self.board.cast(), std::mem::size_of::<Board>()) };
+        // SAFETY: the mapping made in `open`, of that size; no reference
+        // to it outlives `self`.
+        unsafe { libc::munmap(self.board.cast_mut().cast(), std::mem::size_of::<Board>()) };
     }
 }
 

@@ -1,101 +1,102 @@
-//! The card under its file lock: what is rare enough to take it (a
-//! process's first charge claims a slot, exited processes' memory is given
-//! back, the card is made anew, tests and NVML read who holds what).
+//! The card under its lock: what is rare enough to take it (a process's
+//! first charge claims a slot, exited processes' memory is given back, the
+//! card is made anew, tests and NVML read who holds what).
+use std::sync::{atomic::Ordering, MutexGuard};
+
 use crate::{
-    layout::{Board, Slot, MAGIC},
-    Card, Config, FlockGuard, Process, MAX_DEVICES,
+    layout::{Board, MAGIC},
+    Config, FlockGuard, Process, MAX_DEVICES,
 };
 
 /// The card, locked for a look or a rare change (unlocked when dropped).
 pub struct Locked<'a> {
-    card: &'a Card,
+    board: &'a Board,
+    _local: MutexGuard<'a, ()>,
     _lock: FlockGuard<'a>,
 }
 
 impl<'a> Locked<'a> {
-    pub(crate) fn new(card: &'a Card, lock: FlockGuard<'a>) -> Self {
-        Self { card, _lock: lock }
-    }
-
-    fn board(&self) -> &Board {
-        // SAFETY: the mapping lives as long as the card; under the lock no
-        // other process changes anything but the atomic counters.
-        unsafe { &*self.card.board }
-    }
-
-    fn board_mut(&mut self) -> &mut Board {
-        // SAFETY: as in `board`; `&mut self` makes this the only reference
-        // in this process, and callers serialise their threads.
-        unsafe { &mut *self.card.board }
+    pub(crate) fn new(board: &'a Board, local: MutexGuard<'a, ()>, lock: FlockGuard<'a>) -> Self {
+        Self { board, _local: local, _lock: lock }
     }
 
     /// Makes the card anew where it is not one, or where `config` differs
     /// and no running process holds anything on it.
-    pub(crate) fn settle(&mut self, config: Option<Config>) {
-        if self.board().magic != MAGIC {
-            self.board_mut().reset(config.unwrap_or_else(Config::from_env));
+    pub(crate) fn settle(&self, config: Option<Config>) {
+        if self.board.magic.load(Ordering::Acquire) != MAGIC {
+            self.board.reset(config.unwrap_or_else(Config::from_env));
             return;
         }
-        if let Some(c) = config.filter(|c| *c != self.board().config) {
+        if let Some(c) = config.filter(|c| *c != self.board.config()) {
             self.sweep();
-            if self.board().slots.iter().all(|s| s.pid == 0) {
-                self.board_mut().reset(c);
+            if self.board.slots.iter().all(|s| s.pid() == 0) {
+                self.board.reset(c);
             }
         }
+    }
+
+    fn find(&self, p: Process) -> Option<usize> {
+        self.board.slots.iter().position(|s| s.pid() == p.pid && s.start() == p.start)
     }
 
     /// The slot of process `p`, claiming a free one for a process new to
     /// the card; None when all are taken by running processes.
-    pub fn claim(&mut self, p: Process) -> Option<usize> {
-        if let Some(i) = self.board().slots.iter().position(|s| s.pid == p.pid && s.start == p.start) {
+    pub fn claim(&self, p: Process) -> Option<usize> {
+        if let Some(i) = self.find(p) {
             return Some(i);
         }
-        if !self.board().slots.iter().any(|s| s.pid == 0) {
+        if !self.board.slots.iter().any(|s| s.pid() == 0) {
             self.sweep();
         }
-        let i = self.board().slots.iter().position(|s| s.pid == 0)?;
-        self.board_mut().slots[i] = Slot { pid: p.pid, start: p.start, ..Slot::FREE };
+        let i = self.board.slots.iter().position(|s| s.pid() == 0)?;
+        let s = &self.board.slots[i];
+        s.start.store(p.start, Ordering::Relaxed);
+        s.pid.store(p.pid, Ordering::Relaxed);
         Some(i)
+    }
+
+    /// Gives back what process `p` holds, keeping nothing of it: a new
+    /// program image (exec keeps the pid and start time) holds nothing.
+    pub fn forget(&self, p: Process) {
+        if let Some(i) = self.find(p) {
+            self.release(i);
+        }
     }
 
     /// What process `pid` holds on `dev`: (memory, contexts).
     pub fn held(&self, pid: u32, dev: usize) -> (u64, u64) {
-        self.board()
-            .slots
-            .iter()
-            .find(|s| s.pid == pid && dev < MAX_DEVICES)
-            .map_or((0, 0), |s| (s.memory[dev], s.contexts[dev]))
+        let slot = self.board.slots.iter().find(|s| s.pid() == pid && dev < MAX_DEVICES);
+        slot.map_or((0, 0), |s| {
+            (s.memory[dev].load(Ordering::Acquire), s.contexts[dev].load(Ordering::Acquire))
+        })
     }
 
     /// The running processes holding anything on `dev`, with everything
     /// each holds there (as NVML lists them).
-    pub fn processes(&mut self, dev: usize) -> Vec<(u32, u64)> {
+    pub fn processes(&self, dev: usize) -> Vec<(u32, u64)> {
         self.sweep();
-        let slots = &self.board().slots;
-        slots
-            .iter()
-            .filter(|s| s.pid != 0 && dev < MAX_DEVICES && s.total(dev) > 0)
-            .map(|s| (s.pid, s.total(dev)))
-            .collect()
+        let slots = self.board.slots.iter().filter(|s| s.pid() != 0 && dev < MAX_DEVICES);
+        slots.map(|s| (s.pid(), s.total(dev))).filter(|&(_, bytes)| bytes > 0).collect()
     }
 
     /// Gives back everything processes that no longer run held.
-    pub fn sweep(&mut self) {
-        let Board { used, slots, .. } = self.board_mut();
-        for s in slots.iter_mut().filter(|s| s.pid != 0) {
-            if (Process { pid: s.pid, start: s.start }).alive() {
-                continue;
+    pub fn sweep(&self) {
+        for (i, s) in self.board.slots.iter().enumerate() {
+            if s.pid() != 0 && !(Process { pid: s.pid(), start: s.start() }).alive() {
+                self.release(i);
             }
-            for (d, u) in used.iter_mut().enumerate() {
-                // Atomic: running processes change the device's total
-                // without the lock.
-                let total = s.total(d);
-                // SAFETY: `u` is a u64 of the board; atomic like every
-                // other change of it.
-                unsafe { std::sync::atomic::AtomicU64::from_ptr(u) }
-                    .fetch_sub(total, std::sync::atomic::Ordering::AcqRel);
-            }
-            *s = Slot::FREE;
         }
+    }
+
+    /// Takes slot `i`'s counters off the devices' totals and frees it.
+    fn release(&self, i: usize) {
+        let s = &self.board.slots[i];
+        for (d, u) in self.board.used.iter().enumerate() {
+            // What the slot held, taken from it first: a process killed
+            // here leaves a smaller slot, never a count given back twice.
+            let held = s.memory[d].swap(0, Ordering::AcqRel) + s.contexts[d].swap(0, Ordering::AcqRel);
+            let _ = u.fetch_update(Ordering::AcqRel, Ordering::Acquire, |u| Some(u.saturating_sub(held)));
+        }
+        s.clear();
     }
 }

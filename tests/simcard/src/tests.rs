@@ -9,7 +9,7 @@ fn card(config: Config) -> (tempfile::TempDir, Card) {
 }
 
 fn small() -> Config {
-    Config { capacity: 10 * MIB, devices: 2, _pad: 0, context_cost: MIB }
+    Config { capacity: 10 * MIB, devices: 2, context_cost: MIB }
 }
 
 /// A process that ran and is gone (its pid and start time, read while it
@@ -80,4 +80,41 @@ fn a_file_that_is_not_a_card_is_made_one() {
     std::fs::write(&path, b"not a card").unwrap();
     let c = Card::open(&path, Some(small())).unwrap();
     assert_eq!(c.config(), small());
+}
+
+#[test]
+fn a_new_program_image_holds_nothing_of_the_old() {
+    let (_d, card) = card(small());
+    let me = Process::current();
+    let slot = card.lock().unwrap().claim(me).unwrap();
+    assert!(card.charge(slot, 0, 3 * MIB, Use::Memory));
+    // exec keeps the pid and the start time; the new image forgets.
+    card.lock().unwrap().forget(me);
+    assert_eq!((card.used(0), card.lock().unwrap().held(me.pid, 0)), (0, (0, 0)));
+}
+
+#[test]
+fn threads_of_one_process_take_the_lock_one_at_a_time() {
+    let (_d, card) = card(small());
+    let card = std::sync::Arc::new(card);
+    let inside = std::sync::Arc::new(std::sync::atomic::AtomicU32::new(0));
+    let threads: Vec<_> = (0..4)
+        .map(|_| {
+            let (card, inside) = (card.clone(), inside.clone());
+            std::thread::spawn(move || {
+                for _ in 0..200 {
+                    let _l = card.lock().unwrap();
+                    assert_eq!(
+                        inside.fetch_add(1, std::sync::atomic::Ordering::SeqCst),
+                        0,
+                        "two threads inside"
+                    );
+                    inside.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
 }

@@ -75,6 +75,11 @@ pub fn init() -> Result<(), CUresult> {
         eprintln!("simcuda: cannot open the simulated card {}: {e}", path.display());
         CUDA_ERROR_UNKNOWN
     })?;
+    // A program image that follows another by exec (same pid, same start
+    // time) holds nothing of what the old image held.
+    if let Ok(l) = shared.lock() {
+        l.forget(Process::current());
+    }
     let devices =
         (0..shared.config().devices as u64).map(|d| Device { next_va: VA_BASE + d * VA_WINDOW }).collect();
     // SAFETY: registers a handler that only stores to an atomic.
