@@ -180,18 +180,18 @@ impl Ledger {
                     }
                 }
             }
-            Body::AllocFailed(_) => {
-                if let Some(p) = self.procs.get_mut(&tgid) {
-                    p.comm.clone_from(&e.origin.comm);
-                }
-            }
             _ => {}
         }
     }
 
     fn alloc(&mut self, e: &Event, c: &Change) {
         let p = self.procs.entry(e.origin.pid).or_default();
-        p.comm.clone_from(&e.origin.comm);
+        // The process's name is its first allocating thread's, kept: a
+        // name that changed with each thread (a trainer's workers) would
+        // make a new metrics series at every scrape. exec starts afresh.
+        if p.comm.is_empty() {
+            p.comm.clone_from(&e.origin.comm);
+        }
         p.cgroup_id = e.origin.cgroup_id;
         let live = Live::of(c, &e.origin);
         // Same rule as the kernel: an entry at this address is an

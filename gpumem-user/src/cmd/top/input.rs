@@ -17,7 +17,9 @@ pub enum Action {
     Erase,
     /// Use the filter typed.
     ApplyFilter,
-    /// Stop typing and show everything.
+    /// Stop typing, keeping the filter applied before.
+    CancelTyping,
+    /// Show everything.
     ClearFilter,
     Up,
     Down,
@@ -43,7 +45,7 @@ pub fn action(key: KeyEvent, typing: bool, filtered: bool) -> Option<Action> {
     if typing {
         return match key.code {
             KeyCode::Enter => Some(Action::ApplyFilter),
-            KeyCode::Esc => Some(Action::ClearFilter),
+            KeyCode::Esc => Some(Action::CancelTyping),
             KeyCode::Backspace => Some(Action::Erase),
             KeyCode::Char(c) if !ctrl && !c.is_control() => Some(Action::Type(c)),
             _ => None,
@@ -87,7 +89,7 @@ mod tests {
         assert_eq!(action(key(KeyCode::Char('s')), false, false), Some(Action::Sort));
         assert_eq!(action(key(KeyCode::Char('/')), false, false), Some(Action::StartFilter));
         assert_eq!(action(key(KeyCode::Esc), false, false), Some(Action::Quit));
-        assert_eq!(action(key(KeyCode::Esc), true, false), Some(Action::ClearFilter));
+        assert_eq!(action(key(KeyCode::Esc), true, false), Some(Action::CancelTyping));
         assert_eq!(
             action(key(KeyCode::Esc), false, true),
             Some(Action::ClearFilter),

@@ -82,6 +82,7 @@ impl State {
                 self.typing.as_mut().and_then(String::pop);
             }
             Action::ApplyFilter => self.filter = self.typing.take().filter(|f| !f.is_empty()),
+            Action::CancelTyping => self.typing = None,
             Action::ClearFilter => (self.typing, self.filter) = (None, None),
             Action::Up => return self.select(self.selected.saturating_sub(1)),
             Action::Down => return self.select((self.selected + 1).min(last)),

@@ -83,7 +83,7 @@ pub fn limits(list: &[LimitStatus], shown: usize, width: usize) -> Vec<Line<'sta
 /// last answer is shown; without one, [`waiting`] says it), or the keys.
 pub fn footer(state: &State) -> Line<'static> {
     if let Some(typing) = &state.typing {
-        return Line::raw(format!("filter: {typing}_   Enter apply  Esc clear"));
+        return Line::raw(format!("filter: {typing}_   Enter apply  Esc cancel"));
     }
     if let Some(e) = state.error.as_ref().filter(|_| state.report.is_some()) {
         let text = format!("no answer from the agent, retrying (the last answer shown): {e}");

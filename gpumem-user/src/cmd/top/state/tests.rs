@@ -59,6 +59,12 @@ fn a_filter_is_typed_then_applied_or_cleared() {
     assert_eq!(s.selected, 0, "the selection is kept within the rows");
     s.apply(Action::StartFilter);
     assert_eq!(s.typing.as_deref(), Some("jupyter"), "the filter to edit");
+    s.apply(Action::CancelTyping);
+    assert_eq!(
+        (s.filter.as_deref(), s.typing.as_deref()),
+        (Some("jupyter"), None),
+        "Esc while typing keeps it"
+    );
     s.apply(Action::ClearFilter);
     assert_eq!((s.filter.as_deref(), s.typing.as_deref(), s.rows().len()), (None, None, 5));
     assert_eq!(s.apply(Action::Quit), Flow::Quit);
