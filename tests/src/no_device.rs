@@ -31,6 +31,14 @@ pub struct Call {
     pub result: i32,
 }
 
+/// What the `no-device` scenario prints before its checkpoint: `cuInit`'s
+/// result and every call it made.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Made {
+    pub init: i32,
+    pub calls: Vec<Call>,
+}
+
 /// The calls of one round, in order: (symbol asked for, CUDA version,
 /// flags, whether it takes a stream). `None` for the version means dlsym.
 const ROUND: [(&CStr, Option<c_int>, u64, bool); 4] = [

@@ -8,7 +8,10 @@
 use std::os::unix::process::ExitStatusExt;
 
 use gpumem::output::{DecisionEvent, RecordEvent};
-use gpumem_tests::harness::*;
+use gpumem_tests::{
+    harness::*,
+    no_device::{Made, ROUND_APIS},
+};
 use nix::sys::signal::Signal;
 use serde_json::Value;
 
@@ -171,6 +174,10 @@ fn deny_returns_out_of_memory_and_the_process_goes_on() {
     let failed = lines.events(pid, RecordEvent::AllocFailed);
     assert_eq!(failed.len(), 1);
     assert_eq!((failed[0].result, failed[0].proc_total), (2, 8 * MIB));
+    // gpumem refused it, not the driver: the limit record names who held
+    // what the limit counts; the refusal names no device's holders.
+    assert_eq!(limits[0].holders.as_ref().map(|h| h.total), Some(8 * MIB));
+    assert!(failed[0].holders.is_none(), "{:?}", failed[0]);
     assert_eq!(lines.count(pid, RecordEvent::Alloc), 3, "two before the refusal, one after the free");
     assert_cgroup_holds(&agent.status(), &cg, 0);
 }
@@ -319,4 +326,56 @@ fn bpf_log_says_each_limit_decision_from_the_kernel() {
         said
     };
     agent.wait_for_state("the kernel's log of the decisions", said, |s| *s == expected);
+}
+
+/// `deny` on NVIDIA's own driver library (550, from Debian's non-free
+/// packages; the matrix carries it into its VMs): with no GPU its
+/// allocations return CUDA_ERROR_NOT_INITIALIZED (3); a call that would
+/// cross a limit returns CUDA_ERROR_OUT_OF_MEMORY (2) instead, without
+/// entering the driver, through dlsym and cuGetProcAddress_v2 alike, and
+/// the process goes on.
+#[test]
+fn deny_makes_nvidias_own_allocations_return_out_of_memory() {
+    if !privileged() {
+        return;
+    }
+    if let Some(why) = register_write_refusal() {
+        skip(&format!(
+            "this kernel does not let uprobe programs write registers ({why}); `cargo xtask test` runs it on \
+             the matrix kernels that do"
+        ));
+        return;
+    }
+    let Some(list) = std::env::var_os("GPUMEM_NVIDIA_LIBCUDA") else {
+        skip("GPUMEM_NVIDIA_LIBCUDA is not set; `cargo xtask test` fetches NVIDIA's libcuda1 and sets it");
+        return;
+    };
+    for lib in std::env::split_paths(&list) {
+        let lib = lib.to_str().unwrap();
+        let cg = Cgroup::create("limit-deny-nvidia");
+        let agent =
+            Agent::start(&["--libcuda", lib, "--limit", &format!("cgroup:{}=1MiB,action=deny", cg.path)]);
+        let size = (2 * MIB).to_string();
+        let args = ["--libcuda", lib, "--scenario", "no-device", "--iterations", "2", "--size", &size];
+        let mut w = Workload::spawn(&args, Some(&cg), &[]);
+        let pid = w.pid();
+        let made: Made = w.line();
+        assert_eq!(made.init, 100, "{lib}: no device");
+        let results: Vec<i32> = made.calls.iter().map(|c| c.result).collect();
+        assert_eq!(results, vec![2; ROUND_APIS.len() * 2], "{lib}: every call denied: {made:?}");
+        let c = w.checkpoint();
+        assert_eq!(c.checkpoint, "refused", "the process went on past its denied calls");
+        let lines = agent.wait_for_checkpoint(&c);
+        let denied = lines.decisions(pid, DecisionEvent::Limit);
+        assert_eq!(denied.len(), made.calls.len(), "{lib}: {denied:?}");
+        assert!(denied.iter().all(|d| d.action == "deny" && d.request == 2 * MIB), "{denied:?}");
+        let failed: Vec<(&str, u32)> = lines
+            .events(pid, RecordEvent::AllocFailed)
+            .iter()
+            .map(|l| (l.caller.api.as_ref(), l.result))
+            .collect();
+        let truth: Vec<(&str, u32)> = made.calls.iter().map(|c| (c.api.as_str(), 2)).collect();
+        assert_eq!(failed, truth, "{lib}: each denied call's return recorded, in order");
+        w.finish();
+    }
 }

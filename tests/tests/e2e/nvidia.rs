@@ -8,7 +8,10 @@
 use std::{path::PathBuf, process::Command};
 
 use gpumem::output::RecordEvent;
-use gpumem_tests::{harness::*, no_device::ROUND_APIS};
+use gpumem_tests::{
+    harness::*,
+    no_device::{Made, ROUND_APIS},
+};
 use serde::Deserialize;
 
 /// CUDA_ERROR_NOT_INITIALIZED: what NVIDIA's library answers every
@@ -91,12 +94,6 @@ fn every_nvidia_entry_point_is_probed_at_its_je_past_the_stubs_compare() {
     }
 }
 
-#[derive(Debug, Deserialize)]
-struct Calls {
-    init: i32,
-    calls: Vec<gpumem_tests::no_device::Call>,
-}
-
 #[test]
 fn nvidia_allocations_through_dlsym_and_cu_get_proc_address_are_each_recorded_with_their_result() {
     let Some(libs) = libraries() else { return };
@@ -114,7 +111,7 @@ fn nvidia_allocations_through_dlsym_and_cu_get_proc_address_are_each_recorded_wi
             ["--libcuda", lib.to_str().unwrap(), "--scenario", "no-device", "--iterations", "3", "--size"];
         let mut w = Workload::spawn(&[&args[..], &[&size]].concat(), None, &[]);
         let pid = w.pid();
-        let made: Calls = w.line();
+        let made: Made = w.line();
         assert_eq!(made.init, 100, "{}: cuInit without a device is CUDA_ERROR_NO_DEVICE", lib.display());
         let apis: Vec<&str> = made.calls.iter().map(|c| c.api.as_str()).collect();
         assert_eq!(apis, ROUND_APIS.repeat(3), "{}: the exports the calls went through", lib.display());

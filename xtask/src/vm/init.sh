@@ -22,6 +22,8 @@ while read -r prefix test reason; do
         ;;
     esac
 done < /etc/gpumem-skips
+# NVIDIA's own driver library, for the tests that use it.
+[ -f /nvidia/libcuda.so.1 ] && export GPUMEM_NVIDIA_LIBCUDA=/nvidia/libcuda.so.1
 # The suites (modules of the end-to-end binary) that run here.
 suites="$(cat /etc/gpumem-suites)"
 rc=0

@@ -96,25 +96,26 @@ fn test_binary() -> anyhow::Result<PathBuf> {
         .with_context(|| format!("cargo reported no executable for the test binary `{E2E}`"))
 }
 
-/// Runs the matrix (only the columns named in `only`, if any) and returns
-/// one result per kernel.
 /// What the initramfs holds (host path, path in the guest): busybox, the
-/// agent, the workload, the simulated driver and NVML, the tests.
-fn guest_files(
-    built: &Built,
-    busybox: std::path::PathBuf,
-) -> anyhow::Result<Vec<(std::path::PathBuf, String)>> {
+/// agent, the workload, the simulated driver and NVML, the tests, and
+/// NVIDIA's newest driver library (`deny` is proven on it where the kernel
+/// allows register writes; `/init` names it in `GPUMEM_NVIDIA_LIBCUDA`).
+fn guest_files(built: &Built, busybox: PathBuf) -> anyhow::Result<Vec<(PathBuf, String)>> {
     let g = initramfs::GUEST_TARGET;
+    let nvidia = crate::nvidia::libraries()?.pop().context("no NVIDIA driver library was fetched")?;
     Ok(vec![
         (busybox, "bin/busybox".to_string()),
         (built.agent.clone(), format!("{g}/debug/gpumem")),
         (built.workload.clone(), format!("{g}/debug/gpumem-workload")),
         (built.libcuda.clone(), format!("{g}/simcuda/libcuda.so.1")),
         (built.libcuda.with_file_name("libnvidia-ml.so.1"), format!("{g}/simcuda/libnvidia-ml.so.1")),
+        (nvidia.path, "nvidia/libcuda.so.1".to_string()),
         (test_binary()?, "tests/e2e".to_string()),
     ])
 }
 
+/// Runs the matrix (only the columns named in `only`, if any) and returns
+/// one result per kernel.
 pub fn matrix(built: &Built, only: &[String]) -> anyhow::Result<Vec<KernelResult>> {
     ensure_tool("qemu-system-x86_64", "qemu-system-x86")?;
     let busybox = ensure_tool("busybox", "busybox-static")?;
