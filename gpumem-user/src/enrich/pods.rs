@@ -21,8 +21,12 @@ use super::container::Container;
 
 /// Where the kubelet keeps its logs.
 pub const KUBELET_LOGS: &str = "/var/log";
-/// The shortest time between two readings of the directories.
+/// The shortest time between two readings of the directories for a
+/// container they did not name.
 const RESCAN_AFTER: Duration = Duration::from_secs(1);
+/// How many missed containers are remembered before they are forgotten
+/// at once.
+const MISSED_KEPT: usize = 4096;
 
 /// A pod's place, as its log directory names it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -79,7 +83,9 @@ pub struct PodNames {
     pods: HashMap<String, (String, String)>,
     /// Container id -> container name.
     containers: HashMap<String, String>,
-    scanned: Option<Instant>,
+    /// Containers a scan did not name, and when: looked for again a
+    /// second later, not at each of their records.
+    missed: HashMap<String, Instant>,
 }
 
 impl Default for PodNames {
@@ -91,15 +97,24 @@ impl Default for PodNames {
 impl PodNames {
     /// Names read from `root/pods` and `root/containers`.
     pub fn at(root: impl Into<PathBuf>) -> Self {
-        Self { root: root.into(), pods: HashMap::new(), containers: HashMap::new(), scanned: None }
+        Self { root: root.into(), pods: HashMap::new(), containers: HashMap::new(), missed: HashMap::new() }
     }
 
     /// Fills the namespace, pod and container names of a pod's container,
     /// where the directories say them.
     pub fn fill(&mut self, c: &mut Container) {
         let Some(uid) = c.pod_uid.as_deref() else { return };
-        if !self.pods.contains_key(uid) || !self.containers.contains_key(&c.id) {
+        let known = |s: &Self| s.pods.contains_key(uid) && s.containers.contains_key(&c.id);
+        if !known(self) && self.missed.get(&c.id).is_none_or(|t| t.elapsed() >= RESCAN_AFTER) {
+            // A container not looked for yet is looked for at once (a new
+            // pod's first records), one already missed once a second.
             self.rescan();
+            if !known(self) {
+                if self.missed.len() >= MISSED_KEPT {
+                    self.missed.clear();
+                }
+                self.missed.insert(c.id.clone(), Instant::now());
+            }
         }
         if let Some((namespace, pod)) = self.pods.get(uid) {
             (c.namespace, c.pod) = (Some(namespace.clone()), Some(pod.clone()));
@@ -108,10 +123,6 @@ impl PodNames {
     }
 
     fn rescan(&mut self) {
-        if self.scanned.is_some_and(|t| t.elapsed() < RESCAN_AFTER) {
-            return;
-        }
-        self.scanned = Some(Instant::now());
         let names = |dir: &str| -> Vec<String> {
             std::fs::read_dir(self.root.join(dir))
                 .map(|d| d.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect())

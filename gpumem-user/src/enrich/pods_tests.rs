@@ -37,6 +37,19 @@ fn a_pods_container_is_named_from_the_kubelets_directories() {
 }
 
 #[test]
+fn a_pod_made_just_after_another_was_missed_is_named_at_its_first_record() {
+    let root = tempfile::tempdir().unwrap();
+    let mut names = PodNames::at(root.path());
+    let mut unknown = Container { id: "b".repeat(64), ..in_pod() };
+    names.fill(&mut unknown);
+    assert_eq!(unknown.pod, None, "nothing there yet");
+    kubelet(root.path(), "ml-team", "trainer", "pytorch");
+    let mut c = in_pod();
+    names.fill(&mut c);
+    assert_eq!((c.pod.as_deref(), c.name.as_deref()), (Some("trainer"), Some("pytorch")));
+}
+
+#[test]
 fn what_the_directories_do_not_say_stays_absent() {
     let root = tempfile::tempdir().unwrap();
     kubelet(root.path(), "ml-team", "trainer", "pytorch");
