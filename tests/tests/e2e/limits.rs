@@ -128,16 +128,25 @@ fn racing_processes_under_one_cgroup_limit_never_pass_it_together() {
     );
 }
 
-#[test]
-fn deny_returns_out_of_memory_and_the_process_goes_on() {
+/// Whether `deny` can run here: root, and a kernel that lets uprobe
+/// programs write registers; otherwise says why the test is skipped.
+fn deny_runs_here() -> bool {
     if !privileged() {
-        return;
+        return false;
     }
     if let Some(why) = register_write_refusal() {
         skip(&format!(
             "this kernel does not let uprobe programs write registers ({why}); `cargo xtask test` runs it on \
              the matrix kernels that do"
         ));
+        return false;
+    }
+    true
+}
+
+#[test]
+fn deny_returns_out_of_memory_and_the_process_goes_on() {
+    if !deny_runs_here() {
         return;
     }
     let cg = Cgroup::create("limit-deny-regs");
@@ -336,14 +345,7 @@ fn bpf_log_says_each_limit_decision_from_the_kernel() {
 /// the process goes on.
 #[test]
 fn deny_makes_nvidias_own_allocations_return_out_of_memory() {
-    if !privileged() {
-        return;
-    }
-    if let Some(why) = register_write_refusal() {
-        skip(&format!(
-            "this kernel does not let uprobe programs write registers ({why}); `cargo xtask test` runs it on \
-             the matrix kernels that do"
-        ));
+    if !deny_runs_here() {
         return;
     }
     let Some(list) = std::env::var_os("GPUMEM_NVIDIA_LIBCUDA") else {
