@@ -56,7 +56,7 @@ pub const ROUND_APIS: [&str; 4] =
 /// `cuInit(0)` (its result is returned), then `rounds` rounds of
 /// [`ROUND`], each asking for `size` bytes; every call must fail (a
 /// success means there is a device, and this scenario is the wrong one).
-pub fn run(d: &Driver, t: &Truth, rounds: usize, size: u64) -> anyhow::Result<(R, Vec<Call>)> {
+pub fn run(d: &Driver, t: &Truth, rounds: usize, size: u64) -> anyhow::Result<Made> {
     // SAFETY: cuInit's C signature.
     let init = unsafe { (d.init)(0) };
     // SAFETY: each type is its symbol's C signature.
@@ -99,7 +99,7 @@ pub fn run(d: &Driver, t: &Truth, rounds: usize, size: u64) -> anyhow::Result<(R
             calls.push(Call { api, via, size, result });
         }
     }
-    Ok((init, calls))
+    Ok(Made { init, calls })
 }
 
 /// `cuGetProcAddress_v2(symbol, version, flags)`'s function pointer.

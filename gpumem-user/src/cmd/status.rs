@@ -5,7 +5,7 @@ use crate::{
     cli::StatusArgs,
     control,
     output::{StatusEntry, StatusReport},
-    sink::text::human,
+    sink::text::{human, known},
 };
 
 pub async fn status(args: StatusArgs) -> anyhow::Result<()> {
@@ -45,10 +45,14 @@ fn print_devices(report: &StatusReport) {
     if !report.nvml {
         println!("devices: NVML not available (device names and the driver's per-process usage not shown)");
     }
-    let h = |b: Option<u64>| b.map_or("?".to_string(), human);
     for d in &report.devices {
         let (name, uuid) = (d.name.as_deref().unwrap_or("?"), d.uuid.as_deref().unwrap_or("?"));
-        println!("device {}: {name} {uuid} used {} of {}", d.index, h(d.used_bytes), h(d.total_bytes));
+        println!(
+            "device {}: {name} {uuid} used {} of {}",
+            d.index,
+            known(d.used_bytes),
+            known(d.total_bytes)
+        );
         for p in &d.processes {
             // What the driver holds beyond what gpumem saw allocated:
             // contexts, modules, the driver's own.
@@ -57,9 +61,9 @@ fn print_devices(report: &StatusReport) {
             println!(
                 "    pid {:>8}: driver {}  gpumem {}  unaccounted {}",
                 p.pid,
-                h(p.used_bytes),
+                known(p.used_bytes),
                 human(seen),
-                h(beyond)
+                known(beyond)
             );
         }
     }

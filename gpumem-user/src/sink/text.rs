@@ -25,6 +25,11 @@ pub fn human(bytes: u64) -> String {
     bytesize::ByteSize::b(bytes).display().iec().to_string()
 }
 
+/// [`human`], or `?` for a size that is not known.
+pub fn known(bytes: Option<u64>) -> String {
+    bytes.map_or_else(|| "?".into(), human)
+}
+
 fn dev(d: Option<u32>) -> String {
     d.map_or("?".into(), |d| d.to_string())
 }

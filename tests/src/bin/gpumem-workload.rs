@@ -301,9 +301,8 @@ impl Workload<'_> {
     }
 
     fn no_device(&self) -> anyhow::Result<()> {
-        let (init, calls) =
-            no_device::run(&self.driver, &self.truth, self.args.iterations, self.args.size as u64)?;
-        println!("{}", serde_json::json!({ "init": init, "calls": calls }));
+        let made = no_device::run(&self.driver, &self.truth, self.args.iterations, self.args.size as u64)?;
+        println!("{}", serde_json::to_string(&made)?);
         self.checkpoint("refused")
     }
 

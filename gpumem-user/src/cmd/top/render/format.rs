@@ -5,7 +5,7 @@ use ratatui::{
     text::Span,
 };
 
-pub use crate::sink::text::human;
+pub use crate::sink::text::{human, known};
 
 /// A size, or `-` for none (keeps zero columns quiet).
 pub fn size_or_dash(bytes: u64) -> String {
@@ -14,11 +14,6 @@ pub fn size_or_dash(bytes: u64) -> String {
     } else {
         human(bytes)
     }
-}
-
-/// `?` for what the agent does not know.
-pub fn known(bytes: Option<u64>) -> String {
-    bytes.map_or_else(|| "?".into(), human)
 }
 
 /// An age in the largest units that matter: `850ms`, `42s`, `3m05s`,
