@@ -5,6 +5,7 @@ mod artifacts;
 mod bench;
 mod demo;
 mod deploy;
+mod gpu_kit;
 mod lint;
 mod nvidia;
 mod prometheus;
@@ -68,6 +69,12 @@ enum Cmd {
     /// cached) and print its path: the metrics test scrapes the agent with
     /// it.
     Prometheus,
+    /// Build the GPU kit under target/gpu-kit (at most 64 MiB): the release
+    /// agent and tests/gpukit's scripts. On a machine with an NVIDIA GPU,
+    /// its driver and the usual Python stack (PyTorch, JAX, CuPy,
+    /// numba-cuda, cuda.core), `./run.sh` there, as root, compares each
+    /// framework's figures with gpumem's and NVML's and writes a report.
+    GpuKit,
     /// Only the kernel matrix: boot stock Debian kernels (6.1, 6.12, 6.18,
     /// sid's newest) under QEMU and run the limit and tracing suites in each.
     Vm {
@@ -90,6 +97,7 @@ fn main() -> std::process::ExitCode {
         Cmd::DeployCheck => test::deploy_only(),
         Cmd::Nvidia => nvidia::print(),
         Cmd::Prometheus => prometheus::server().map(|p| println!("{}", p.display())),
+        Cmd::GpuKit => gpu_kit::gpu_kit(),
         Cmd::Vm { kernels } => test::vm_only(&kernels),
     };
     match result {

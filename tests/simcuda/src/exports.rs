@@ -85,6 +85,7 @@ exports! {
     cuCtxPopCurrent_v2 => crate::context::cuCtxPopCurrent_v2;
     cuCtxPushCurrent_v2 => crate::context::cuCtxPushCurrent_v2;
     cuCtxSetCurrent => crate::context::cuCtxSetCurrent;
+    cuCtxSynchronize => crate::context::cuCtxSynchronize;
     cuDeviceGet => crate::device::cuDeviceGet;
     cuDeviceGetCount => crate::device::cuDeviceGetCount;
     cuDeviceGetName => crate::device::cuDeviceGetName;
@@ -114,6 +115,7 @@ exports! {
     cuMemFreeAsync_ptsz => crate::stream::cuMemFreeAsync_ptsz;
     cuMemFreeHost => crate::host::cuMemFreeHost;
     cuMemFree_v2 => crate::memory::cuMemFree_v2;
+    cuMemGetAllocationGranularity => crate::vmm::cuMemGetAllocationGranularity;
     cuMemGetInfo_v2 => crate::memory::cuMemGetInfo_v2;
     cuMemHostAlloc => crate::host::cuMemHostAlloc;
     cuMemHostGetDevicePointer_v2 => crate::host::cuMemHostGetDevicePointer_v2;
@@ -125,6 +127,7 @@ exports! {
     cuMemPoolDestroy => crate::stream::cuMemPoolDestroy;
     cuMemPoolTrimTo => crate::stream::cuMemPoolTrimTo;
     cuMemRelease => crate::vmm::cuMemRelease;
+    cuMemSetAccess => crate::vmm::cuMemSetAccess;
     cuMemUnmap => crate::vmm::cuMemUnmap;
     cuMipmappedArrayCreate => crate::array::cuMipmappedArrayCreate;
     cuMipmappedArrayDestroy => crate::array::cuMipmappedArrayDestroy;

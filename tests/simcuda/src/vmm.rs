@@ -181,3 +181,28 @@ pub unsafe extern "C" fn cuMemImportFromShareableHandle(
     unsafe { *handle = h };
     CUDA_SUCCESS
 }
+
+/// The granularity every VMM size and address is a multiple of, on the
+/// real driver 2 MiB for device memory (minimum and recommended alike).
+pub const GRANULARITY: usize = 2 << 20;
+
+pub unsafe extern "C" fn cuMemGetAllocationGranularity(
+    granularity: *mut usize,
+    prop: *const AllocationPropHead,
+    _option: u32,
+) -> CUresult {
+    if granularity.is_null() || prop.is_null() {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    // SAFETY: the caller's out-pointer, checked non-null above.
+    unsafe { *granularity = GRANULARITY };
+    CUDA_SUCCESS
+}
+
+/// Access is not modelled; the range must start at a mapping.
+pub extern "C" fn cuMemSetAccess(ptr: CUdeviceptr, _size: usize, desc: *const u8, count: usize) -> CUresult {
+    if desc.is_null() || count == 0 || !vmm().mappings.contains_key(&ptr) {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    CUDA_SUCCESS
+}

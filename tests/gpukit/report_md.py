@@ -1,0 +1,132 @@
+"""The kit's report as markdown: the environment, one table of
+checkpoints, the limit's outcome, the cost of tracing on the real driver
+and what each client called.
+
+Usage: report_md.py OUTDIR   (reads report.json, environment.json and
+pairs.jsonl there; writes report.md)
+"""
+import json
+import os
+import statistics
+import sys
+
+MiB = 1 << 20
+
+
+def size(n):
+    if n is None:
+        return "-"
+    return f"{n:,} ({n / MiB:.1f} MiB)" if abs(n) >= MiB else f"{n:,}"
+
+
+def cost(pairs):
+    """The pairs.py runs: median ns per alloc+free pair of each, and the
+    traced run's ratio to the untraced ones."""
+    if not pairs:
+        return []
+    out = [
+        "## What tracing costs on the real driver",
+        "",
+        f"cuMemAlloc_v2 + cuMemFree_v2 of {pairs[0]['size']:,} bytes through cuda-bindings, "
+        f"{pairs[0]['pairs']:,} pairs a round (pairs.py); median of the rounds:",
+        "",
+    ]
+    medians = {p["label"]: statistics.median(p["ns_per_pair"]) for p in pairs}
+    for p in pairs:
+        out.append(f"- {p['label']}: {medians[p['label']]:,.0f} ns/pair (rounds: {p['ns_per_pair']})")
+    base = [v for k, v in medians.items() if k.startswith("untraced")]
+    if "traced" in medians and base:
+        out.append(f"- traced / untraced: {medians['traced'] / statistics.mean(base):.3f}")
+    return out + [""]
+
+
+def render(report, env=None, pairs=()):
+    out = ["# gpumem GPU kit report", ""]
+    if env:
+        out += [
+            f"- kernel {env['kernel']}, Python {env['python']}",
+            f"- GPU: {'; '.join(env['gpus'])}",
+            "- " + ", ".join(f"{k} {v}" for k, v in env["packages"].items()),
+        ]
+    status = report["status"]
+    out += [f"- libraries attached: {', '.join(status.get('libraries', []))}", ""]
+    out += [
+        "## Each framework's figure, gpumem's and NVML's, per checkpoint",
+        "",
+        "gpumem = bytes the agent charged to the process in the kinds the framework's figure "
+        "covers (device, array and VMM unless the row names them); outside = its other bytes in "
+        "device memory; NVML = the driver's per-process used memory (allocations plus context and "
+        "modules, which no allocation call shows).",
+        "",
+        "| scenario | checkpoint | framework figure | gpumem | equal | outside | NVML | NVML - gpumem | host/managed (gpumem = truth) |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for s in report["scenarios"]:
+        for r in s["rows"]:
+            fig = r["framework"].get(r["compare"]) if r["compare"] else None
+            nvml = r["nvml_direct"] if r["nvml_direct"] is not None else r["nvml_agent"]
+            extra = []
+            for kind in ("host", "managed"):
+                if kind in r["expected"]:
+                    extra.append(f"{kind} {size(r['gpumem'].get(kind, 0))} = {size(r['expected'][kind])}")
+            kinds = f" ({', '.join(r['kinds'])})" if r.get("kinds") else ""
+            out.append(
+                f"| {s['scenario']} | {r['checkpoint']} | {r['compare']} {size(fig)} | {size(r['gpumem_compared'])}{kinds} "
+                f"| {'yes' if r['match'] else '**no**'} | {size(r['outside'])} | {size(nvml)} "
+                f"| {size(nvml - r['gpumem_on_device']) if nvml is not None else '-'} | {'; '.join(extra) or '-'} |"
+            )
+        after = s.get("after_exit") or {}
+        out.append(
+            f"| {s['scenario']} | after exit ({s['exit']}) | - | {size(sum((after.get('gpumem') or {}).values()))} "
+            f"| {'yes' if after.get('released') else '**no**'} | - | - | - | - |"
+        )
+    out.append("")
+    out += cost(pairs)
+    limit = report.get("limit")
+    if limit:
+        out += ["## A real PyTorch process under `signal:SIGKILL`", ""]
+        if "error" in limit:
+            out.append(f"- {limit['error']} (exit {limit['exit']})")
+        else:
+            out += [
+                f"- hard limit {size(limit['hard'])} on pid {limit['pid']}, which held {size(limit['started_reserved'])} "
+                f"when set; room for {limit['steps_allowed']} steps of 256 MiB",
+                f"- steps done: {limit['steps_done']}; exit {limit['exit']}; "
+                f"killed at the limit: {'yes' if limit['killed_at_limit'] else '**no**'}",
+                f"- decisions recorded: {len(limit.get('decisions', []))}"
+                + (f"; the first: `{json.dumps(limit['decisions'][0])[:400]}`" if limit.get("decisions") else ""),
+            ]
+        out.append("")
+    out += ["## What each client called (records of its process: event, api, kind: count)", ""]
+    for s in report["scenarios"]:
+        calls = ", ".join(f"{k}: {v}" for k, v in sorted(s.get("calls", {}).items()))
+        out.append(f"- **{s['scenario']}**: {calls or 'nothing recorded'}")
+        for n in s["notes"]:
+            out.append(f"  - note: `{json.dumps(n)[:300]}`")
+    out.append("")
+    return "\n".join(out)
+
+
+def main():
+    out = sys.argv[1]
+
+    def read(name, default):
+        path = os.path.join(out, name)
+        if not os.path.exists(path):
+            return default
+        with open(path) as f:
+            if name.endswith(".jsonl"):
+                return [json.loads(line) for line in f if line.strip()]
+            return json.load(f)
+
+    report = read("report.json", None)
+    if report is None:
+        raise SystemExit(f"no report.json in {out}: kit.py did not finish")
+    text = render(report, read("environment.json", None), read("pairs.jsonl", []))
+    with open(os.path.join(out, "report.md"), "w") as f:
+        f.write(text)
+    print(text)
+
+
+if __name__ == "__main__":
+    main()
