@@ -193,7 +193,7 @@ def run_scenario(agent, name, argv, env, out):
                         "truth": line.get("truth"),
                         "expected": want,
                         "gpumem": kinds,
-                        "gpumem_on_device": on_device(kinds),
+                        "gpumem_on_device": seen["on_device"],
                         "match": ok,
                         "waited_s": round(waited, 3),
                         "nvml_agent": nvml_by_agent(status, pid),

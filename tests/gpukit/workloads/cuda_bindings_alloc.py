@@ -10,15 +10,9 @@ granularity) mapped and given access.
 from cuda.bindings import driver as cu
 
 from checkpoint import checkpoint, report
+from driver_call import check
 
 MiB = 1 << 20
-
-
-def check(result):
-    err, *rest = result if isinstance(result, tuple) else (result,)
-    if err != cu.CUresult.CUDA_SUCCESS:
-        raise RuntimeError(f"{err}")
-    return rest[0] if len(rest) == 1 else rest
 
 
 def vmm(dev, want):

@@ -12,12 +12,7 @@ import time
 
 from cuda.bindings import driver as cu
 
-
-def check(result):
-    err, *rest = result
-    if err != cu.CUresult.CUDA_SUCCESS:
-        raise SystemExit(f"driver call failed: {err}")
-    return rest[0] if rest else None
+from driver_call import check
 
 
 def main():

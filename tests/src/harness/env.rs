@@ -51,6 +51,18 @@ pub fn skip(why: &str) {
     let _ = writeln!(std::io::stdout().lock(), "SKIPPED {}: {why}", test_name());
 }
 
+/// What `cargo xtask test` provides in the environment variable `var`
+/// (a tool's path, a venv's python, libraries); None, the test saying it
+/// is skipped and that the variable is how `cargo xtask test` `provides`
+/// it, when unset.
+pub fn provided(var: &str, provides: &str) -> Option<std::ffi::OsString> {
+    let value = std::env::var_os(var);
+    if value.is_none() {
+        skip(&format!("{var} is not set; `cargo xtask test` {provides}"));
+    }
+    value
+}
+
 /// None when this kernel lets uprobe programs write registers (what the
 /// deny action needs), else the reason `gpumem probe` gives.
 pub fn register_write_refusal() -> Option<String> {

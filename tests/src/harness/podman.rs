@@ -10,7 +10,7 @@ use std::{
 };
 
 use super::{
-    env::{paths, scratch, skip},
+    env::{paths, provided, scratch},
     poll::poll,
     workload::Workload,
 };
@@ -40,12 +40,7 @@ impl Podman {
     /// podman as `cargo xtask test` installed it, or None (the test is
     /// skipped, saying why).
     pub fn available() -> Option<Self> {
-        let Some(bin) = std::env::var_os("GPUMEM_PODMAN").map(PathBuf::from) else {
-            skip(
-                "GPUMEM_PODMAN is not set: run it through `cargo xtask test`, which installs podman and runc",
-            );
-            return None;
-        };
+        let bin = PathBuf::from(provided("GPUMEM_PODMAN", "installs podman and runc and sets it")?);
         let state = scratch();
         Some(Self { cli: Cli { bin, state: state.path().to_path_buf() }, _state: state })
     }

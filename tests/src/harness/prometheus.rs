@@ -11,7 +11,7 @@ use std::{
 use serde_json::Value;
 
 use super::{
-    env::{scratch, skip},
+    env::{provided, scratch},
     http::{get, query_value},
     poll::poll,
 };
@@ -35,10 +35,7 @@ impl Prometheus {
     /// queries; None (the test says why it is skipped) without
     /// `GPUMEM_PROMETHEUS`.
     pub fn scraping(target: SocketAddr) -> Option<Self> {
-        let Some(bin) = std::env::var_os("GPUMEM_PROMETHEUS") else {
-            skip("GPUMEM_PROMETHEUS is not set; `cargo xtask test` fetches Debian's prometheus and sets it");
-            return None;
-        };
+        let bin = provided("GPUMEM_PROMETHEUS", "fetches Debian's prometheus and sets it")?;
         let dir = scratch();
         let config = dir.path().join("prometheus.yml");
         let text = format!(

@@ -7,7 +7,7 @@ use std::{
     process::{Command, Output},
 };
 
-use super::{env::skip, poll::poll};
+use super::{env::provided, poll::poll};
 
 /// A tmux server running one program in a session of a fixed size; the
 /// server is killed when dropped.
@@ -20,10 +20,7 @@ impl Tmux {
     /// tmux as `cargo xtask test` installed it, or None (the test is
     /// skipped, saying why).
     pub fn available() -> Option<Self> {
-        let Some(bin) = std::env::var_os("GPUMEM_TMUX").map(PathBuf::from) else {
-            skip("GPUMEM_TMUX is not set: run it through `cargo xtask test`, which installs tmux");
-            return None;
-        };
+        let bin = PathBuf::from(provided("GPUMEM_TMUX", "installs tmux and sets it")?);
         Some(Self { bin, server: format!("gpumem-test-{}", std::process::id()) })
     }
 

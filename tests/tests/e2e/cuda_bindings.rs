@@ -19,11 +19,9 @@ fn traced_exactly(per_thread: bool) {
     if !privileged() {
         return;
     }
-    let Some(python) = std::env::var_os("GPUMEM_PYTHON") else {
-        skip(
-            "GPUMEM_PYTHON is not set; `cargo xtask test` sets it to the venv with cuda-bindings that \
-             `cargo xtask setup` makes",
-        );
+    let Some(python) =
+        provided("GPUMEM_PYTHON", "sets it to the venv with cuda-bindings that `cargo xtask setup` makes")
+    else {
         return;
     };
     let suffix = if per_thread { "_ptsz" } else { "" };

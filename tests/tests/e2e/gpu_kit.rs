@@ -15,8 +15,7 @@ fn the_gpu_kits_report_matches_the_simulated_driver_exactly() {
     if !privileged() {
         return;
     }
-    let Some(python) = std::env::var_os("GPUMEM_PYTHON") else {
-        skip("GPUMEM_PYTHON is not set; `cargo xtask test` sets it to the venv with cuda-bindings");
+    let Some(python) = provided("GPUMEM_PYTHON", "sets it to the venv with cuda-bindings") else {
         return;
     };
     let p = paths();

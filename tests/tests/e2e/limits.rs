@@ -348,8 +348,7 @@ fn deny_makes_nvidias_own_allocations_return_out_of_memory() {
     if !deny_runs_here() {
         return;
     }
-    let Some(list) = std::env::var_os("GPUMEM_NVIDIA_LIBCUDA") else {
-        skip("GPUMEM_NVIDIA_LIBCUDA is not set; `cargo xtask test` fetches NVIDIA's libcuda1 and sets it");
+    let Some(list) = provided("GPUMEM_NVIDIA_LIBCUDA", "fetches NVIDIA's libcuda1 and sets it") else {
         return;
     };
     for lib in std::env::split_paths(&list) {

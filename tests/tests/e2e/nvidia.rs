@@ -21,13 +21,10 @@ const NOT_INITIALIZED: u32 = 3;
 /// The NVIDIA libraries `cargo xtask test` fetched; None (the test says
 /// why it is skipped) when the variable is not set.
 fn libraries() -> Option<Vec<PathBuf>> {
-    let Some(list) = std::env::var_os("GPUMEM_NVIDIA_LIBCUDA") else {
-        skip(
-            "GPUMEM_NVIDIA_LIBCUDA is not set; `cargo xtask test` fetches NVIDIA's libcuda1 (535, 550) \
-             from Debian's non-free packages and sets it",
-        );
-        return None;
-    };
+    let list = provided(
+        "GPUMEM_NVIDIA_LIBCUDA",
+        "fetches NVIDIA's libcuda1 (535, 550) from Debian's non-free packages and sets it",
+    )?;
     let libs: Vec<PathBuf> = std::env::split_paths(&list).collect();
     assert_eq!(libs.len(), 2, "NVIDIA's 535 and 550 libraries, in {list:?}");
     Some(libs)
