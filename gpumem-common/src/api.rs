@@ -55,6 +55,20 @@ pub enum Shape {
     CtxSet,
     /// `cuCtxPopCurrent`: the thread's device becomes unknown.
     CtxPop,
+    /// `cuMemAllocFromPoolAsync(CUdeviceptr *out, size_t bytes, CUmemoryPool
+    /// pool, CUstream)`: charged as [`Shape::Alloc`], with the kind and
+    /// device of the pool's location where gpumem learned the pool.
+    PoolAlloc,
+    /// `cuMemPoolCreate(CUmemoryPool *out, const CUmemPoolProps *props)`:
+    /// learns the pool's location from its properties.
+    PoolCreate,
+    /// `cuMemGetMemPool`/`cuMemGetDefaultMemPool(CUmemoryPool *out,
+    /// CUmemLocation *location, CUmemAllocationType type)`: learns the pool
+    /// of a location and allocation type.
+    PoolOfLocation,
+    /// `cuDeviceGetMemPool`/`cuDeviceGetDefaultMemPool(CUmemoryPool *out,
+    /// CUdevice dev)`: learns a device's pool.
+    PoolOfDevice,
 }
 
 impl Shape {
@@ -81,6 +95,10 @@ impl Shape {
             Shape::CtxOut4 => (CtxOutDev4Entry, CtxOutReturn),
             Shape::CtxSet => (CtxSetEntry, CtxSetReturn),
             Shape::CtxPop => (CtxPopEntry, CtxPopReturn),
+            Shape::PoolAlloc => (PoolAllocEntry, AllocReturn),
+            Shape::PoolCreate => (PoolCreateEntry, PoolLearnReturn),
+            Shape::PoolOfLocation => (PoolOfLocationEntry, PoolLearnReturn),
+            Shape::PoolOfDevice => (PoolOfDeviceEntry, PoolLearnReturn),
         }
     }
 
@@ -200,12 +218,19 @@ cuda_apis! {
     // Stream-ordered allocation and pools: what the caller holds.
     13 MEM_ALLOC_ASYNC                  "cuMemAllocAsync"                 Pool     Alloc         DEVICE   Optional;
     14 MEM_ALLOC_ASYNC_PTSZ             "cuMemAllocAsync_ptsz"            Pool     Alloc         DEVICE   Optional;
-    15 MEM_ALLOC_FROM_POOL_ASYNC        "cuMemAllocFromPoolAsync"         Pool     Alloc         DEVICE   Optional;
-    16 MEM_ALLOC_FROM_POOL_ASYNC_PTSZ   "cuMemAllocFromPoolAsync_ptsz"    Pool     Alloc         DEVICE   Optional;
+    15 MEM_ALLOC_FROM_POOL_ASYNC        "cuMemAllocFromPoolAsync"         Pool     PoolAlloc     DEVICE   Optional;
+    16 MEM_ALLOC_FROM_POOL_ASYNC_PTSZ   "cuMemAllocFromPoolAsync_ptsz"    Pool     PoolAlloc     DEVICE   Optional;
     17 MEM_FREE_ASYNC                   "cuMemFreeAsync"                  Pool     Free          DEVICE   Optional;
     18 MEM_FREE_ASYNC_PTSZ              "cuMemFreeAsync_ptsz"             Pool     Free          DEVICE   Optional;
     19 MEM_POOL_TRIM_TO                 "cuMemPoolTrimTo"                 Pool     Call          DEVICE   Optional;
     20 MEM_POOL_DESTROY                 "cuMemPoolDestroy"                Pool     Call          DEVICE   Optional;
+    // Where each pool is: a pool allocation's kind and device are its
+    // pool's location (host pools hold host memory, managed pools managed).
+    42 MEM_POOL_CREATE                  "cuMemPoolCreate"                 Pool     PoolCreate    DEVICE   Optional;
+    43 MEM_GET_MEM_POOL                 "cuMemGetMemPool"                 Pool     PoolOfLocation DEVICE  Optional;
+    44 MEM_GET_DEFAULT_MEM_POOL         "cuMemGetDefaultMemPool"          Pool     PoolOfLocation DEVICE  Optional;
+    45 DEVICE_GET_MEM_POOL              "cuDeviceGetMemPool"              Pool     PoolOfDevice  DEVICE   Optional;
+    46 DEVICE_GET_DEFAULT_MEM_POOL      "cuDeviceGetDefaultMemPool"       Pool     PoolOfDevice  DEVICE   Optional;
     // Virtual memory management (PyTorch expandable segments, NCCL).
     21 MEM_CREATE                       "cuMemCreate"                     Vmm      VmmCreate     VMM      Optional;
     22 MEM_RELEASE                      "cuMemRelease"                    Vmm      VmmRelease    VMM      Optional;
@@ -303,7 +328,7 @@ mod tests {
         assert_eq!(id::name(id::MEM_ALLOC_V2), "cuMemAlloc_v2");
         assert_eq!(id::name(id::CTX_CREATE_V4), "cuCtxCreate_v4");
         assert_eq!(id::name(9999), "unknown");
-        assert_eq!(id::MAX, 41);
+        assert_eq!(id::MAX, 46);
         assert_eq!(id::call_name(id::MEM_POOL_TRIM_TO), "pool");
         assert_eq!(id::call_name(id::CTX_DESTROY_V2), "context");
         assert_eq!(id::call_name(id::IPC_OPEN_MEM_HANDLE_V2), "import");

@@ -49,6 +49,8 @@ pub union CallState {
     pub report: ReportCall,
     /// `cuMemMap`, `cuMemUnmap`.
     pub mapping: MappingCall,
+    /// Calls that learn a pool's place.
+    pub pool: PoolCall,
     /// All of it, to start from zeros.
     pub raw: [u64; CALL_STATE_WORDS],
 }
@@ -127,6 +129,15 @@ pub struct ReportCall {
     pub size: u64,
 }
 
+/// A call that returns a pool: where it is, known at the entry.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PoolCall {
+    /// Where the driver writes the pool.
+    pub out_ptr: u64,
+    pub place: crate::pool::Place,
+}
+
 /// A mapping made or undone.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -164,7 +175,8 @@ call_state_from!(
     context: ContextCall,
     current: CurrentCall,
     report: ReportCall,
-    mapping: MappingCall
+    mapping: MappingCall,
+    pool: PoolCall
 );
 
 #[cfg(feature = "user")]
@@ -187,6 +199,7 @@ const _: () = {
     assert!(size_of::<CurrentCall>() <= words);
     assert!(size_of::<ReportCall>() <= words);
     assert!(size_of::<MappingCall>() <= words);
+    assert!(size_of::<PoolCall>() <= words);
     assert!(size_of::<Pending>() == 8 + words);
     assert!(size_of::<PendingKey>() == 16);
 };

@@ -55,4 +55,9 @@ programs! {
     VmmMapReturn        "vmm_map_return";
     VmmUnmapEntry       "vmm_unmap_entry";
     VmmUnmapReturn      "vmm_unmap_return";
+    PoolAllocEntry      "pool_alloc_entry";
+    PoolCreateEntry     "pool_create_entry";
+    PoolOfLocationEntry "pool_of_location_entry";
+    PoolOfDeviceEntry   "pool_of_device_entry";
+    PoolLearnReturn     "pool_learn_return";
 }

@@ -6,6 +6,7 @@ use aya_ebpf::{
     maps::{Array, HashMap, LruHashMap, PerCpuArray, ProgramArray, RingBuf},
 };
 use gpumem_common::{
+    pool::{ProcPools, POOL_PROC_ENTRIES},
     stat, CtxKey, LimitKey, LimitRule, LimitState, LiveAlloc, LiveKey, Pending, PendingKey, ProcUsage,
     CGROUP_ENTRIES, COMM_LIMIT_ENTRIES, CTX_ENTRIES, EVENTS_BYTES, LIMIT_INDEX_ENTRIES, LIVE_ENTRIES,
     MAX_LIMITS, PENDING_ENTRIES, PROC_ENTRIES, TASK_COMM_LEN, THREAD_CTX_ENTRIES, VMM_MAPPING_ENTRIES,
@@ -96,3 +97,10 @@ pub static LIMITS_IN_FORCE: Array<u32> = Array::with_max_entries(1, 0);
 /// Which slot limits processes by comm (NUL-padded).
 #[map]
 pub static COMM_LIMITS: HashMap<[u8; TASK_COMM_LEN], u32> = HashMap::with_max_entries(COMM_LIMIT_ENTRIES, 0);
+
+/// Each process's memory pools and where their allocations go (tgid ->
+/// pools), learned from `cuMemPoolCreate` and the pool getters, removed at
+/// the process's exit or exec. Allocated as processes use pools.
+#[map]
+pub static PROC_POOLS: HashMap<u32, ProcPools> =
+    HashMap::with_max_entries(POOL_PROC_ENTRIES, BPF_F_NO_PREALLOC);

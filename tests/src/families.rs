@@ -1,21 +1,18 @@
 //! The `families` scenario: one process through every allocation family
-//! gpumem covers, with known sizes, on two devices. Ground truth is split
-//! by memory kind and device, the way gpumem reports it.
+//! gpumem covers, with known sizes, on two devices (pools in `pools.rs`).
+//! Ground truth is split by memory kind and device, the way gpumem reports
+//! it.
 use std::ffi::{c_int, c_uint, c_void};
 
-use anyhow::{bail, Context};
+use anyhow::Context;
 
-use crate::{driver::Driver, truth::Truth};
+use crate::{
+    driver::{check, Driver},
+    pools,
+    truth::Truth,
+};
 
 type R = c_int;
-
-/// A driver call that must succeed.
-fn ok(r: R, what: &str) -> anyhow::Result<()> {
-    if r != 0 {
-        bail!("{what} returned CUresult {r}");
-    }
-    Ok(())
-}
 
 #[repr(C)]
 struct ArrayDesc {
@@ -35,26 +32,12 @@ struct Array3DDesc {
     flags: u32,
 }
 
-/// `CUmemAllocationProp`, as the driver lays it out.
-#[repr(C)]
-#[derive(Default)]
-struct AllocProp {
-    alloc_type: u32,
-    handle_types: u32,
-    location_type: u32,
-    location_id: c_int,
-    win32_meta: usize,
-    alloc_flags: [u8; 8],
-}
-
 #[repr(C)]
 #[derive(Clone, Copy)]
 struct IpcHandle([u8; 64]);
 
 const FLOAT: u32 = 0x20;
 const UINT8: u32 = 0x01;
-const PINNED: u32 = 1;
-const LOCATION_DEVICE: u32 = 1;
 
 type Alloc = unsafe extern "C" fn(*mut u64, usize) -> R;
 type AllocFlags = unsafe extern "C" fn(*mut u64, usize, c_uint) -> R;
@@ -99,11 +82,14 @@ pub fn run(
         arrays(d, t, &mut h)?;
         vmm(d, t, &mut h)?;
         second_device(d, t, ctx0, &mut h)?;
+        let mut in_pools = pools::PoolsHeld::default();
+        pools::run(d, t, &mut in_pools)?;
         imports(d, &h)?;
         checkpoint("all")?;
         free(d, t, &h)?;
+        pools::free(d, t, &in_pools)?;
         checkpoint("freed")?;
-        ok(d.sym::<Handle1>("cuMemPoolDestroy")?(h.pool), "cuMemPoolDestroy").context("at the end")?;
+        check(d.sym::<Handle1>("cuMemPoolDestroy")?(h.pool), "cuMemPoolDestroy").context("at the end")?;
     }
     // The rest (managed, async, pool, host alloc, 3D array) is left to exit.
     Ok(())
@@ -116,28 +102,28 @@ unsafe fn device_memory(d: &Driver, t: &Truth, h: &mut Held) -> anyhow::Result<(
     let mut p = 0u64;
     // SAFETY: see `run`.
     unsafe {
-        ok(d.sym::<Alloc>("cuMemAlloc_v2")?(&mut p, 1 << 20), "cuMemAlloc_v2")?;
+        check(d.sym::<Alloc>("cuMemAlloc_v2")?(&mut p, 1 << 20), "cuMemAlloc_v2")?;
         h.plain = p;
         t.allocated_as("device", 0, 1 << 20);
         let f: unsafe extern "C" fn(*mut u64, *mut usize, usize, usize, c_uint) -> R =
             d.sym("cuMemAllocPitch_v2")?;
-        ok(f(&mut p, &mut h.pitch, 1000, 10, 4), "cuMemAllocPitch_v2")?;
+        check(f(&mut p, &mut h.pitch, 1000, 10, 4), "cuMemAllocPitch_v2")?;
         h.pitched = p;
         t.allocated_as("device", 0, h.pitch as u64 * 10);
-        ok(d.sym::<AllocFlags>("cuMemAllocManaged")?(&mut p, 2 << 20, 1), "cuMemAllocManaged")?;
+        check(d.sym::<AllocFlags>("cuMemAllocManaged")?(&mut p, 2 << 20, 1), "cuMemAllocManaged")?;
         t.allocated_as("managed", 0, 2 << 20);
-        ok(d.sym::<AllocStream>("cuMemAllocAsync")?(&mut p, 3 << 20, null), "cuMemAllocAsync")?;
+        check(d.sym::<AllocStream>("cuMemAllocAsync")?(&mut p, 3 << 20, null), "cuMemAllocAsync")?;
         t.allocated_as("device", 0, 3 << 20);
-        ok(d.sym::<AllocStream>("cuMemAllocAsync_ptsz")?(&mut p, 1 << 20, null), "cuMemAllocAsync_ptsz")?;
+        check(d.sym::<AllocStream>("cuMemAllocAsync_ptsz")?(&mut p, 1 << 20, null), "cuMemAllocAsync_ptsz")?;
         h.async_ptsz = p;
         t.allocated_as("device", 0, 1 << 20);
-        let props = [0u8; 88];
-        let f: unsafe extern "C" fn(*mut u64, *const u8) -> R = d.sym("cuMemPoolCreate")?;
-        ok(f(&mut h.pool, props.as_ptr()), "cuMemPoolCreate")?;
-        ok(d.sym::<AllocPool>("cuMemAllocFromPoolAsync")?(&mut p, 512 << 10, h.pool, null), "FromPool")?;
+        let props = pools::PoolProps::new(pools::PINNED, pools::DEVICE, 0);
+        let f: unsafe extern "C" fn(*mut u64, *const pools::PoolProps) -> R = d.sym("cuMemPoolCreate")?;
+        check(f(&mut h.pool, &props), "cuMemPoolCreate")?;
+        check(d.sym::<AllocPool>("cuMemAllocFromPoolAsync")?(&mut p, 512 << 10, h.pool, null), "FromPool")?;
         t.allocated_as("device", 0, 512 << 10);
         let f = d.sym::<AllocPool>("cuMemAllocFromPoolAsync_ptsz")?;
-        ok(f(&mut p, 256 << 10, h.pool, null), "FromPool_ptsz")?;
+        check(f(&mut p, 256 << 10, h.pool, null), "FromPool_ptsz")?;
         t.allocated_as("device", 0, 256 << 10);
     }
     Ok(())
@@ -148,18 +134,18 @@ unsafe fn host_memory(d: &Driver, t: &Truth, h: &mut Held) -> anyhow::Result<()>
     let mut p = 0u64;
     // SAFETY: see `run`.
     unsafe {
-        ok(d.sym::<Alloc>("cuMemAllocHost_v2")?(&mut p, 1 << 20), "cuMemAllocHost_v2")?;
+        check(d.sym::<Alloc>("cuMemAllocHost_v2")?(&mut p, 1 << 20), "cuMemAllocHost_v2")?;
         h.host = p;
         t.allocated_as("host", 0, 1 << 20);
-        ok(d.sym::<AllocFlags>("cuMemHostAlloc")?(&mut p, 64 << 10, 0), "cuMemHostAlloc")?;
+        check(d.sym::<AllocFlags>("cuMemHostAlloc")?(&mut p, 64 << 10, 0), "cuMemHostAlloc")?;
         t.allocated_as("host", 0, 64 << 10);
         // Its device address: reported, charges nothing more.
         let mut device_ptr = 0u64;
         let f: unsafe extern "C" fn(*mut u64, u64, c_uint) -> R = d.sym("cuMemHostGetDevicePointer_v2")?;
-        ok(f(&mut device_ptr, p, 0), "cuMemHostGetDevicePointer_v2")?;
+        check(f(&mut device_ptr, p, 0), "cuMemHostGetDevicePointer_v2")?;
         h.registered = vec![0u8; 128 << 10];
         let f: unsafe extern "C" fn(*const u8, usize, c_uint) -> R = d.sym("cuMemHostRegister_v2")?;
-        ok(f(h.registered.as_ptr(), h.registered.len(), 0), "cuMemHostRegister_v2")?;
+        check(f(h.registered.as_ptr(), h.registered.len(), 0), "cuMemHostRegister_v2")?;
         t.allocated_as("host", 0, h.registered.len() as u64);
     }
     Ok(())
@@ -172,17 +158,17 @@ unsafe fn arrays(d: &Driver, t: &Truth, h: &mut Held) -> anyhow::Result<()> {
     unsafe {
         let f: unsafe extern "C" fn(*mut u64, *const ArrayDesc) -> R = d.sym("cuArrayCreate_v2")?;
         let desc = ArrayDesc { width: 256, height: 256, format: FLOAT, channels: 4 };
-        ok(f(&mut p, &desc), "cuArrayCreate_v2")?;
+        check(f(&mut p, &desc), "cuArrayCreate_v2")?;
         h.array2d = p;
         t.allocated_as("array", 0, 256 * 256 * 16);
         let f: unsafe extern "C" fn(*mut u64, *const Array3DDesc) -> R = d.sym("cuArray3DCreate_v2")?;
         let desc = Array3DDesc { width: 64, height: 64, depth: 16, format: UINT8, channels: 2, flags: 0 };
-        ok(f(&mut p, &desc), "cuArray3DCreate_v2")?;
+        check(f(&mut p, &desc), "cuArray3DCreate_v2")?;
         t.allocated_as("array", 0, 64 * 64 * 16 * 2);
         let f: unsafe extern "C" fn(*mut u64, *const Array3DDesc, c_uint) -> R =
             d.sym("cuMipmappedArrayCreate")?;
         let desc = Array3DDesc { width: 8, height: 8, depth: 0, format: UINT8, channels: 1, flags: 0 };
-        ok(f(&mut p, &desc, 4), "cuMipmappedArrayCreate")?;
+        check(f(&mut p, &desc, 4), "cuMipmappedArrayCreate")?;
         h.mipmap = p;
         t.allocated_as("array", 0, 64 + 16 + 4 + 1);
     }
@@ -192,29 +178,24 @@ unsafe fn arrays(d: &Driver, t: &Truth, h: &mut Held) -> anyhow::Result<()> {
 /// VMM: 2 MiB on device 1, mapped, released while mapped (stays charged
 /// until unmapped); 4 MiB on device 0 released unmapped.
 unsafe fn vmm(d: &Driver, t: &Truth, h: &mut Held) -> anyhow::Result<()> {
-    let on = |device| AllocProp {
-        alloc_type: PINNED,
-        location_type: LOCATION_DEVICE,
-        location_id: device,
-        ..Default::default()
-    };
+    let on = |device| pools::PoolProps::new(pools::PINNED, pools::DEVICE, device);
     // SAFETY: see `run`.
     unsafe {
-        let create: unsafe extern "C" fn(*mut u64, usize, *const AllocProp, u64) -> R =
+        let create: unsafe extern "C" fn(*mut u64, usize, *const pools::PoolProps, u64) -> R =
             d.sym("cuMemCreate")?;
         let release: Handle1 = d.sym("cuMemRelease")?;
-        ok(create(&mut h.mapped, 2 << 20, &on(1), 0), "cuMemCreate")?;
+        check(create(&mut h.mapped, 2 << 20, &on(1), 0), "cuMemCreate")?;
         t.allocated_as("vmm", 1, 2 << 20);
         let reserve: unsafe extern "C" fn(*mut u64, usize, usize, u64, u64) -> R =
             d.sym("cuMemAddressReserve")?;
-        ok(reserve(&mut h.va, 2 << 20, 0, 0, 0), "cuMemAddressReserve")?;
+        check(reserve(&mut h.va, 2 << 20, 0, 0, 0), "cuMemAddressReserve")?;
         let map: unsafe extern "C" fn(u64, usize, usize, u64, u64) -> R = d.sym("cuMemMap")?;
-        ok(map(h.va, 2 << 20, 0, h.mapped, 0), "cuMemMap")?;
-        ok(release(h.mapped), "cuMemRelease (mapped)")?;
+        check(map(h.va, 2 << 20, 0, h.mapped, 0), "cuMemMap")?;
+        check(release(h.mapped), "cuMemRelease (mapped)")?;
         let mut h2 = 0u64;
-        ok(create(&mut h2, 4 << 20, &on(0), 0), "cuMemCreate")?;
+        check(create(&mut h2, 4 << 20, &on(0), 0), "cuMemCreate")?;
         t.allocated_as("vmm", 0, 4 << 20);
-        ok(release(h2), "cuMemRelease")?;
+        check(release(h2), "cuMemRelease")?;
         t.freed_as("vmm", 0, 4 << 20);
     }
     Ok(())
@@ -228,8 +209,8 @@ unsafe fn second_device(d: &Driver, t: &Truth, ctx0: usize, h: &mut Held) -> any
     unsafe {
         let f: unsafe extern "C" fn(*mut *mut c_void, *mut c_void, c_uint, c_int) -> R =
             d.sym("cuCtxCreate_v4")?;
-        ok(f(&mut ctx1, null, 0, 1), "cuCtxCreate_v4")?;
-        ok(d.sym::<Alloc>("cuMemAlloc_v2")?(&mut h.on_dev1, 1 << 20), "cuMemAlloc_v2 on device 1")?;
+        check(f(&mut ctx1, null, 0, 1), "cuCtxCreate_v4")?;
+        check(d.sym::<Alloc>("cuMemAlloc_v2")?(&mut h.on_dev1, 1 << 20), "cuMemAlloc_v2 on device 1")?;
     }
     h.ctx1 = ctx1 as usize;
     t.allocated_as("device", 1, 1 << 20);
@@ -243,16 +224,16 @@ unsafe fn imports(d: &Driver, h: &Held) -> anyhow::Result<()> {
     // SAFETY: see `run`.
     unsafe {
         let f: unsafe extern "C" fn(*mut IpcHandle, u64) -> R = d.sym("cuIpcGetMemHandle")?;
-        ok(f(&mut ipc, h.plain), "cuIpcGetMemHandle")?;
+        check(f(&mut ipc, h.plain), "cuIpcGetMemHandle")?;
         let f: unsafe extern "C" fn(*mut u64, IpcHandle, c_uint) -> R = d.sym("cuIpcOpenMemHandle_v2")?;
-        ok(f(&mut p, ipc, 1), "cuIpcOpenMemHandle_v2")?;
+        check(f(&mut p, ipc, 1), "cuIpcOpenMemHandle_v2")?;
         let mut shareable = 0u64;
         let f: unsafe extern "C" fn(*mut u64, u64, u32, u64) -> R = d.sym("cuMemExportToShareableHandle")?;
-        ok(f(&mut shareable, h.mapped, 1, 0), "cuMemExportToShareableHandle")?;
+        check(f(&mut shareable, h.mapped, 1, 0), "cuMemExportToShareableHandle")?;
         let f: unsafe extern "C" fn(*mut u64, *mut c_void, u32) -> R =
             d.sym("cuMemImportFromShareableHandle")?;
         let mut imported = 0u64;
-        ok(f(&mut imported, shareable as *mut c_void, 1), "cuMemImportFromShareableHandle")?;
+        check(f(&mut imported, shareable as *mut c_void, 1), "cuMemImportFromShareableHandle")?;
     }
     Ok(())
 }
@@ -263,29 +244,29 @@ unsafe fn free(d: &Driver, t: &Truth, h: &Held) -> anyhow::Result<()> {
     // SAFETY: see `run`.
     unsafe {
         let free: Handle1 = d.sym("cuMemFree_v2")?;
-        ok(free(h.plain), "cuMemFree_v2")?;
+        check(free(h.plain), "cuMemFree_v2")?;
         t.freed_as("device", 0, 1 << 20);
-        ok(free(h.on_dev1), "cuMemFree_v2 (device 1)")?;
+        check(free(h.on_dev1), "cuMemFree_v2 (device 1)")?;
         t.freed_as("device", 1, 1 << 20);
-        ok(d.sym::<FreeStream>("cuMemFreeAsync")?(h.pitched, null), "cuMemFreeAsync")?;
+        check(d.sym::<FreeStream>("cuMemFreeAsync")?(h.pitched, null), "cuMemFreeAsync")?;
         t.freed_as("device", 0, h.pitch as u64 * 10);
-        ok(d.sym::<FreeStream>("cuMemFreeAsync_ptsz")?(h.async_ptsz, null), "cuMemFreeAsync_ptsz")?;
+        check(d.sym::<FreeStream>("cuMemFreeAsync_ptsz")?(h.async_ptsz, null), "cuMemFreeAsync_ptsz")?;
         t.freed_as("device", 0, 1 << 20);
-        ok(d.sym::<Handle1>("cuMemFreeHost")?(h.host), "cuMemFreeHost")?;
+        check(d.sym::<Handle1>("cuMemFreeHost")?(h.host), "cuMemFreeHost")?;
         t.freed_as("host", 0, 1 << 20);
-        ok(d.sym::<Handle1>("cuMemHostUnregister")?(h.registered.as_ptr() as u64), "cuMemHostUnregister")?;
+        check(d.sym::<Handle1>("cuMemHostUnregister")?(h.registered.as_ptr() as u64), "cuMemHostUnregister")?;
         t.freed_as("host", 0, h.registered.len() as u64);
-        ok(d.sym::<Handle1>("cuArrayDestroy")?(h.array2d), "cuArrayDestroy")?;
+        check(d.sym::<Handle1>("cuArrayDestroy")?(h.array2d), "cuArrayDestroy")?;
         t.freed_as("array", 0, 256 * 256 * 16);
-        ok(d.sym::<Handle1>("cuMipmappedArrayDestroy")?(h.mipmap), "cuMipmappedArrayDestroy")?;
+        check(d.sym::<Handle1>("cuMipmappedArrayDestroy")?(h.mipmap), "cuMipmappedArrayDestroy")?;
         t.freed_as("array", 0, 64 + 16 + 4 + 1);
         let unmap: unsafe extern "C" fn(u64, usize) -> R = d.sym("cuMemUnmap")?;
-        ok(unmap(h.va, 2 << 20), "cuMemUnmap")?;
+        check(unmap(h.va, 2 << 20), "cuMemUnmap")?;
         t.freed_as("vmm", 1, 2 << 20); // the last unmap of a released handle
         let f: unsafe extern "C" fn(u64, usize) -> R = d.sym("cuMemPoolTrimTo")?;
-        ok(f(h.pool, 0), "cuMemPoolTrimTo")?;
+        check(f(h.pool, 0), "cuMemPoolTrimTo")?;
         let f: unsafe extern "C" fn(*mut c_void) -> R = d.sym("cuCtxDestroy_v2")?;
-        ok(f(h.ctx1 as *mut c_void), "cuCtxDestroy_v2")?;
+        check(f(h.ctx1 as *mut c_void), "cuCtxDestroy_v2")?;
     }
     Ok(())
 }

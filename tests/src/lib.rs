@@ -12,5 +12,6 @@ pub mod families;
 pub mod harness;
 pub mod mixed;
 pub mod no_device;
+pub mod pools;
 pub mod threads;
 pub mod truth;

@@ -6,11 +6,12 @@
 //! Entry shapes served here:
 //! - `alloc_entry`: `(T **out, size_t bytes, ...)`: `cuMemAlloc_v2`,
 //!   `cuMemAllocManaged`, `cuMemAllocAsync[_ptsz]`,
-//!   `cuMemAllocFromPoolAsync[_ptsz]`, `cuMemAllocHost_v2`, `cuMemHostAlloc`;
+//!   `cuMemAllocHost_v2`, `cuMemHostAlloc`;
 //! - `pitch_entry`: `cuMemAllocPitch_v2`, charged pitch x rows as returned;
 //! - `host_register_entry`: `cuMemHostRegister_v2(void *p, size_t bytes, ..)`.
 //!
-//! `vmm.rs` and `array.rs` add entries for `cuMemCreate` and the arrays.
+//! `vmm.rs`, `array.rs` and `pool.rs` add entries for `cuMemCreate`, the
+//! arrays and allocations from pools.
 use aya_ebpf::{
     helpers::{bpf_get_current_cgroup_id, bpf_get_current_pid_tgid, bpf_probe_read_user},
     programs::{ProbeContext, RetProbeContext},
@@ -150,7 +151,11 @@ fn alloc_return_run(ctx: RetProbeContext) -> u32 {
     }
     // Commit the reservation at the size the driver charged.
     limit_usage::adjust(call.limit_slots, change.size.wrapping_sub(call.size));
-    record_alloc(api, who, change, ns::for_kind(call.kind), call.limit_slots);
+    // The namespace is the API's (its free looks there), whatever the kind
+    // charged: a host pool's pointers are freed by cuMemFreeAsync, a host
+    // location's VMM handle by cuMemRelease.
+    let namespace = ns::for_kind(gpumem_common::cookie::kind(cookie(&ctx)));
+    record_alloc(api, who, change, namespace, call.limit_slots);
     0
 }
 

@@ -1,6 +1,6 @@
 //! Process exit and exec: the process's driver state is gone, so
-//! everything it still holds is uncharged from each cgroup it charged, and
-//! a record tells the agent to forget it.
+//! everything it still holds is uncharged from each cgroup it charged, its
+//! pools are forgotten (pool.rs), and a record tells the agent to forget it.
 //!
 //! Exit: when the thread-group leader exits. (A leader that leaves with
 //! `pthread_exit` while other threads run on is taken for the process
@@ -24,7 +24,7 @@ use crate::{
         bounded,
         records::{emit, Subject},
     },
-    maps::{CALLERS, CGROUP_USAGE, LEADER_GONE, PENDING, PROC_USAGE},
+    maps::{CALLERS, CGROUP_USAGE, LEADER_GONE, PENDING, PROC_POOLS, PROC_USAGE},
 };
 
 /// How long after its leader a thread of a killed group may still exit.
@@ -44,6 +44,7 @@ pub fn process_exit(_ctx: RawTracePointContext) -> i32 {
     let leader = tgid == pid_tgid as u32;
     if leader {
         let _ = LEADER_GONE.insert(tgid, now, 0);
+        let _ = PROC_POOLS.remove(tgid);
     }
     // A later thread: only the killed group's own threads, which exit right
     // after their leader, not a later process that reused the pid.
@@ -67,6 +68,7 @@ pub fn process_exec(_ctx: RawTracePointContext) -> i32 {
     let pid_tgid = bpf_get_current_pid_tgid();
     // The tgid lives on in the new image (a reused pid too).
     let _ = LEADER_GONE.remove((pid_tgid >> 32) as u32);
+    let _ = PROC_POOLS.remove((pid_tgid >> 32) as u32);
     // SAFETY: plain helper call.
     let cgroup_id = unsafe { bpf_get_current_cgroup_id() };
     release(pid_tgid, event_type::EXEC, cgroup_id);

@@ -3,6 +3,7 @@
 //!
 //! - `alloc`: allocation entries and the return every allocation shares;
 //! - `array`, `vmm`: the array and virtual-memory entries;
+//! - `pool`: memory pools' places, and allocations from them;
 //! - `free`: frees (and what `vmm`'s release shares with them);
 //! - `context`: contexts, hence the device of each thread's allocations;
 //! - `report`: calls reported, never charged;
@@ -14,5 +15,6 @@ pub mod context;
 pub mod exit;
 pub mod floor;
 pub mod free;
+pub mod pool;
 pub mod report;
 pub mod vmm;

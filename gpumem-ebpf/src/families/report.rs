@@ -1,12 +1,13 @@
 //! Calls reported but never charged: context lifecycle, pool trims and
 //! destruction, imports of memory another process allocated (charged to
 //! the exporter, never to the importer). Each sends a `call` record at a
-//! successful return; the agent names it from the API.
+//! successful return; the agent names it from the API. A destroyed pool is
+//! forgotten (pool.rs).
 use aya_ebpf::{
     helpers::{bpf_get_current_cgroup_id, bpf_get_current_pid_tgid, bpf_probe_read_user},
     programs::{ProbeContext, RetProbeContext},
 };
-use gpumem_common::{event_type, Change, ReportCall, CUDA_SUCCESS};
+use gpumem_common::{event_type, id, Change, ReportCall, CUDA_SUCCESS};
 
 use crate::{
     account::{pending, usage},
@@ -67,6 +68,9 @@ fn call_return_run(ctx: RetProbeContext) -> u32 {
     } else {
         call.handle
     };
+    if api == id::MEM_POOL_DESTROY {
+        crate::families::pool::forget((bpf_get_current_pid_tgid() >> 32) as u32, handle);
+    }
     report(api, gpumem_common::cookie::kind(c), handle, call.size, current_device());
     0
 }

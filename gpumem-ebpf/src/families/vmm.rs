@@ -13,7 +13,11 @@ use aya_ebpf::{
     helpers::{bpf_get_current_pid_tgid, bpf_probe_read_user},
     programs::{ProbeContext, RetProbeContext},
 };
-use gpumem_common::{kind, ns, stat, Change, LiveKey, MappingCall, CUDA_SUCCESS};
+use gpumem_common::{
+    kind, ns,
+    pool::{location, PropsHead},
+    stat, Change, LiveKey, MappingCall, CUDA_SUCCESS,
+};
 
 use crate::{
     account::pending,
@@ -24,20 +28,6 @@ use crate::{
     },
     maps::{LIVE, VMM_MAPPINGS},
 };
-
-/// `CU_MEM_LOCATION_TYPE_DEVICE`.
-const LOCATION_DEVICE: u32 = 1;
-
-/// `CUmemAllocationProp` up to its location: type, requested handle
-/// types, location type, location id.
-#[repr(C)]
-#[derive(Clone, Copy)]
-struct PropHead {
-    alloc_type: u32,
-    handle_types: u32,
-    location_type: u32,
-    location_id: i32,
-}
 
 on_task_stack!(
     /// `cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
@@ -53,8 +43,8 @@ fn vmm_create_entry_run(ctx: ProbeContext) -> u32 {
     call.size = ctx.arg::<u64>(1).unwrap_or(0);
     let prop = ctx.arg::<u64>(2).unwrap_or(0);
     // SAFETY: reads the caller's struct through the helper.
-    match unsafe { bpf_probe_read_user(prop as *const PropHead) } {
-        Ok(head) if head.location_type == LOCATION_DEVICE => call.device = head.location_id as u32,
+    match unsafe { bpf_probe_read_user(prop as *const PropsHead) } {
+        Ok(head) if head.location.kind == location::DEVICE => call.device = head.location.id as u32,
         Ok(_) => call.kind = kind::HOST,
         Err(_) => count(stat::OUT_PTR_UNREADABLE),
     }

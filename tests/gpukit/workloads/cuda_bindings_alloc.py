@@ -5,7 +5,10 @@ driver refuses is reported (a note) and left out of the truth.
 cuMemAlloc_v2, cuMemAllocPitch_v2 (charged pitch x height),
 cuMemAllocAsync (default stream), cuMemAllocHost_v2 and cuMemHostAlloc
 (host), cuMemAllocManaged (managed), cuMemCreate (VMM, at the device's
-granularity) mapped and given access.
+granularity) mapped and given access, and cuMemAllocFromPoolAsync from
+pools at each location: the device's current pool, a host pool made by
+cuMemPoolCreate, the host's current pool (cuMemGetMemPool, CUDA 13) and a
+managed pool (CUDA 13): each charged as its pool's location.
 """
 from cuda.bindings import driver as cu
 
@@ -38,6 +41,38 @@ def vmm(dev, want):
         check(cu.cuMemAddressFree(va, size))
 
     return size, free
+
+
+def pool_props(alloc_type, location_type, location_id):
+    props = cu.CUmemPoolProps()
+    props.allocType = alloc_type
+    props.location.type = location_type
+    props.location.id = location_id
+    return props
+
+
+def pools(dev):
+    """Pool makers by name: each returns (pool, destroy or None)."""
+    T, L = cu.CUmemAllocationType, cu.CUmemLocationType
+    host = (L.CU_MEM_LOCATION_TYPE_HOST, -1)
+
+    def created(alloc_type, where):
+        pool = check(cu.cuMemPoolCreate(pool_props(alloc_type, *where)))
+        return pool, lambda: check(cu.cuMemPoolDestroy(pool))
+
+    def host_current():
+        location = cu.CUmemLocation()
+        location.type, location.id = host
+        return check(cu.cuMemGetMemPool(location, T.CU_MEM_ALLOCATION_TYPE_PINNED)), None
+
+    return {
+        "device": lambda: (check(cu.cuDeviceGetMemPool(dev)), None),
+        "host": lambda: created(T.CU_MEM_ALLOCATION_TYPE_PINNED, host),
+        "host current": host_current,
+        "managed": lambda: created(
+            T.CU_MEM_ALLOCATION_TYPE_MANAGED, (L.CU_MEM_LOCATION_TYPE_DEVICE, int(dev))
+        ),
+    }
 
 
 def synchronize():
@@ -88,6 +123,17 @@ def main():
         p = check(cu.cuMemAllocManaged(n, 1))
         return n, lambda: check(cu.cuMemFree(p))
 
+    destroys = []
+
+    def from_pool(make, n):
+        pool, destroy = make()
+        if destroy:
+            destroys.append(destroy)
+        p = check(cu.cuMemAllocFromPoolAsync(n, pool, 0))
+        return n, lambda: check(cu.cuMemFreeAsync(p, 0))
+
+    makers = pools(dev)
+
     family("cuMemAlloc", "device", lambda: plain(5 * MiB + 3))
     family("cuMemAllocPitch", "device", lambda: pitch(1000, 77))
     family("cuMemAllocAsync", "device", lambda: stream_ordered(6 * MiB))
@@ -95,12 +141,18 @@ def main():
     family("cuMemAllocHost", "host", lambda: host(2 * MiB + 1))
     family("cuMemHostAlloc", "host", lambda: host_alloc(3 * MiB, 2))
     family("cuMemAllocManaged", "managed", lambda: managed(4 * MiB))
+    family("device pool", "device", lambda: from_pool(makers["device"], 1 * MiB))
+    family("host pool", "host", lambda: from_pool(makers["host"], 2 * MiB))
+    family("host current pool", "host", lambda: from_pool(makers["host current"], 1 * MiB + 5))
+    family("managed pool", "managed", lambda: from_pool(makers["managed"], 2 * MiB))
     synchronize()
     checkpoint("allocated", {"device_bytes": truth["device"]}, "device_bytes", dict(truth))
     for kind, size, free in frees:
         free()
         truth[kind] -= size
     synchronize()
+    for destroy in destroys:
+        destroy()
     checkpoint("freed", {"device_bytes": truth["device"]}, "device_bytes", dict(truth))
 
 

@@ -93,6 +93,9 @@ exports! {
     cuDevicePrimaryCtxRelease_v2 => crate::context::cuDevicePrimaryCtxRelease_v2;
     cuDevicePrimaryCtxRetain => crate::context::cuDevicePrimaryCtxRetain;
     cuDeviceTotalMem_v2 => crate::device::cuDeviceTotalMem_v2;
+    cuDeviceGetDefaultMemPool => crate::pool::cuDeviceGetDefaultMemPool;
+    cuDeviceGetMemPool => crate::pool::cuDeviceGetMemPool;
+    cuDeviceSetMemPool => crate::pool::cuDeviceSetMemPool;
     cuDriverGetVersion => crate::device::cuDriverGetVersion;
     cuGetProcAddress_v2 => crate::procaddr::cuGetProcAddress_v2;
     cuInit => crate::device::cuInit;
@@ -123,9 +126,11 @@ exports! {
     cuMemHostUnregister => crate::host::cuMemHostUnregister;
     cuMemImportFromShareableHandle => crate::vmm::cuMemImportFromShareableHandle;
     cuMemMap => crate::vmm::cuMemMap;
-    cuMemPoolCreate => crate::stream::cuMemPoolCreate;
-    cuMemPoolDestroy => crate::stream::cuMemPoolDestroy;
-    cuMemPoolTrimTo => crate::stream::cuMemPoolTrimTo;
+    cuMemPoolCreate => crate::pool::cuMemPoolCreate;
+    cuMemPoolDestroy => crate::pool::cuMemPoolDestroy;
+    cuMemPoolTrimTo => crate::pool::cuMemPoolTrimTo;
+    cuMemGetMemPool => crate::pool::cuMemGetMemPool;
+    cuMemGetDefaultMemPool => crate::pool::cuMemGetDefaultMemPool;
     cuMemRelease => crate::vmm::cuMemRelease;
     cuMemSetAccess => crate::vmm::cuMemSetAccess;
     cuMemUnmap => crate::vmm::cuMemUnmap;

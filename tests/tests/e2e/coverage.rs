@@ -56,23 +56,7 @@ fn every_family_is_accounted_exactly_by_kind_and_device() {
     let lines = check(&agent, &cg, &freed);
     let unmap_free = lines.events(pid, RecordEvent::Free).into_iter().find(|l| l.caller.api == "cuMemUnmap");
     assert_eq!(unmap_free.expect("the last unmap of a released handle frees it").size, 2 << 20);
-    let seen: BTreeSet<&str> =
-        [RecordEvent::Alloc, RecordEvent::Free, RecordEvent::Pool, RecordEvent::Context]
-            .into_iter()
-            .flat_map(|e| lines.events(pid, e))
-            .map(|l: &EventLine| l.caller.api.as_ref())
-            .collect();
-    // Every row that charges or uncharges was exercised (the context
-    // setters produce no records of their own).
-    for p in probes() {
-        let silent = matches!(p.api.shape, Shape::CtxSet | Shape::CtxPop | Shape::VmmMap | Shape::CallOut)
-            || matches!(p.symbol(), "cuCtxCreate" | "cuCtxCreate_v2" | "cuCtxCreate_v3")
-            || p.symbol().starts_with("cuDevicePrimaryCtxRelease")
-            || p.symbol() == "cuMemPoolDestroy";
-        if !silent {
-            assert!(seen.contains(p.symbol()), "no record for {} ({:?})", p.symbol(), p.api.shape);
-        }
-    }
+    every_charging_row_was_seen(&lines, pid);
     w.resume();
     w.finish();
     let lines = agent.wait_for("the exit record", |l| l.count(pid, RecordEvent::Exit) == 1);
@@ -80,4 +64,34 @@ fn every_family_is_accounted_exactly_by_kind_and_device() {
     let s = agent.status();
     assert_process_holds(&s, pid, 0);
     assert_cgroup_holds(&s, &cg, 0);
+}
+
+/// Every row of the probe table that charges or uncharges sent a record
+/// for `pid` (the context setters and the pool lookups send none).
+fn every_charging_row_was_seen(lines: &[Line], pid: u32) {
+    let seen: BTreeSet<&str> =
+        [RecordEvent::Alloc, RecordEvent::Free, RecordEvent::Pool, RecordEvent::Context]
+            .into_iter()
+            .flat_map(|e| lines.events(pid, e))
+            .map(|l: &EventLine| l.caller.api.as_ref())
+            .collect();
+    for p in probes() {
+        // Learning a pool's place sends nothing: its allocations' kinds and
+        // devices (the split at each checkpoint) show it.
+        let silent = matches!(
+            p.api.shape,
+            Shape::CtxSet
+                | Shape::CtxPop
+                | Shape::VmmMap
+                | Shape::CallOut
+                | Shape::PoolCreate
+                | Shape::PoolOfLocation
+                | Shape::PoolOfDevice
+        ) || matches!(p.symbol(), "cuCtxCreate" | "cuCtxCreate_v2" | "cuCtxCreate_v3")
+            || p.symbol().starts_with("cuDevicePrimaryCtxRelease")
+            || p.symbol() == "cuMemPoolDestroy";
+        if !silent {
+            assert!(seen.contains(p.symbol()), "no record for {} ({:?})", p.symbol(), p.api.shape);
+        }
+    }
 }
