@@ -31,6 +31,9 @@ pub enum Shape {
     VmmMap,
     /// `cuMemUnmap(va, size)`: counts a mapping gone.
     VmmUnmap,
+    /// `cuMemRetainAllocationHandle(*handle, addr)`: one more reference to
+    /// the handle, which needs a `cuMemRelease` of its own.
+    VmmRetain,
     /// Array creation, sized from `CUDA_ARRAY_DESCRIPTOR`.
     Array,
     /// Sized from `CUDA_ARRAY3D_DESCRIPTOR`.
@@ -83,6 +86,7 @@ impl Shape {
             Shape::VmmRelease => (VmmReleaseEntry, VmmReleaseReturn),
             Shape::VmmMap => (VmmMapEntry, VmmMapReturn),
             Shape::VmmUnmap => (VmmUnmapEntry, VmmUnmapReturn),
+            Shape::VmmRetain => (CallOutEntry, VmmRetainReturn),
             Shape::Array => (ArrayEntry, AllocReturn),
             Shape::Array3D => (Array3dEntry, AllocReturn),
             Shape::Mipmap => (MipmapEntry, AllocReturn),
@@ -236,6 +240,7 @@ cuda_apis! {
     22 MEM_RELEASE                      "cuMemRelease"                    Vmm      VmmRelease    VMM      Optional;
     23 MEM_MAP                          "cuMemMap"                        Vmm      VmmMap        VMM      Optional;
     24 MEM_UNMAP                        "cuMemUnmap"                      Vmm      VmmUnmap      VMM      Optional;
+    47 MEM_RETAIN_ALLOCATION_HANDLE     "cuMemRetainAllocationHandle"     Vmm      VmmRetain     VMM      Optional;
     // Pinned host memory.
     26 MEM_ALLOC_HOST_V2                "cuMemAllocHost_v2"               Host     Alloc         HOST     Optional;
     27 MEM_HOST_ALLOC                   "cuMemHostAlloc"                  Host     Alloc         HOST     Optional;
@@ -328,7 +333,7 @@ mod tests {
         assert_eq!(id::name(id::MEM_ALLOC_V2), "cuMemAlloc_v2");
         assert_eq!(id::name(id::CTX_CREATE_V4), "cuCtxCreate_v4");
         assert_eq!(id::name(9999), "unknown");
-        assert_eq!(id::MAX, 46);
+        assert_eq!(id::MAX, 47);
         assert_eq!(id::call_name(id::MEM_POOL_TRIM_TO), "pool");
         assert_eq!(id::call_name(id::CTX_DESTROY_V2), "context");
         assert_eq!(id::call_name(id::IPC_OPEN_MEM_HANDLE_V2), "import");

@@ -114,10 +114,13 @@ pub struct LiveAlloc {
     /// Index into the owner's [`ProcUsage`] cgroup slots, or [`NO_SLOT`].
     pub cgroup_slot: u32,
     pub api: u32,
-    /// VMM handles: 1 once `cuMemRelease` succeeded while still mapped; the
-    /// charge goes at the last unmap, as the driver frees it then.
+    /// VMM handles: 1 once `cuMemRelease` released the last reference
+    /// while still mapped; the charge goes at the last unmap, as the driver
+    /// frees it then.
     pub released: u32,
-    pub _pad: u32,
+    /// VMM handles: references `cuMemRetainAllocationHandle` added, each
+    /// given back by a `cuMemRelease` of its own before the last one.
+    pub retained: u32,
     /// The owner's [`ProcUsage::generation`] when allocated. An entry of an
     /// older generation belongs to an image that exited or exec'd, whose
     /// charges are already gone: it is dropped, never uncharged.

@@ -55,6 +55,7 @@ programs! {
     VmmMapReturn        "vmm_map_return";
     VmmUnmapEntry       "vmm_unmap_entry";
     VmmUnmapReturn      "vmm_unmap_return";
+    VmmRetainReturn     "vmm_retain_return";
     PoolAllocEntry      "pool_alloc_entry";
     PoolCreateEntry     "pool_create_entry";
     PoolOfLocationEntry "pool_of_location_entry";

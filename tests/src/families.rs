@@ -61,6 +61,8 @@ struct Held {
     /// The VMM handle released while mapped, and where it is mapped.
     mapped: u64,
     va: u64,
+    /// A reference `cuMemRetainAllocationHandle` added, released last.
+    retained: u64,
     ctx1: usize,
     on_dev1: u64,
 }
@@ -176,7 +178,9 @@ unsafe fn arrays(d: &Driver, t: &Truth, h: &mut Held) -> anyhow::Result<()> {
 }
 
 /// VMM: 2 MiB on device 1, mapped, released while mapped (stays charged
-/// until unmapped); 4 MiB on device 0 released unmapped.
+/// until unmapped); 4 MiB on device 0 released unmapped; 2 MiB on device 0
+/// retained through its mapping, released and unmapped (the retained
+/// reference holds it).
 unsafe fn vmm(d: &Driver, t: &Truth, h: &mut Held) -> anyhow::Result<()> {
     let on = |device| pools::PoolProps::new(pools::PINNED, pools::DEVICE, device);
     // SAFETY: see `run`.
@@ -197,6 +201,18 @@ unsafe fn vmm(d: &Driver, t: &Truth, h: &mut Held) -> anyhow::Result<()> {
         t.allocated_as("vmm", 0, 4 << 20);
         check(release(h2), "cuMemRelease")?;
         t.freed_as("vmm", 0, 4 << 20);
+        // Mapped, retained, released and unmapped: the retained reference
+        // still holds the memory (until `free` releases it).
+        let (mut h3, mut va3) = (0u64, 0u64);
+        check(create(&mut h3, 2 << 20, &on(0), 0), "cuMemCreate")?;
+        t.allocated_as("vmm", 0, 2 << 20);
+        check(reserve(&mut va3, 2 << 20, 0, 0, 0), "cuMemAddressReserve")?;
+        check(map(va3, 2 << 20, 0, h3, 0), "cuMemMap")?;
+        let retain: unsafe extern "C" fn(*mut u64, u64) -> R = d.sym("cuMemRetainAllocationHandle")?;
+        check(retain(&mut h.retained, va3), "cuMemRetainAllocationHandle")?;
+        check(release(h3), "cuMemRelease (retained)")?;
+        let unmap: unsafe extern "C" fn(u64, usize) -> R = d.sym("cuMemUnmap")?;
+        check(unmap(va3, 2 << 20), "cuMemUnmap (retained)")?;
     }
     Ok(())
 }
@@ -263,6 +279,8 @@ unsafe fn free(d: &Driver, t: &Truth, h: &Held) -> anyhow::Result<()> {
         let unmap: unsafe extern "C" fn(u64, usize) -> R = d.sym("cuMemUnmap")?;
         check(unmap(h.va, 2 << 20), "cuMemUnmap")?;
         t.freed_as("vmm", 1, 2 << 20); // the last unmap of a released handle
+        check(d.sym::<Handle1>("cuMemRelease")?(h.retained), "cuMemRelease (the retained reference)")?;
+        t.freed_as("vmm", 0, 2 << 20);
         let f: unsafe extern "C" fn(u64, usize) -> R = d.sym("cuMemPoolTrimTo")?;
         check(f(h.pool, 0), "cuMemPoolTrimTo")?;
         let f: unsafe extern "C" fn(*mut c_void) -> R = d.sym("cuCtxDestroy_v2")?;

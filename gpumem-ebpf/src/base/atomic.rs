@@ -56,6 +56,16 @@ pub unsafe fn add_nofetch(p: *mut u64, v: u64) {
     unsafe { atomic_xadd::<u64, u64, { AtomicOrdering::Relaxed }>(p, v) };
 }
 
+/// [`add_nofetch`] on a u32 (the BPF 32-bit atomic add).
+///
+/// # Safety
+/// `p` must point to a valid, 4-byte aligned u32 (in a map value).
+#[inline(always)]
+pub unsafe fn add_nofetch_u32(p: *mut u32, v: u32) {
+    // SAFETY: the caller's promise about `p`.
+    unsafe { atomic_xadd::<u32, u32, { AtomicOrdering::Relaxed }>(p, v) };
+}
+
 /// Stores `v` and returns the value it replaced, in one atomic step (the
 /// BPF `xchg`, which always fetches).
 ///

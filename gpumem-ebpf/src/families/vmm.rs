@@ -7,8 +7,14 @@
 //! otherwise at the last `cuMemUnmap` of it. `cuMemMap`/`cuMemUnmap` only
 //! count mappings; address reservations are not probed (no memory).
 //!
-//! Limitation: `cuMemUnmap` is matched by its start address, so one unmap
-//! spanning several mappings counts as the first one only.
+//! `cuMemRetainAllocationHandle` adds a reference to a handle (NCCL and
+//! cuda.core free through one): each needs its own `cuMemRelease`, and the
+//! memory goes at the last release after the last unmap.
+//!
+//! Limitations: `cuMemUnmap` is matched by its start address, so one unmap
+//! spanning several mappings counts as the first one only; a retain that
+//! returns while another thread's release of the same handle is between
+//! its entry and return is not counted.
 use aya_ebpf::{
     helpers::{bpf_get_current_pid_tgid, bpf_probe_read_user},
     programs::{ProbeContext, RetProbeContext},
@@ -21,7 +27,12 @@ use gpumem_common::{
 
 use crate::{
     account::pending,
-    base::{atomic::fetch_add, cookie, counters::count, task_stack::on_task_stack},
+    base::{
+        atomic::{add_nofetch_u32, fetch_add},
+        cookie,
+        counters::count,
+        task_stack::on_task_stack,
+    },
     families::{
         alloc::{admit_and_remember, start},
         free::{live_key, record_free, record_untracked_free, take_live},
@@ -75,6 +86,14 @@ fn vmm_release_return_run(ctx: RetProbeContext) -> u32 {
     let mut call = unsafe { p.call.free };
     let result = ctx.ret::<u64>() as u32;
     let key = live_key(ns::VMM_HANDLE, call.addr);
+    if result == CUDA_SUCCESS && call.found == 1 && call.live.retained != 0 {
+        // A retained reference given back: the memory has others.
+        call.live.retained -= 1;
+        if LIVE.insert(key, call.live, 0).is_err() {
+            count(stat::MAP_FULL);
+        }
+        return 0;
+    }
     if result != CUDA_SUCCESS || (call.found == 1 && call.live.maps != 0) {
         // Kept by the driver (failed), or still mapped: stays charged,
         // marked released so that the last unmap uncharges it.
@@ -178,6 +197,35 @@ fn vmm_unmap_return_run(ctx: RetProbeContext) -> u32 {
         let _ = LIVE.remove(key);
         let change = Change { addr: handle, result, ..Change::default() };
         record_free(api, tgid, change, &gone);
+    }
+    0
+}
+
+on_task_stack!(
+    /// `cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *handle,
+    /// void *addr)` returns here from `call_out_entry`: the handle (the
+    /// one mapped at `addr`, its value unchanged) has one more reference.
+    uretprobe vmm_retain_return = VmmRetainReturn => vmm_retain_return_run
+);
+
+#[inline(always)]
+fn vmm_retain_return_run(ctx: RetProbeContext) -> u32 {
+    let Some(p) = pending::take(cookie::api(&ctx)) else { return 0 };
+    if ctx.ret::<u64>() as u32 != CUDA_SUCCESS {
+        return 0;
+    }
+    // SAFETY: the call-out entry keeps the report variant.
+    let out = unsafe { p.call.report.out_ptr };
+    // SAFETY: reads the caller's out-parameter through the helper.
+    let Ok(handle) = (unsafe { bpf_probe_read_user(out as *const u64) }) else {
+        count(stat::OUT_PTR_UNREADABLE);
+        return 0;
+    };
+    let tgid = (bpf_get_current_pid_tgid() >> 32) as u32;
+    // Handles gpumem never saw created are not charged here.
+    if let Some(live) = LIVE.get_ptr_mut(LiveKey { tgid, ns: ns::VMM_HANDLE, addr: handle }) {
+        // SAFETY: checked map value pointer.
+        unsafe { add_nofetch_u32(core::ptr::addr_of_mut!((*live).retained), 1) };
     }
     0
 }

@@ -5,10 +5,11 @@ driver refuses is reported (a note) and left out of the truth.
 cuMemAlloc_v2, cuMemAllocPitch_v2 (charged pitch x height),
 cuMemAllocAsync (default stream), cuMemAllocHost_v2 and cuMemHostAlloc
 (host), cuMemAllocManaged (managed), cuMemCreate (VMM, at the device's
-granularity) mapped and given access, and cuMemAllocFromPoolAsync from
-pools at each location: the device's current pool, a host pool made by
-cuMemPoolCreate, the host's current pool (cuMemGetMemPool, CUDA 13) and a
-managed pool (CUDA 13): each charged as its pool's location.
+granularity) mapped, given access and retained (released twice), and
+cuMemAllocFromPoolAsync from pools at each location: the device's current
+pool, a host pool made by cuMemPoolCreate, the host's current pool
+(cuMemGetMemPool, CUDA 13) and a managed pool (CUDA 13): each charged as
+its pool's location.
 """
 from cuda.bindings import driver as cu
 
@@ -34,10 +35,16 @@ def vmm(dev, want):
     access.location = prop.location
     access.flags = cu.CUmemAccess_flags.CU_MEM_ACCESS_FLAGS_PROT_READWRITE
     check(cu.cuMemSetAccess(va, size, [access], 1))
+    # A second reference, as NCCL and cuda.core take one: gpumem counts it
+    # by the handle's value, which the driver promises is the mapped one.
+    retained = check(cu.cuMemRetainAllocationHandle(va))
+    if int(retained) != int(handle):
+        report(retain_returned_another_handle=[int(handle), int(retained)])
 
     def free():
         check(cu.cuMemUnmap(va, size))
         check(cu.cuMemRelease(handle))
+        check(cu.cuMemRelease(retained))
         check(cu.cuMemAddressFree(va, size))
 
     return size, free

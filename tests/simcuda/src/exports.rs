@@ -132,6 +132,7 @@ exports! {
     cuMemGetMemPool => crate::pool::cuMemGetMemPool;
     cuMemGetDefaultMemPool => crate::pool::cuMemGetDefaultMemPool;
     cuMemRelease => crate::vmm::cuMemRelease;
+    cuMemRetainAllocationHandle => crate::vmm::cuMemRetainAllocationHandle;
     cuMemSetAccess => crate::vmm::cuMemSetAccess;
     cuMemUnmap => crate::vmm::cuMemUnmap;
     cuMipmappedArrayCreate => crate::array::cuMipmappedArrayCreate;

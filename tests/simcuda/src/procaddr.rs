@@ -86,6 +86,7 @@ fn table() -> &'static [Entry] {
             e("cuMemGetAllocationGranularity", vec![(10020, "cuMemGetAllocationGranularity")]),
             e("cuMemSetAccess", vec![(10020, "cuMemSetAccess")]),
             e("cuMemRelease", vec![(10020, "cuMemRelease")]),
+            e("cuMemRetainAllocationHandle", vec![(11000, "cuMemRetainAllocationHandle")]),
             e("cuMemAddressReserve", vec![(10020, "cuMemAddressReserve")]),
             e("cuMemAddressFree", vec![(10020, "cuMemAddressFree")]),
             e("cuMemMap", vec![(10020, "cuMemMap")]),

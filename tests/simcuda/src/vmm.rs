@@ -1,9 +1,10 @@
 //! The virtual memory management API: physical handles, address
-//! reservations, mappings. A released handle stays allocated until its
-//! last mapping goes, as in the driver.
+//! reservations, mappings. A handle's memory goes at its last release
+//! (`cuMemCreate` and each `cuMemRetainAllocationHandle` hold one
+//! reference) after its last unmap, as in the driver.
 use std::{
     collections::HashMap,
-    ffi::c_ulonglong,
+    ffi::{c_ulonglong, c_void},
     sync::{Mutex, MutexGuard, OnceLock},
 };
 
@@ -29,7 +30,8 @@ struct Handle {
     device: Option<i32>,
     bytes: u64,
     maps: u32,
-    released: bool,
+    /// References: 1 from `cuMemCreate`, one more per retain.
+    refs: u32,
 }
 
 #[derive(Default)]
@@ -48,7 +50,7 @@ fn vmm() -> MutexGuard<'static, Vmm> {
 
 /// Frees a handle's memory once it is released and unmapped.
 fn settle(v: &mut Vmm, handle: u64) {
-    let done = v.handles.get(&handle).is_some_and(|h| h.released && h.maps == 0);
+    let done = v.handles.get(&handle).is_some_and(|h| h.refs == 0 && h.maps == 0);
     if done {
         let h = v.handles.remove(&handle).unwrap();
         if let (Some(dev), Ok(mut card)) = (h.device, state::card()) {
@@ -80,7 +82,7 @@ pub unsafe extern "C" fn cuMemCreate(
     }
     let h = card.handle();
     drop(card);
-    vmm().handles.insert(h, Handle { device, bytes: size as u64, maps: 0, released: false });
+    vmm().handles.insert(h, Handle { device, bytes: size as u64, maps: 0, refs: 1 });
     // SAFETY: the caller's out-pointer, valid by the driver API's contract.
     unsafe { *handle = h };
     CUDA_SUCCESS
@@ -89,7 +91,7 @@ pub unsafe extern "C" fn cuMemCreate(
 pub extern "C" fn cuMemRelease(handle: u64) -> CUresult {
     let mut v = vmm();
     match v.handles.get_mut(&handle) {
-        Some(h) if !h.released => h.released = true,
+        Some(h) if h.refs > 0 => h.refs -= 1,
         _ => return CUDA_ERROR_INVALID_VALUE,
     }
     settle(&mut v, handle);
@@ -130,7 +132,7 @@ pub extern "C" fn cuMemMap(
         return CUDA_ERROR_INVALID_VALUE;
     }
     match v.handles.get_mut(&handle) {
-        Some(h) if !h.released => h.maps += 1,
+        Some(h) if h.refs > 0 => h.maps += 1,
         _ => return CUDA_ERROR_INVALID_VALUE,
     }
     v.mappings.insert(ptr, handle);
@@ -146,6 +148,24 @@ pub extern "C" fn cuMemUnmap(ptr: CUdeviceptr, _size: usize) -> CUresult {
         h.maps -= 1;
     }
     settle(&mut v, handle);
+    CUDA_SUCCESS
+}
+
+/// `cuMemRetainAllocationHandle(*handle, addr)`: the handle mapped at
+/// `addr` (a mapping's start), with one more reference.
+pub unsafe extern "C" fn cuMemRetainAllocationHandle(handle: *mut u64, addr: *mut c_void) -> CUresult {
+    let mut v = vmm();
+    let Some(&h) = v.mappings.get(&(addr as u64)) else {
+        return CUDA_ERROR_INVALID_VALUE;
+    };
+    if handle.is_null() {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    if let Some(held) = v.handles.get_mut(&h) {
+        held.refs += 1;
+    }
+    // SAFETY: the caller's out-pointer, checked non-null above.
+    unsafe { *handle = h };
     CUDA_SUCCESS
 }
 

@@ -67,7 +67,7 @@ fn every_family_is_accounted_exactly_by_kind_and_device() {
 }
 
 /// Every row of the probe table that charges or uncharges sent a record
-/// for `pid` (the context setters and the pool lookups send none).
+/// for `pid` (the context setters, pool lookups and retains send none).
 fn every_charging_row_was_seen(lines: &[Line], pid: u32) {
     let seen: BTreeSet<&str> =
         [RecordEvent::Alloc, RecordEvent::Free, RecordEvent::Pool, RecordEvent::Context]
@@ -76,8 +76,10 @@ fn every_charging_row_was_seen(lines: &[Line], pid: u32) {
             .map(|l: &EventLine| l.caller.api.as_ref())
             .collect();
     for p in probes() {
-        // Learning a pool's place sends nothing: its allocations' kinds and
-        // devices (the split at each checkpoint) show it.
+        // Learning a pool's place, or retaining a VMM handle, sends
+        // nothing: the split at each checkpoint shows them (the pools'
+        // allocations' kinds and devices; memory a retained reference
+        // holds past its unmap).
         let silent = matches!(
             p.api.shape,
             Shape::CtxSet
@@ -87,6 +89,7 @@ fn every_charging_row_was_seen(lines: &[Line], pid: u32) {
                 | Shape::PoolCreate
                 | Shape::PoolOfLocation
                 | Shape::PoolOfDevice
+                | Shape::VmmRetain
         ) || matches!(p.symbol(), "cuCtxCreate" | "cuCtxCreate_v2" | "cuCtxCreate_v3")
             || p.symbol().starts_with("cuDevicePrimaryCtxRelease")
             || p.symbol() == "cuMemPoolDestroy";
