@@ -3,9 +3,11 @@
 //! the matching way.
 use std::ffi::{c_int, c_void};
 
-use anyhow::bail;
-
-use crate::{driver::Driver, truth::Truth};
+use crate::{
+    driver::{check, Driver},
+    pools::{self, PoolProps},
+    truth::Truth,
+};
 
 type R = c_int;
 
@@ -14,7 +16,7 @@ pub enum Method {
     Plain,
     Async,
     AsyncPtsz,
-    /// `cuMemAllocFromPoolAsync` from one pool per process.
+    /// `cuMemAllocFromPoolAsync` from one pool per process and device.
     Pool,
     Managed,
     Vmm,
@@ -23,19 +25,22 @@ pub enum Method {
 pub const METHODS: [Method; 6] =
     [Method::Plain, Method::Async, Method::AsyncPtsz, Method::Pool, Method::Managed, Method::Vmm];
 
-/// The process's memory pool, made at first use.
-fn pool(d: &Driver) -> anyhow::Result<u64> {
-    static POOL: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
-    if let Some(p) = POOL.get() {
-        return Ok(*p);
+/// The process's memory pool on `device` (its allocations are that
+/// device's), made at first use.
+fn pool(d: &Driver, device: i32) -> anyhow::Result<u64> {
+    static POOLS: std::sync::Mutex<Vec<(i32, u64)>> = std::sync::Mutex::new(Vec::new());
+    let mut made = POOLS.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(&(_, p)) = made.iter().find(|(dev, _)| *dev == device) {
+        return Ok(p);
     }
-    let props = [0u8; 88];
+    let props = PoolProps::new(pools::PINNED, pools::DEVICE, device);
     let mut handle = 0u64;
     // SAFETY: cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *props).
-    let create: unsafe extern "C" fn(*mut u64, *const u8) -> R = unsafe { d.sym("cuMemPoolCreate")? };
+    let create: unsafe extern "C" fn(*mut u64, *const PoolProps) -> R = unsafe { d.sym("cuMemPoolCreate")? };
     // SAFETY: as above; `handle` and `props` are live.
-    ok(unsafe { create(&mut handle, props.as_ptr()) }, "cuMemPoolCreate")?;
-    Ok(*POOL.get_or_init(|| handle))
+    check(unsafe { create(&mut handle, &props) }, "cuMemPoolCreate")?;
+    made.push((device, handle));
+    Ok(handle)
 }
 
 /// A live allocation: its address (or VMM handle and mapping).
@@ -48,13 +53,6 @@ pub struct Held {
     pub device: i32,
 }
 
-fn ok(r: R, what: &str) -> anyhow::Result<()> {
-    if r != 0 {
-        bail!("{what} returned CUresult {r}");
-    }
-    Ok(())
-}
-
 impl Method {
     fn kind(self) -> &'static str {
         match self {
@@ -63,17 +61,6 @@ impl Method {
             _ => "device",
         }
     }
-}
-
-/// `CUmemAllocationProp` on device `id`.
-#[repr(C)]
-struct Prop {
-    alloc_type: u32,
-    handle_types: u32,
-    location_type: u32,
-    location_id: c_int,
-    meta: usize,
-    flags: [u8; 8],
 }
 
 /// Allocates `size` bytes the `method` way on `device` (the thread's
@@ -85,14 +72,14 @@ pub fn alloc(d: &Driver, t: &Truth, method: Method, size: u64, device: i32) -> a
     // SAFETY: every symbol is used with the driver's documented signature.
     unsafe {
         match method {
-            Method::Plain => ok(
+            Method::Plain => check(
                 d.sym::<unsafe extern "C" fn(*mut u64, usize) -> R>("cuMemAlloc_v2")?(&mut p, size as usize),
                 "alloc",
             )?,
             Method::Async | Method::AsyncPtsz => {
                 let name =
                     if matches!(method, Method::Async) { "cuMemAllocAsync" } else { "cuMemAllocAsync_ptsz" };
-                ok(
+                check(
                     d.sym::<unsafe extern "C" fn(*mut u64, usize, *mut c_void) -> R>(name)?(
                         &mut p,
                         size as usize,
@@ -104,9 +91,9 @@ pub fn alloc(d: &Driver, t: &Truth, method: Method, size: u64, device: i32) -> a
             Method::Pool => {
                 let f: unsafe extern "C" fn(*mut u64, usize, u64, *mut c_void) -> R =
                     d.sym("cuMemAllocFromPoolAsync")?;
-                ok(f(&mut p, size as usize, pool(d)?, null), "cuMemAllocFromPoolAsync")?
+                check(f(&mut p, size as usize, pool(d, device)?, null), "cuMemAllocFromPoolAsync")?
             }
-            Method::Managed => ok(
+            Method::Managed => check(
                 d.sym::<unsafe extern "C" fn(*mut u64, usize, u32) -> R>("cuMemAllocManaged")?(
                     &mut p,
                     size as usize,
@@ -115,22 +102,15 @@ pub fn alloc(d: &Driver, t: &Truth, method: Method, size: u64, device: i32) -> a
                 "managed",
             )?,
             Method::Vmm => {
-                let prop = Prop {
-                    alloc_type: 1,
-                    handle_types: 0,
-                    location_type: 1,
-                    location_id: device,
-                    meta: 0,
-                    flags: [0; 8],
-                };
-                let create: unsafe extern "C" fn(*mut u64, usize, *const Prop, u64) -> R =
+                let prop = PoolProps::new(pools::PINNED, pools::DEVICE, device);
+                let create: unsafe extern "C" fn(*mut u64, usize, *const PoolProps, u64) -> R =
                     d.sym("cuMemCreate")?;
-                ok(create(&mut p, size as usize, &prop, 0), "cuMemCreate")?;
+                check(create(&mut p, size as usize, &prop, 0), "cuMemCreate")?;
                 let reserve: unsafe extern "C" fn(*mut u64, usize, usize, u64, u64) -> R =
                     d.sym("cuMemAddressReserve")?;
-                ok(reserve(&mut va, size as usize, 0, 0, 0), "cuMemAddressReserve")?;
+                check(reserve(&mut va, size as usize, 0, 0, 0), "cuMemAddressReserve")?;
                 let map: unsafe extern "C" fn(u64, usize, usize, u64, u64) -> R = d.sym("cuMemMap")?;
-                ok(map(va, size as usize, 0, p, 0), "cuMemMap")?;
+                check(map(va, size as usize, 0, p, 0), "cuMemMap")?;
             }
         }
     }
@@ -146,7 +126,7 @@ pub fn free(d: &Driver, t: &Truth, h: Held, release_first: bool) -> anyhow::Resu
     unsafe {
         match h.method {
             Method::Plain | Method::Managed => {
-                ok(d.sym::<unsafe extern "C" fn(u64) -> R>("cuMemFree_v2")?(h.addr), "free")?
+                check(d.sym::<unsafe extern "C" fn(u64) -> R>("cuMemFree_v2")?(h.addr), "free")?
             }
             Method::Async | Method::AsyncPtsz | Method::Pool => {
                 let name = if matches!(h.method, Method::AsyncPtsz) {
@@ -154,17 +134,17 @@ pub fn free(d: &Driver, t: &Truth, h: Held, release_first: bool) -> anyhow::Resu
                 } else {
                     "cuMemFreeAsync"
                 };
-                ok(d.sym::<unsafe extern "C" fn(u64, *mut c_void) -> R>(name)?(h.addr, null), name)?
+                check(d.sym::<unsafe extern "C" fn(u64, *mut c_void) -> R>(name)?(h.addr, null), name)?
             }
             Method::Vmm => {
                 let release: unsafe extern "C" fn(u64) -> R = d.sym("cuMemRelease")?;
                 let unmap: unsafe extern "C" fn(u64, usize) -> R = d.sym("cuMemUnmap")?;
                 if release_first {
-                    ok(release(h.addr), "cuMemRelease")?;
-                    ok(unmap(h.va, h.size as usize), "cuMemUnmap")?;
+                    check(release(h.addr), "cuMemRelease")?;
+                    check(unmap(h.va, h.size as usize), "cuMemUnmap")?;
                 } else {
-                    ok(unmap(h.va, h.size as usize), "cuMemUnmap")?;
-                    ok(release(h.addr), "cuMemRelease")?;
+                    check(unmap(h.va, h.size as usize), "cuMemUnmap")?;
+                    check(release(h.addr), "cuMemRelease")?;
                 }
             }
         }
