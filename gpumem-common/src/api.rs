@@ -47,6 +47,9 @@ pub enum Shape {
     /// Reported, never charged: `(T *out, ...)`, the handle written through
     /// the first argument.
     CallOut,
+    /// Reported, never charged: handle and size at the places each API
+    /// has them (multicast objects, exports; see gpumem-ebpf's report.rs).
+    CallArgs,
     /// `(CUcontext *out, ..., CUdevice dev)` with `dev` the argument at
     /// 1, 2, 3 or 4: learns the context's device (the verifier rejects a
     /// computed offset into the registers, hence one program per place).
@@ -93,6 +96,7 @@ impl Shape {
             Shape::Free => (FreeEntry, FreeReturn),
             Shape::Call => (CallEntry, CallReturn),
             Shape::CallOut => (CallOutEntry, CallReturn),
+            Shape::CallArgs => (CallArgsEntry, CallReturn),
             Shape::CtxOut1 => (CtxOutDev1Entry, CtxOutReturn),
             Shape::CtxOut2 => (CtxOutDev2Entry, CtxOutReturn),
             Shape::CtxOut3 => (CtxOutDev3Entry, CtxOutReturn),
@@ -129,6 +133,11 @@ pub enum Family {
     Array,
     /// Memory another process allocated, opened here (never charged).
     Import,
+    /// Memory made shareable with other processes (never charged again).
+    Export,
+    /// Multicast objects (NVLink SHARP, as NCCL uses them): physical memory
+    /// already charged at its `cuMemCreate`, bound to a multicast handle.
+    Multicast,
     /// Contexts: which device a thread's allocations go to.
     Context,
 }
@@ -139,6 +148,8 @@ impl Family {
         match self {
             Family::Pool => "pool",
             Family::Import => "import",
+            Family::Export => "export",
+            Family::Multicast => "multicast",
             Family::Context => "context",
             Family::Host => "host_mapping",
             _ => "call",
@@ -257,6 +268,16 @@ cuda_apis! {
     // Imports: reported; the memory stays charged to the exporter only.
     39 IPC_OPEN_MEM_HANDLE_V2           "cuIpcOpenMemHandle_v2"           Import   CallOut       DEVICE   Optional;
     40 MEM_IMPORT_FROM_SHAREABLE_HANDLE "cuMemImportFromShareableHandle"  Import   CallOut       VMM      Optional;
+    // Exports: reported with the exported allocation's handle or address.
+    53 MEM_EXPORT_TO_SHAREABLE_HANDLE   "cuMemExportToShareableHandle"    Export   CallArgs      VMM      Optional;
+    54 IPC_GET_MEM_HANDLE               "cuIpcGetMemHandle"               Export   CallArgs      DEVICE   Optional;
+    // Multicast objects: reported; what is bound to them is charged at its
+    // cuMemCreate only.
+    48 MULTICAST_CREATE                 "cuMulticastCreate"               Multicast CallArgs     VMM      Optional;
+    49 MULTICAST_ADD_DEVICE             "cuMulticastAddDevice"            Multicast CallArgs     VMM      Optional;
+    50 MULTICAST_BIND_MEM               "cuMulticastBindMem"              Multicast CallArgs     VMM      Optional;
+    51 MULTICAST_BIND_ADDR              "cuMulticastBindAddr"             Multicast CallArgs     VMM      Optional;
+    52 MULTICAST_UNBIND                 "cuMulticastUnbind"               Multicast CallArgs     VMM      Optional;
     // Contexts: which device a thread's allocations land on, and their
     // lifecycle as records.
     3  DEVICE_PRIMARY_CTX_RETAIN        "cuDevicePrimaryCtxRetain"        Context  CtxOut1       CONTEXT  Optional;
@@ -333,10 +354,12 @@ mod tests {
         assert_eq!(id::name(id::MEM_ALLOC_V2), "cuMemAlloc_v2");
         assert_eq!(id::name(id::CTX_CREATE_V4), "cuCtxCreate_v4");
         assert_eq!(id::name(9999), "unknown");
-        assert_eq!(id::MAX, 47);
+        assert_eq!(id::MAX, 54);
         assert_eq!(id::call_name(id::MEM_POOL_TRIM_TO), "pool");
         assert_eq!(id::call_name(id::CTX_DESTROY_V2), "context");
         assert_eq!(id::call_name(id::IPC_OPEN_MEM_HANDLE_V2), "import");
+        assert_eq!(id::call_name(id::IPC_GET_MEM_HANDLE), "export");
+        assert_eq!(id::call_name(id::MULTICAST_BIND_MEM), "multicast");
         assert_eq!(id::call_name(id::MEM_HOST_GET_DEVICE_POINTER_V2), "host_mapping");
         assert_eq!(id::call_name(9999), "call");
     }

@@ -47,6 +47,7 @@ programs! {
     FreeReturn          "free_return";
     CallEntry           "call_entry";
     CallOutEntry        "call_out_entry";
+    CallArgsEntry       "call_args_entry";
     CallReturn          "call_return";
     VmmCreateEntry      "vmm_create_entry";
     VmmReleaseEntry     "vmm_release_entry";

@@ -8,7 +8,7 @@ use anyhow::Context;
 
 use crate::{
     driver::{check, Driver},
-    pools,
+    multicast, pools,
     truth::Truth,
 };
 
@@ -87,6 +87,7 @@ pub fn run(
         let mut in_pools = pools::PoolsHeld::default();
         pools::run(d, t, &mut in_pools)?;
         imports(d, &h)?;
+        multicast::run(d, h.retained, h.va, 2 << 20)?;
         checkpoint("all")?;
         free(d, t, &h)?;
         pools::free(d, t, &in_pools)?;

@@ -11,6 +11,7 @@ pub mod driver;
 pub mod families;
 pub mod harness;
 pub mod mixed;
+pub mod multicast;
 pub mod no_device;
 pub mod pools;
 pub mod threads;

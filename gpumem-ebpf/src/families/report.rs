@@ -1,22 +1,25 @@
 //! Calls reported but never charged: context lifecycle, pool trims and
 //! destruction, imports of memory another process allocated (charged to
-//! the exporter, never to the importer). Each sends a `call` record at a
+//! the exporter, never to the importer), exports, multicast objects (the
+//! memory bound to them is charged at its `cuMemCreate`). Each sends a `call` record at a
 //! successful return; the agent names it from the API. A destroyed pool is
 //! forgotten (pool.rs).
 use aya_ebpf::{
     helpers::{bpf_get_current_cgroup_id, bpf_get_current_pid_tgid, bpf_probe_read_user},
     programs::{ProbeContext, RetProbeContext},
 };
-use gpumem_common::{event_type, id, Change, ReportCall, CUDA_SUCCESS};
+use gpumem_common::{event_type, id, kind, ns, stat, Change, LiveAlloc, LiveKey, ReportCall, CUDA_SUCCESS};
 
 use crate::{
     account::{pending, usage},
     base::{
         cookie::{self, cookie},
+        counters::count,
         records::{emit, Subject},
         task_stack::on_task_stack,
     },
     device::current_device,
+    maps::LIVE,
 };
 
 on_task_stack!(
@@ -49,6 +52,44 @@ fn call_out_entry_run(ctx: ProbeContext) -> u32 {
     0
 }
 
+on_task_stack!(
+    /// Handle and size where each API has them:
+    /// - `cuMulticastCreate(*mc, const CUmulticastObjectProp *prop)`: the
+    ///   handle written through the first argument, the prop's size;
+    /// - `cuMulticastAddDevice(mc, dev)`: the handle;
+    /// - `cuMulticastBindMem(mc, mcOffset, memHandle, memOffset, size, flags)`,
+    ///   `cuMulticastBindAddr(mc, mcOffset, memptr, size, flags)`,
+    ///   `cuMulticastUnbind(mc, dev, mcOffset, size)`: the multicast handle
+    ///   and the size bound or unbound;
+    /// - `cuMemExportToShareableHandle(*shareable, handle, type, flags)`,
+    ///   `cuIpcGetMemHandle(*ipc, dptr)`: the allocation exported.
+    uprobe call_args_entry = CallArgsEntry => call_args_entry_run
+);
+
+#[inline(always)]
+fn call_args_entry_run(ctx: ProbeContext) -> u32 {
+    let api = cookie::api(&ctx);
+    let (a0, a1, a3, a4) = (ctx.arg::<u64>(0), ctx.arg::<u64>(1), ctx.arg::<u64>(3), ctx.arg::<u64>(4));
+    let mut call = ReportCall { handle: a0.unwrap_or(0), ..ReportCall::default() };
+    match api {
+        id::MULTICAST_CREATE => {
+            call.out_ptr = call.handle;
+            let size_at = a1.unwrap_or(0).wrapping_add(MULTICAST_PROP_SIZE);
+            // SAFETY: reads the caller's struct through the helper.
+            call.size = unsafe { bpf_probe_read_user(size_at as *const u64) }.unwrap_or(0);
+        }
+        id::MULTICAST_BIND_MEM => call.size = a4.unwrap_or(0),
+        id::MULTICAST_BIND_ADDR | id::MULTICAST_UNBIND => call.size = a3.unwrap_or(0),
+        id::MEM_EXPORT_TO_SHAREABLE_HANDLE | id::IPC_GET_MEM_HANDLE => call.handle = a1.unwrap_or(0),
+        _ => {}
+    }
+    pending::put(api, call.into());
+    0
+}
+
+/// `CUmulticastObjectProp`'s `size` (after `unsigned int numDevices`).
+const MULTICAST_PROP_SIZE: u64 = 8;
+
 on_task_stack!(uretprobe call_return = CallReturn => call_return_run);
 
 #[inline(always)]
@@ -71,8 +112,28 @@ fn call_return_run(ctx: RetProbeContext) -> u32 {
     if api == id::MEM_POOL_DESTROY {
         crate::families::pool::forget((bpf_get_current_pid_tgid() >> 32) as u32, handle);
     }
+    if api == id::MULTICAST_CREATE {
+        know_multicast(handle);
+    }
     report(api, gpumem_common::cookie::kind(c), handle, call.size, current_device());
     0
+}
+
+/// A multicast handle is mapped and released like a VMM handle: in the
+/// live map with nothing charged (`api` marks it), its mappings count and
+/// its release is reported, not a free (vmm.rs).
+#[inline(always)]
+fn know_multicast(handle: u64) {
+    let key = LiveKey { tgid: (bpf_get_current_pid_tgid() >> 32) as u32, ns: ns::VMM_HANDLE, addr: handle };
+    let live = LiveAlloc {
+        kind: kind::VMM,
+        api: id::MULTICAST_CREATE,
+        device: current_device(),
+        ..LiveAlloc::default()
+    };
+    if LIVE.insert(key, live, 0).is_err() {
+        count(stat::MAP_FULL);
+    }
 }
 
 /// Sends a record of a reported call (`event_type::CALL`): its handle,

@@ -20,9 +20,9 @@ use aya_ebpf::{
     programs::{ProbeContext, RetProbeContext},
 };
 use gpumem_common::{
-    kind, ns,
+    id, kind, ns,
     pool::{location, PropsHead},
-    stat, Change, LiveKey, MappingCall, CUDA_SUCCESS,
+    stat, Change, LiveAlloc, LiveKey, MappingCall, CUDA_SUCCESS,
 };
 
 use crate::{
@@ -36,6 +36,7 @@ use crate::{
     families::{
         alloc::{admit_and_remember, start},
         free::{live_key, record_free, record_untracked_free, take_live},
+        report::report,
     },
     maps::{LIVE, VMM_MAPPINGS},
 };
@@ -106,10 +107,21 @@ fn vmm_release_return_run(ctx: RetProbeContext) -> u32 {
         return 0;
     }
     let change = Change { addr: call.addr, result, kind: kind::VMM, ..Change::default() };
-    if !(call.found == 1 && record_free(api, key.tgid, change, &call.live)) {
+    if !(call.found == 1 && gone(api, key.tgid, change, &call.live)) {
         record_untracked_free(api, call.cgroup_id, change);
     }
     0
+}
+
+/// The handle's memory is gone (`change` carries handle and result): its
+/// free, or for a multicast handle (nothing charged) a reported call.
+#[inline(always)]
+fn gone(api: u32, tgid: u32, change: Change, live: &LiveAlloc) -> bool {
+    if live.api == id::MULTICAST_CREATE {
+        report(api, kind::VMM, change.addr, 0, live.device);
+        return true;
+    }
+    record_free(api, tgid, change, live)
 }
 
 on_task_stack!(
@@ -191,12 +203,12 @@ fn vmm_unmap_return_run(ctx: RetProbeContext) -> u32 {
     let released = unsafe { core::ptr::read_volatile(core::ptr::addr_of!((*live).released)) };
     if before == 1 && released == 1 {
         // SAFETY: copied out before removal.
-        let Some(gone) = (unsafe { LIVE.get(key) }).copied() else {
+        let Some(last) = (unsafe { LIVE.get(key) }).copied() else {
             return 0;
         };
         let _ = LIVE.remove(key);
         let change = Change { addr: handle, result, ..Change::default() };
-        record_free(api, tgid, change, &gone);
+        gone(api, tgid, change, &last);
     }
     0
 }

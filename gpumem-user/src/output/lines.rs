@@ -27,6 +27,8 @@ pub enum RecordEvent {
     Context,
     Pool,
     Import,
+    Export,
+    Multicast,
     HostMapping,
     Call,
 }
@@ -43,6 +45,8 @@ impl RecordEvent {
             Self::Context => "context",
             Self::Pool => "pool",
             Self::Import => "import",
+            Self::Export => "export",
+            Self::Multicast => "multicast",
             Self::HostMapping => "host_mapping",
             Self::Call => "call",
         }
@@ -55,6 +59,8 @@ impl RecordEvent {
             Some(Family::Context) => Self::Context,
             Some(Family::Pool) => Self::Pool,
             Some(Family::Import) => Self::Import,
+            Some(Family::Export) => Self::Export,
+            Some(Family::Multicast) => Self::Multicast,
             Some(Family::Host) => Self::HostMapping,
             _ => Self::Call,
         }

@@ -136,5 +136,10 @@ exports! {
     cuMemSetAccess => crate::vmm::cuMemSetAccess;
     cuMemUnmap => crate::vmm::cuMemUnmap;
     cuMipmappedArrayCreate => crate::array::cuMipmappedArrayCreate;
+    cuMulticastAddDevice => crate::multicast::cuMulticastAddDevice;
+    cuMulticastBindAddr => crate::multicast::cuMulticastBindAddr;
+    cuMulticastBindMem => crate::multicast::cuMulticastBindMem;
+    cuMulticastCreate => crate::multicast::cuMulticastCreate;
+    cuMulticastUnbind => crate::multicast::cuMulticastUnbind;
     cuMipmappedArrayDestroy => crate::array::cuMipmappedArrayDestroy;
 }

@@ -25,6 +25,7 @@ pub mod device;
 pub mod exports;
 pub mod host;
 pub mod memory;
+pub mod multicast;
 pub mod pool;
 pub mod procaddr;
 pub mod state;

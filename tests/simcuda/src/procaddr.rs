@@ -107,6 +107,11 @@ fn table() -> &'static [Entry] {
             e("cuIpcGetMemHandle", vec![(4010, "cuIpcGetMemHandle")]),
             e("cuIpcOpenMemHandle", vec![(11000, "cuIpcOpenMemHandle_v2")]),
             e("cuIpcCloseMemHandle", vec![(4010, "cuIpcCloseMemHandle")]),
+            e("cuMulticastCreate", vec![(12010, "cuMulticastCreate")]),
+            e("cuMulticastAddDevice", vec![(12010, "cuMulticastAddDevice")]),
+            e("cuMulticastBindMem", vec![(12010, "cuMulticastBindMem")]),
+            e("cuMulticastBindAddr", vec![(12010, "cuMulticastBindAddr")]),
+            e("cuMulticastUnbind", vec![(12010, "cuMulticastUnbind")]),
         ]
     })
 }

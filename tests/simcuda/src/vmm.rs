@@ -88,6 +88,19 @@ pub unsafe extern "C" fn cuMemCreate(
     CUDA_SUCCESS
 }
 
+/// A handle with no memory of its own (a multicast object), mapped and
+/// released like any other.
+pub(crate) fn empty_handle() -> Result<u64, CUresult> {
+    let h = state::card()?.handle();
+    vmm().handles.insert(h, Handle { device: None, bytes: 0, maps: 0, refs: 1 });
+    Ok(h)
+}
+
+/// Whether `handle` is a live handle.
+pub(crate) fn is_handle(handle: u64) -> bool {
+    vmm().handles.contains_key(&handle)
+}
+
 pub extern "C" fn cuMemRelease(handle: u64) -> CUresult {
     let mut v = vmm();
     match v.handles.get_mut(&handle) {

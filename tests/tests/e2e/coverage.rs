@@ -33,8 +33,7 @@ fn every_family_is_accounted_exactly_by_kind_and_device() {
     assert_eq!(all.checkpoint, "all");
     let lines = check(&agent, &cg, &all);
     let mine = |event| lines.events(pid, event);
-    let import_apis: BTreeSet<_> = mine(RecordEvent::Import).iter().map(|l| l.caller.api.as_ref()).collect();
-    assert_eq!(import_apis, BTreeSet::from(["cuIpcOpenMemHandle_v2", "cuMemImportFromShareableHandle"]));
+    sharing_is_reported(&lines, pid);
     let contexts = mine(RecordEvent::Context);
     let context_apis: BTreeSet<_> = contexts.iter().map(|l| l.caller.api.as_ref()).collect();
     assert!(
@@ -69,12 +68,18 @@ fn every_family_is_accounted_exactly_by_kind_and_device() {
 /// Every row of the probe table that charges or uncharges sent a record
 /// for `pid` (the context setters, pool lookups and retains send none).
 fn every_charging_row_was_seen(lines: &[Line], pid: u32) {
-    let seen: BTreeSet<&str> =
-        [RecordEvent::Alloc, RecordEvent::Free, RecordEvent::Pool, RecordEvent::Context]
-            .into_iter()
-            .flat_map(|e| lines.events(pid, e))
-            .map(|l: &EventLine| l.caller.api.as_ref())
-            .collect();
+    let seen: BTreeSet<&str> = [
+        RecordEvent::Alloc,
+        RecordEvent::Free,
+        RecordEvent::Pool,
+        RecordEvent::Context,
+        RecordEvent::Export,
+        RecordEvent::Multicast,
+    ]
+    .into_iter()
+    .flat_map(|e| lines.events(pid, e))
+    .map(|l: &EventLine| l.caller.api.as_ref())
+    .collect();
     for p in probes() {
         // Learning a pool's place, or retaining a VMM handle, sends
         // nothing: the split at each checkpoint shows them (the pools'
@@ -97,4 +102,39 @@ fn every_charging_row_was_seen(lines: &[Line], pid: u32) {
             assert!(seen.contains(p.symbol()), "no record for {} ({:?})", p.symbol(), p.api.shape);
         }
     }
+}
+
+/// Imports, exports and the multicast object are reported with their
+/// handles and sizes, each a record of its own family.
+fn sharing_is_reported(lines: &[Line], pid: u32) {
+    let calls = |event| -> Vec<(String, u64, String)> {
+        lines.events(pid, event).iter().map(|l| (l.caller.api.to_string(), l.size, l.addr.clone())).collect()
+    };
+    let apis = |event| calls(event).into_iter().map(|(api, ..)| api).collect::<BTreeSet<_>>();
+    assert_eq!(
+        apis(RecordEvent::Import),
+        BTreeSet::from(["cuIpcOpenMemHandle_v2", "cuMemImportFromShareableHandle"].map(String::from))
+    );
+    assert_eq!(
+        apis(RecordEvent::Export),
+        BTreeSet::from(["cuIpcGetMemHandle", "cuMemExportToShareableHandle"].map(String::from))
+    );
+    let mc = calls(RecordEvent::Multicast);
+    let seen: Vec<(&str, u64)> = mc.iter().map(|(api, size, _)| (api.as_str(), *size)).collect();
+    let size = 2 << 20;
+    assert_eq!(
+        seen,
+        [
+            ("cuMulticastCreate", size),
+            ("cuMulticastAddDevice", 0),
+            ("cuMulticastBindMem", size),
+            ("cuMulticastBindAddr", size),
+            ("cuMulticastUnbind", size)
+        ],
+        "the size of each multicast call is the one it binds"
+    );
+    assert!(
+        mc.iter().all(|(.., handle)| *handle == mc[0].2),
+        "every call names the handle cuMulticastCreate wrote: {mc:?}"
+    );
 }
