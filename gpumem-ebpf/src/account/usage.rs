@@ -17,9 +17,9 @@ use crate::{
     maps::{CGROUP_USAGE, PROC_USAGE},
 };
 
-/// The value at `key`, created as `init` when absent.
+/// The value at `key`, created as `init` when absent (a full map counted).
 #[inline(always)]
-fn get_or_insert<K, V>(map: &HashMap<K, V>, key: &K, init: &V) -> Option<*mut V> {
+pub fn get_or_insert<K, V>(map: &HashMap<K, V>, key: &K, init: &V) -> Option<*mut V> {
     if let Some(p) = map.get_ptr_mut(key) {
         return Some(p);
     }

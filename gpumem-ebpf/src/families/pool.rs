@@ -30,7 +30,7 @@ use gpumem_common::{
 };
 
 use crate::{
-    account::pending,
+    account::{pending, usage},
     base::{atomic::compare_exchange, bounded, cookie, counters::count, task_stack::on_task_stack},
     device::current_device,
     families::alloc::{admit_and_remember, start},
@@ -131,14 +131,7 @@ fn pool_learn_return_run(ctx: RetProbeContext) -> u32 {
 /// one claimed against another thread learning a pool at the same time.
 #[inline(always)]
 fn learn(tgid: u32, pool: u64, place: Place) {
-    if PROC_POOLS.get_ptr(tgid).is_none() && PROC_POOLS.insert(tgid, ProcPools::default(), 0).is_err() {
-        // Another thread's insert won (fine), or the map is full.
-        if PROC_POOLS.get_ptr(tgid).is_none() {
-            count(stat::MAP_FULL);
-            return;
-        }
-    }
-    let Some(pools) = PROC_POOLS.get_ptr_mut(tgid) else { return };
+    let Some(pools) = usage::get_or_insert(&PROC_POOLS, &tgid, &ProcPools::default()) else { return };
     let mut tries = 0;
     while tries < 2 {
         // SAFETY: a checked map value pointer.
