@@ -112,7 +112,8 @@ on_task_stack!(uretprobe alloc_return = AllocReturn => alloc_return_run);
 
 #[inline(always)]
 fn alloc_return_run(ctx: RetProbeContext) -> u32 {
-    let api = cookie::api(&ctx);
+    let c = cookie(&ctx);
+    let api = gpumem_common::cookie::api(c);
     let Some(p) = pending::take(api) else { return 0 };
     // SAFETY: every entry returning here keeps the allocation variant.
     let call = unsafe { p.call.alloc };
@@ -154,7 +155,7 @@ fn alloc_return_run(ctx: RetProbeContext) -> u32 {
     // The namespace is the API's (its free looks there), whatever the kind
     // charged: a host pool's pointers are freed by cuMemFreeAsync, a host
     // location's VMM handle by cuMemRelease.
-    let namespace = ns::for_kind(gpumem_common::cookie::kind(cookie(&ctx)));
+    let namespace = ns::for_kind(gpumem_common::cookie::kind(c));
     record_alloc(api, who, change, namespace, call.limit_slots);
     0
 }
