@@ -9,8 +9,8 @@ use std::{
 
 use crate::{
     cuda::{
-        CUdevice, CUresult, CUDA_ERROR_INVALID_CONTEXT, CUDA_ERROR_INVALID_VALUE, CUDA_ERROR_OUT_OF_MEMORY,
-        CUDA_SUCCESS,
+        hand_out, CUdevice, CUresult, CUDA_ERROR_INVALID_CONTEXT, CUDA_ERROR_INVALID_VALUE,
+        CUDA_ERROR_OUT_OF_MEMORY, CUDA_SUCCESS,
     },
     state,
 };
@@ -202,14 +202,8 @@ pub unsafe extern "C" fn cuCtxGetDevice(dev: *mut CUdevice) -> CUresult {
     if dev.is_null() {
         return CUDA_ERROR_INVALID_VALUE;
     }
-    match current_device() {
-        Ok(d) => {
-            // SAFETY: the caller's out-pointer, valid by the driver API's contract.
-            unsafe { *dev = d };
-            CUDA_SUCCESS
-        }
-        Err(e) => e,
-    }
+    // SAFETY: checked non-null above.
+    unsafe { hand_out(dev, current_device()) }
 }
 
 /// The original (pre-3.2) entry point, same arguments as `_v2`.

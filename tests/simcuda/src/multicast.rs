@@ -5,7 +5,7 @@
 use std::ffi::{c_int, c_ulonglong};
 
 use crate::{
-    cuda::{CUdeviceptr, CUresult, CUDA_ERROR_INVALID_VALUE, CUDA_SUCCESS},
+    cuda::{hand_out, CUdeviceptr, CUresult, CUDA_ERROR_INVALID_VALUE, CUDA_SUCCESS},
     state,
     vmm::{empty_handle, is_handle},
 };
@@ -24,14 +24,8 @@ pub unsafe extern "C" fn cuMulticastCreate(mc: *mut u64, prop: *const MulticastP
     if mc.is_null() || prop.is_null() || unsafe { (*prop).num_devices == 0 || (*prop).size == 0 } {
         return CUDA_ERROR_INVALID_VALUE;
     }
-    match empty_handle() {
-        Ok(h) => {
-            // SAFETY: the caller's out-pointer, checked non-null above.
-            unsafe { *mc = h };
-            CUDA_SUCCESS
-        }
-        Err(e) => e,
-    }
+    // SAFETY: checked non-null above.
+    unsafe { hand_out(mc, empty_handle()) }
 }
 
 /// A call on the multicast handle `mc`: fine if it is live and `ok`.

@@ -11,31 +11,13 @@ use std::{
 };
 
 use crate::{
-    cuda::{CUdeviceptr, CUresult, CUDA_ERROR_INVALID_VALUE, CUDA_ERROR_OUT_OF_MEMORY, CUDA_SUCCESS},
+    cuda::{
+        hand_out, CUdeviceptr, CUresult, Location, PropsHead, ALLOCATION_MANAGED, ALLOCATION_PINNED,
+        CUDA_ERROR_INVALID_VALUE, CUDA_ERROR_OUT_OF_MEMORY, CUDA_SUCCESS, LOCATION_DEVICE, LOCATION_HOST,
+        LOCATION_HOST_NUMA, LOCATION_NONE,
+    },
     state,
 };
-
-const ALLOCATION_PINNED: u32 = 1;
-const ALLOCATION_MANAGED: u32 = 2;
-const LOCATION_NONE: u32 = 0;
-const LOCATION_DEVICE: u32 = 1;
-const LOCATION_HOST: u32 = 2;
-const LOCATION_HOST_NUMA: u32 = 3;
-
-/// `CUmemLocation`.
-#[repr(C)]
-pub struct Location {
-    pub kind: u32,
-    pub id: i32,
-}
-
-/// `CUmemPoolProps` up to its location.
-#[repr(C)]
-pub struct PropsHead {
-    pub alloc_type: u32,
-    pub handle_types: u32,
-    pub location: Location,
-}
 
 /// Where a pool's memory is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -93,18 +75,6 @@ impl Pools {
             Some(&h) => Ok(h),
             None => self.default_of(place),
         }
-    }
-}
-
-/// Writes `pool` through the caller's out-pointer.
-unsafe fn hand_out(out: *mut u64, pool: Result<u64, CUresult>) -> CUresult {
-    match pool {
-        Ok(h) => {
-            // SAFETY: the caller's out-pointer, checked non-null by each caller.
-            unsafe { *out = h };
-            CUDA_SUCCESS
-        }
-        Err(e) => e,
     }
 }
 

@@ -9,20 +9,13 @@ use std::{
 };
 
 use crate::{
-    cuda::{CUdeviceptr, CUresult, CUDA_ERROR_INVALID_VALUE, CUDA_ERROR_OUT_OF_MEMORY, CUDA_SUCCESS},
+    cuda::{
+        CUdeviceptr, CUresult, PropsHead, CUDA_ERROR_INVALID_VALUE, CUDA_ERROR_OUT_OF_MEMORY, CUDA_SUCCESS,
+        LOCATION_DEVICE,
+    },
     state,
 };
 
-/// `CUmemAllocationProp` up to its location.
-#[repr(C)]
-pub struct AllocationPropHead {
-    pub alloc_type: u32,
-    pub handle_types: u32,
-    pub location_type: u32,
-    pub location_id: i32,
-}
-
-const LOCATION_DEVICE: u32 = 1;
 const VA_RESERVE_BASE: u64 = 0x7f00_0000_0000;
 
 struct Handle {
@@ -62,7 +55,7 @@ fn settle(v: &mut Vmm, handle: u64) {
 pub unsafe extern "C" fn cuMemCreate(
     handle: *mut u64,
     size: usize,
-    prop: *const AllocationPropHead,
+    prop: *const PropsHead,
     _flags: c_ulonglong,
 ) -> CUresult {
     if handle.is_null() || prop.is_null() || size == 0 {
@@ -74,7 +67,7 @@ pub unsafe extern "C" fn cuMemCreate(
         Ok(c) => c,
         Err(e) => return e,
     };
-    let device = (prop.location_type == LOCATION_DEVICE).then_some(prop.location_id);
+    let device = (prop.location.kind == LOCATION_DEVICE).then_some(prop.location.id);
     if let Some(dev) = device {
         if !card.reserve(dev, size as u64) {
             return CUDA_ERROR_OUT_OF_MEMORY;
@@ -221,7 +214,7 @@ pub const GRANULARITY: usize = 2 << 20;
 
 pub unsafe extern "C" fn cuMemGetAllocationGranularity(
     granularity: *mut usize,
-    prop: *const AllocationPropHead,
+    prop: *const PropsHead,
     _option: u32,
 ) -> CUresult {
     if granularity.is_null() || prop.is_null() {
