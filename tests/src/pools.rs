@@ -46,8 +46,9 @@ impl PoolProps {
 /// What the pools scenario frees before its `freed` checkpoint.
 #[derive(Default)]
 pub struct PoolsHeld {
-    /// From device 1's default pool, and from the created host pool.
+    /// The allocation from device 1's default pool.
     pub on_dev1: u64,
+    /// The allocation from the created host pool, and that pool.
     pub host: u64,
     pub host_pool: u64,
 }

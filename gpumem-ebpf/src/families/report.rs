@@ -1,9 +1,9 @@
 //! Calls reported but never charged: context lifecycle, pool trims and
 //! destruction, imports of memory another process allocated (charged to
 //! the exporter, never to the importer), exports, multicast objects (the
-//! memory bound to them is charged at its `cuMemCreate`). Each sends a `call` record at a
-//! successful return; the agent names it from the API. A destroyed pool is
-//! forgotten (pool.rs).
+//! memory bound to them is charged at its `cuMemCreate`). Each sends a
+//! `call` record at a successful return; the agent names it from the API.
+//! A destroyed pool is forgotten (pool.rs).
 use aya_ebpf::{
     helpers::{bpf_get_current_cgroup_id, bpf_get_current_pid_tgid, bpf_probe_read_user},
     programs::{ProbeContext, RetProbeContext},
