@@ -13,6 +13,7 @@ pub const CUDA_ERROR_OUT_OF_MEMORY: CUresult = 2;
 pub const CUDA_ERROR_NOT_INITIALIZED: CUresult = 3;
 pub const CUDA_ERROR_INVALID_DEVICE: CUresult = 101;
 pub const CUDA_ERROR_INVALID_CONTEXT: CUresult = 201;
+pub const CUDA_ERROR_INVALID_HANDLE: CUresult = 400;
 pub const CUDA_ERROR_NOT_FOUND: CUresult = 500;
 pub const CUDA_ERROR_UNKNOWN: CUresult = 999;
 
@@ -33,6 +34,14 @@ pub const LOCATION_HOST_NUMA: u32 = 3;
 pub struct Location {
     pub kind: u32,
     pub id: i32,
+}
+
+/// `CUmemAccessDesc`: who may access memory, and how
+/// (`CUmemAccess_flags`: 0 none, 1 read, 3 read-write).
+#[repr(C)]
+pub struct AccessDesc {
+    pub location: Location,
+    pub flags: u32,
 }
 
 /// `CUmemPoolProps` and `CUmemAllocationProp` up to their location.

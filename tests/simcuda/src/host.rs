@@ -1,9 +1,9 @@
 //! Pinned host memory: cuMemAllocHost / cuMemHostAlloc / cuMemHostRegister
-//! and their frees. Addresses are simulated (nothing is really pinned).
+//! and their frees: real memory (backing.rs), not really pinned.
 use std::ffi::{c_uint, c_void};
 
 use crate::{
-    cuda::{CUdeviceptr, CUresult, CUDA_ERROR_INVALID_VALUE, CUDA_SUCCESS},
+    cuda::{CUdeviceptr, CUresult, CUDA_ERROR_INVALID_VALUE, CUDA_ERROR_OUT_OF_MEMORY, CUDA_SUCCESS},
     state,
 };
 
@@ -15,8 +15,9 @@ unsafe fn alloc_host(pp: *mut *mut c_void, bytes: usize, _flags: c_uint) -> CUre
         Ok(c) => c,
         Err(e) => return e,
     };
+    let Some(addr) = card.host_alloc(bytes as u64) else { return CUDA_ERROR_OUT_OF_MEMORY };
     // SAFETY: the caller's out-pointer, valid by the driver API's contract.
-    unsafe { *pp = card.host_alloc(bytes as u64) as *mut c_void };
+    unsafe { *pp = addr as *mut c_void };
     CUDA_SUCCESS
 }
 
@@ -26,7 +27,7 @@ fn free_host(p: *mut c_void, registered: bool) -> CUresult {
         Err(e) => return e,
     };
     let _ = registered;
-    match card.host.remove(&(p as u64)) {
+    match card.host_free(p as u64) {
         Some(_) => CUDA_SUCCESS,
         None => CUDA_ERROR_INVALID_VALUE,
     }

@@ -19,15 +19,22 @@
 #![allow(non_snake_case, clippy::missing_safety_doc)]
 
 pub mod array;
+pub mod async_alloc;
+pub mod attributes;
+pub mod backing;
 pub mod context;
+pub mod copy;
 pub mod cuda;
 pub mod device;
+pub mod errors;
 pub mod exports;
 pub mod host;
 pub mod memory;
 pub mod multicast;
 pub mod pool;
+pub mod pool_attributes;
+pub mod pool_stats;
 pub mod procaddr;
 pub mod state;
-pub mod stream;
+pub mod streams;
 pub mod vmm;

@@ -35,10 +35,14 @@ pub(crate) fn free_device(dptr: CUdeviceptr, how: u32) -> CUresult {
     if dptr == 0 {
         return CUDA_SUCCESS; // freeing NULL is a no-op, as in the driver
     }
+    let from_pool = crate::pool::forget(dptr);
     let mut card = match state::card() {
         Ok(c) => c,
         Err(e) => return e,
     };
+    if from_pool == Some(crate::pool::Place::Host) {
+        return if card.host_free(dptr).is_some() { CUDA_SUCCESS } else { CUDA_ERROR_INVALID_VALUE };
+    }
     match card.release(dptr) {
         Some(_) => CUDA_SUCCESS,
         None => CUDA_ERROR_INVALID_VALUE,

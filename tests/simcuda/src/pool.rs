@@ -6,7 +6,7 @@
 //! `cuMemGetDefaultMemPool`/`cuMemGetMemPool`). Allocations from a pool
 //! take its location, whatever the caller's current device.
 use std::{
-    collections::{HashMap, HashSet},
+    collections::HashMap,
     sync::{Mutex, MutexGuard, OnceLock},
 };
 
@@ -16,6 +16,7 @@ use crate::{
         CUDA_ERROR_INVALID_VALUE, CUDA_ERROR_OUT_OF_MEMORY, CUDA_SUCCESS, LOCATION_DEVICE, LOCATION_HOST,
         LOCATION_HOST_NUMA, LOCATION_NONE,
     },
+    pool_stats::Stats,
     state,
 };
 
@@ -29,17 +30,20 @@ pub enum Place {
 }
 
 #[derive(Default)]
-struct Pools {
-    places: HashMap<u64, Place>,
+pub(crate) struct Pools {
+    pub(crate) places: HashMap<u64, Place>,
     /// Each place's default pool, made at its first use.
     defaults: HashMap<Place, u64>,
     /// Current pools set for a place (else its default).
     current: HashMap<Place, u64>,
-    /// Host addresses allocated from host pools (freed by cuMemFreeAsync).
-    host_allocations: HashSet<u64>,
+    /// Each live allocation from a pool: address -> (pool, its place,
+    /// bytes); a destroyed pool's stay until freed, as on the driver.
+    held: HashMap<u64, (u64, Place, u64)>,
+    /// Each pool's attributes and figures (pool_attributes.rs).
+    pub(crate) stats: HashMap<u64, Stats>,
 }
 
-fn pools() -> MutexGuard<'static, Pools> {
+pub(crate) fn pools() -> MutexGuard<'static, Pools> {
     static P: OnceLock<Mutex<Pools>> = OnceLock::new();
     P.get_or_init(Mutex::default).lock().unwrap_or_else(|e| e.into_inner())
 }
@@ -111,6 +115,7 @@ pub extern "C" fn cuMemPoolDestroy(pool: u64) -> CUresult {
     if p.defaults.values().any(|&h| h == pool) || p.places.remove(&pool).is_none() {
         return CUDA_ERROR_INVALID_VALUE;
     }
+    p.stats.remove(&pool);
     p.current.retain(|_, h| *h != pool);
     CUDA_SUCCESS
 }
@@ -198,25 +203,34 @@ pub(crate) unsafe fn alloc_from(dptr: *mut CUdeviceptr, bytes: usize, pool: u64)
             Ok(dev) => card.allocate(dev, bytes as u64, true),
             Err(e) => return e,
         },
-        Place::Host => {
-            let addr = card.host_alloc(bytes as u64);
-            p.host_allocations.insert(addr);
-            Some(addr)
-        }
+        Place::Host => card.host_alloc(bytes as u64),
     };
     let Some(addr) = addr else { return CUDA_ERROR_OUT_OF_MEMORY };
+    p.held.insert(addr, (pool, place, bytes as u64));
+    p.stats.entry(pool).or_default().used(bytes as u64, true);
     // SAFETY: the caller's out-pointer, checked non-null above.
     unsafe { *dptr = addr };
     CUDA_SUCCESS
 }
 
-/// Frees a host pool's allocation at `addr`; false if it is not one.
-pub(crate) fn free_host_allocation(addr: CUdeviceptr) -> bool {
-    if !pools().host_allocations.remove(&addr) {
-        return false;
+/// Allocates `bytes` from the current pool of the caller's device
+/// (`cuMemAllocAsync`).
+pub(crate) unsafe fn alloc_current(dptr: *mut CUdeviceptr, bytes: usize) -> CUresult {
+    let pool = crate::context::current_device().and_then(|dev| pools().current_of(Place::Device(dev)));
+    match pool {
+        // SAFETY: the caller's pointers, passed on as the driver API received them.
+        Ok(pool) => unsafe { alloc_from(dptr, bytes, pool) },
+        Err(e) => e,
     }
-    if let Ok(mut card) = state::card() {
-        card.host.remove(&addr);
+}
+
+/// Takes a pool's allocation at `addr` off its pool's figures: the place
+/// it was at, or `None` when `addr` is not from a pool.
+pub(crate) fn forget(addr: CUdeviceptr) -> Option<Place> {
+    let mut p = pools();
+    let (pool, place, bytes) = p.held.remove(&addr)?;
+    if let Some(s) = p.stats.get_mut(&pool) {
+        s.used(bytes, false);
     }
-    true
+    Some(place)
 }

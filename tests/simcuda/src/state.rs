@@ -15,12 +15,10 @@ use simcard::{Config, Process};
 
 use crate::cuda::{CUresult, CUDA_ERROR_INVALID_DEVICE, CUDA_ERROR_NOT_INITIALIZED, CUDA_ERROR_UNKNOWN};
 
-/// Device address space: each device gets its own 1 TiB window, like UVA.
-const VA_BASE: u64 = 0x7000_0000_0000;
-const VA_WINDOW: u64 = 1 << 40;
+use crate::backing::{self, DEVICE_BASE, DEVICE_WINDOW, HOST_BASE, WINDOW};
+
+/// Allocations' alignment on the device, as the driver's.
 const ALIGN: u64 = 512;
-/// Pinned host allocations get addresses from here.
-const HOST_BASE: u64 = 0x6000_0000_0000;
 
 pub struct Device {
     next_va: u64,
@@ -80,8 +78,9 @@ pub fn init() -> Result<(), CUresult> {
     if let Ok(l) = shared.lock() {
         l.forget(Process::current());
     }
-    let devices =
-        (0..shared.config().devices as u64).map(|d| Device { next_va: VA_BASE + d * VA_WINDOW }).collect();
+    let count = shared.config().devices as u64;
+    backing::map(count)?;
+    let devices = (0..count).map(|d| Device { next_va: DEVICE_BASE + d * DEVICE_WINDOW }).collect();
     // SAFETY: registers a handler that only stores to an atomic.
     unsafe { libc::pthread_atfork(None, None, Some(forked)) };
     let _ = CARD.set(Mutex::new(Card {
@@ -147,8 +146,12 @@ impl Card {
         }
     }
 
-    /// Bytes every process holds on `dev`.
+    /// Bytes every running process holds on `dev` (what exited ones held
+    /// given back first, as a driver's figure would not count them).
     pub fn used(&self, dev: i32) -> u64 {
+        if let Ok(l) = self.shared.lock() {
+            l.sweep();
+        }
         self.shared.used(dev as usize)
     }
 
@@ -166,13 +169,13 @@ impl Card {
     /// touched and a driver lets it exceed the device, so, untouched here,
     /// it takes none of the card (nor of NVML's figures), as on a real one.
     pub fn allocate(&mut self, dev: i32, bytes: u64, managed: bool) -> Option<u64> {
-        if dev < 0 || dev as usize >= self.devices.len() || !(managed || self.charge(dev, bytes, Use::Memory))
-        {
+        let end = DEVICE_BASE + (dev as u64 + 1) * DEVICE_WINDOW;
+        let d = self.devices.get(dev.max(0) as usize).filter(|_| dev >= 0)?;
+        let (addr, next) = (d.next_va, d.next_va + bytes.div_ceil(ALIGN).max(1) * ALIGN);
+        if next > end || !(managed || self.charge(dev, bytes, Use::Memory)) {
             return None;
         }
-        let d = &mut self.devices[dev as usize];
-        let addr = d.next_va;
-        d.next_va += bytes.div_ceil(ALIGN).max(1) * ALIGN;
+        self.devices[dev as usize].next_va = next;
         self.live.insert(addr, (dev, bytes, !managed));
         Some(addr)
     }
@@ -180,6 +183,7 @@ impl Card {
     /// Releases the allocation at `addr`; `None` if there is none.
     pub fn release(&mut self, addr: u64) -> Option<(i32, u64)> {
         let (dev, bytes, charged) = self.live.remove(&addr)?;
+        backing::give_back(addr, bytes);
         if charged {
             self.uncharge(dev, bytes, Use::Memory);
         }
@@ -197,12 +201,34 @@ impl Card {
         self.uncharge(dev, bytes, Use::Memory);
     }
 
-    /// A fresh pinned host address for `bytes`.
-    pub fn host_alloc(&mut self, bytes: u64) -> u64 {
+    /// A fresh pinned host address for `bytes`, real memory; `None` when
+    /// the host window is spent.
+    pub fn host_alloc(&mut self, bytes: u64) -> Option<u64> {
         let addr = self.next_host;
-        self.next_host += bytes.div_ceil(4096).max(1) * 4096;
+        let next = addr + bytes.div_ceil(4096).max(1) * 4096;
+        if next > HOST_BASE + WINDOW {
+            return None;
+        }
+        self.next_host = next;
         self.host.insert(addr, bytes);
-        addr
+        Some(addr)
+    }
+
+    /// Forgets the pinned host memory at `addr` (allocated or registered:
+    /// only what this library allocated has its pages given back).
+    pub fn host_free(&mut self, addr: u64) -> Option<u64> {
+        let bytes = self.host.remove(&addr)?;
+        if (HOST_BASE..HOST_BASE + WINDOW).contains(&addr) {
+            backing::give_back(addr, bytes);
+        }
+        Some(bytes)
+    }
+
+    /// Whether `[addr, addr + len)` is memory a copy may touch: inside the
+    /// card's windows or pinned (registered) host memory.
+    pub fn touchable(&self, addr: u64, len: u64) -> bool {
+        backing::inside(self.devices.len() as u64, addr, len)
+            || self.host.iter().any(|(&b, &l)| addr >= b && addr.saturating_add(len) <= b + l)
     }
 
     /// A fresh opaque handle.

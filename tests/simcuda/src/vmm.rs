@@ -16,8 +16,6 @@ use crate::{
     state,
 };
 
-const VA_RESERVE_BASE: u64 = 0x7f00_0000_0000;
-
 struct Handle {
     /// Device the memory is on (None: host).
     device: Option<i32>,
@@ -36,7 +34,7 @@ struct Vmm {
 
 fn vmm() -> MutexGuard<'static, Vmm> {
     static V: OnceLock<Mutex<Vmm>> = OnceLock::new();
-    V.get_or_init(|| Mutex::new(Vmm { next_va: VA_RESERVE_BASE, ..Vmm::default() }))
+    V.get_or_init(|| Mutex::new(Vmm { next_va: crate::backing::VMM_BASE, ..Vmm::default() }))
         .lock()
         .unwrap_or_else(|p| p.into_inner())
 }
@@ -107,16 +105,20 @@ pub extern "C" fn cuMemRelease(handle: u64) -> CUresult {
 pub unsafe extern "C" fn cuMemAddressReserve(
     ptr: *mut CUdeviceptr,
     size: usize,
-    _alignment: usize,
+    alignment: usize,
     _addr: CUdeviceptr,
     _flags: c_ulonglong,
 ) -> CUresult {
-    if ptr.is_null() || size == 0 {
+    if ptr.is_null() || size == 0 || !(alignment == 0 || alignment.is_power_of_two()) {
         return CUDA_ERROR_INVALID_VALUE;
     }
     let mut v = vmm();
-    let va = v.next_va;
-    v.next_va += (size as u64).div_ceil(1 << 21) * (1 << 21);
+    let va = v.next_va.next_multiple_of((alignment as u64).max(1 << 21));
+    let next = va + (size as u64).div_ceil(1 << 21) * (1 << 21);
+    if next > crate::backing::VMM_BASE + crate::backing::WINDOW {
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    v.next_va = next;
     // SAFETY: the caller's out-pointer, valid by the driver API's contract.
     unsafe { *ptr = va };
     CUDA_SUCCESS

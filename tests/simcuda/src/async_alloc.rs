@@ -1,15 +1,12 @@
 //! Stream-ordered allocation (from the current pool of the stream's
 //! device, or from a pool: pool.rs). Streams are not simulated: the work
 //! happens at the call, which is what the caller holds.
-use std::ffi::c_void;
-
 use crate::{
-    cuda::{CUdeviceptr, CUresult, CUDA_SUCCESS},
-    memory::{alloc_device, free_device},
-    pool::{alloc_from, free_host_allocation},
+    cuda::{CUdeviceptr, CUresult},
+    memory::free_device,
+    pool::{alloc_current, alloc_from},
+    streams::CUstream,
 };
-
-pub type CUstream = *mut c_void;
 
 pub unsafe extern "C" fn cuMemAllocAsync(
     dptr: *mut CUdeviceptr,
@@ -17,7 +14,7 @@ pub unsafe extern "C" fn cuMemAllocAsync(
     _stream: CUstream,
 ) -> CUresult {
     // SAFETY: the caller's pointers, passed on as the driver API received them.
-    unsafe { alloc_device(dptr, bytesize, 10) }
+    unsafe { alloc_current(dptr, std::hint::black_box(bytesize)) }
 }
 
 pub unsafe extern "C" fn cuMemAllocAsync_ptsz(
@@ -26,7 +23,7 @@ pub unsafe extern "C" fn cuMemAllocAsync_ptsz(
     _stream: CUstream,
 ) -> CUresult {
     // SAFETY: the caller's pointers, passed on as the driver API received them.
-    unsafe { alloc_device(dptr, bytesize, 11) }
+    unsafe { alloc_current(std::hint::black_box(dptr), bytesize) }
 }
 
 pub unsafe extern "C" fn cuMemAllocFromPoolAsync(
@@ -49,18 +46,10 @@ pub unsafe extern "C" fn cuMemAllocFromPoolAsync_ptsz(
     unsafe { alloc_from(dptr, std::hint::black_box(bytesize), pool) }
 }
 
-/// A host pool's allocation, or device memory.
-fn free_async(dptr: CUdeviceptr, how: u32) -> CUresult {
-    if free_host_allocation(dptr) {
-        return CUDA_SUCCESS;
-    }
-    free_device(dptr, how)
-}
-
 pub extern "C" fn cuMemFreeAsync(dptr: CUdeviceptr, _stream: CUstream) -> CUresult {
-    free_async(dptr, 10)
+    free_device(dptr, 10)
 }
 
 pub extern "C" fn cuMemFreeAsync_ptsz(dptr: CUdeviceptr, _stream: CUstream) -> CUresult {
-    free_async(dptr, 11)
+    free_device(dptr, 11)
 }
