@@ -18,6 +18,19 @@ use crate::util::{cache_dir, cargo_bin, cmd, output, run};
 const BPF_LINKER_VERSION: &str = "~0.13";
 /// Pinned: the version checked against the simulated driver.
 pub const CUDA_BINDINGS: &str = "cuda-bindings==13.5.0";
+/// The real clients the e2e tests run on the simulated driver, pinned to
+/// the versions checked against it: numba-cuda (with numba, llvmlite and
+/// numpy; it asks NVIDIA's CUDA runtime package for its version) and
+/// cuda.core.
+pub const FRAMEWORKS: &[&str] = &[
+    "numba-cuda==0.30.4",
+    "numba==0.68.1",
+    "llvmlite==0.50.0",
+    "numpy==2.4.6",
+    "nvidia-cuda-runtime==13.5.37",
+    "cuda-core==1.2.2",
+    "cuda-pathfinder==1.9.1",
+];
 
 pub struct Setup {
     pub python: PathBuf,
@@ -111,9 +124,11 @@ fn ensure_bpf_linker(sysroot: &std::path::Path) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// A venv with cuda-bindings, for the test that runs NVIDIA's own client.
+/// A venv with cuda-bindings, numba-cuda and cuda.core, for the tests
+/// that run real clients on the simulated driver.
 fn ensure_venv() -> anyhow::Result<PathBuf> {
-    venv("venv", &[CUDA_BINDINGS]).map(|dir| dir.join("bin/python"))
+    let wanted: Vec<&str> = std::iter::once(CUDA_BINDINGS).chain(FRAMEWORKS.iter().copied()).collect();
+    venv("venv", &wanted).map(|dir| dir.join("bin/python"))
 }
 
 /// A Python venv `~/.cache/gpumem/NAME` with exactly `requirements`

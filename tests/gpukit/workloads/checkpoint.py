@@ -5,15 +5,17 @@ checkpoint's name, the framework's own figures (`framework`), the figure
 gpumem is compared with (`compare`: a name in `framework`), the gpumem
 kinds that figure covers (`kinds`; default: every kind in device memory,
 device, array and VMM), and what the workload itself knows it holds per
-memory kind (`truth`, bytes; absent where only the framework knows). Then it waits for a line on stdin, so
-kit.py can read gpumem and NVML while the memory is held.
+memory kind (`truth`, bytes; absent where only the framework knows) and,
+where it knows that too, per `kind:device` (`split`, as `gpumem status`
+splits a process: the e2e tests compare it exactly). Then it waits for a
+line on stdin, so kit.py can read gpumem and NVML while the memory is held.
 """
 import json
 import os
 import sys
 
 
-def checkpoint(name, framework=None, compare=None, truth=None, kinds=None):
+def checkpoint(name, framework=None, compare=None, truth=None, kinds=None, split=None):
     line = {
         "checkpoint": name,
         "pid": os.getpid(),
@@ -22,6 +24,8 @@ def checkpoint(name, framework=None, compare=None, truth=None, kinds=None):
         "truth": truth,
         "kinds": kinds,
     }
+    if split is not None:
+        line["split"] = split
     print(json.dumps(line), flush=True)
     if not sys.stdin.readline():
         raise SystemExit("kit.py went away")

@@ -15,6 +15,7 @@ mod coverage;
 mod cuda_bindings;
 mod faults;
 mod forensics;
+mod frameworks;
 mod gpu_kit;
 mod libraries;
 mod limit_changes;
