@@ -61,7 +61,7 @@ enum Cmd {
     /// Installs kubernetes-validate in a venv and Debian's systemd package
     /// where missing.
     DeployCheck,
-    /// Fetch NVIDIA's own driver libraries (libcuda1 535 and 550 from
+    /// Fetch NVIDIA's own driver libraries (libcuda1 535, 550 and 555 from
     /// Debian's non-free packages, cached) and print where each is, e.g.
     /// for `gpumem probe --libcuda PATH`. The tests and the bench use them.
     Nvidia,

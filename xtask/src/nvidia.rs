@@ -19,8 +19,10 @@ use crate::{
 };
 
 /// Driver series and the Debian suite whose non-free component carries
-/// it: the newest release of each is used.
-const SERIES: &[(&str, &str)] = &[("535", "bookworm"), ("550", "trixie")];
+/// it: the newest release of each is used; the last is the newest series
+/// any Debian suite carries (experimental's), which the kernel matrix
+/// proves `deny` on.
+const SERIES: &[(&str, &str)] = &[("535", "bookworm"), ("550", "trixie"), ("555", "experimental")];
 
 /// NVIDIA's management library's file name, kept beside `libcuda.so.1`.
 pub const NVML: &str = "libnvidia-ml.so.1";

@@ -337,7 +337,7 @@ fn bpf_log_says_each_limit_decision_from_the_kernel() {
     agent.wait_for_state("the kernel's log of the decisions", said, |s| *s == expected);
 }
 
-/// `deny` on NVIDIA's own driver library (550, from Debian's non-free
+/// `deny` on NVIDIA's own driver library (the newest series, from Debian's non-free
 /// packages; the matrix carries it into its VMs): with no GPU its
 /// allocations return CUDA_ERROR_NOT_INITIALIZED (3); a call that would
 /// cross a limit returns CUDA_ERROR_OUT_OF_MEMORY (2) instead, without

@@ -1,5 +1,6 @@
-//! NVIDIA's own driver library, as users run it: `libcuda.so.1` of the 535
-//! and 550 series from Debian's non-free packages (`cargo xtask test`
+//! NVIDIA's own driver library, as users run it: `libcuda.so.1` of the 535,
+//! 550 and 555 series from Debian's non-free packages (bookworm, trixie,
+//! and experimental, the newest any suite carries; `cargo xtask test`
 //! fetches them and names them in `GPUMEM_NVIDIA_LIBCUDA`). There is no
 //! GPU here, so every allocation fails with CUDA_ERROR_NOT_INITIALIZED,
 //! through the same exported stubs a GPU's users call: enough to prove
@@ -23,10 +24,10 @@ const NOT_INITIALIZED: u32 = 3;
 fn libraries() -> Option<Vec<PathBuf>> {
     let list = provided(
         "GPUMEM_NVIDIA_LIBCUDA",
-        "fetches NVIDIA's libcuda1 (535, 550) from Debian's non-free packages and sets it",
+        "fetches NVIDIA's libcuda1 (535, 550, 555) from Debian's non-free packages and sets it",
     )?;
     let libs: Vec<PathBuf> = std::env::split_paths(&list).collect();
-    assert_eq!(libs.len(), 2, "NVIDIA's 535 and 550 libraries, in {list:?}");
+    assert_eq!(libs.len(), 3, "NVIDIA's 535, 550 and 555 libraries, in {list:?}");
     Some(libs)
 }
 
