@@ -124,7 +124,8 @@ pub unsafe extern "C" fn cuDeviceGetUuid_v2(out: *mut [u8; 16], dev: CUdevice) -
     unsafe { write_uuid(out, dev, 2) }
 }
 
-/// `0000:BB:00.0`, the bus being the device's number + 1.
+/// `0000:BB:00.0` (13 bytes with the NUL, what callers pass), the bus
+/// being the device's number + 1.
 pub unsafe extern "C" fn cuDeviceGetPCIBusId(out: *mut c_char, len: c_int, dev: CUdevice) -> CUresult {
     if out.is_null() || len < 13 {
         return CUDA_ERROR_INVALID_VALUE;
@@ -132,7 +133,7 @@ pub unsafe extern "C" fn cuDeviceGetPCIBusId(out: *mut c_char, len: c_int, dev: 
     if let Err(e) = state::check_device(dev) {
         return e;
     }
-    let text = format!("00000000:{:02X}:00.0\0", dev + 1);
+    let text = format!("0000:{:02X}:00.0\0", dev + 1);
     let n = text.len().min(len as usize);
     // SAFETY: `out` holds `len` bytes (the driver API's contract), `n <= len`.
     unsafe { std::ptr::copy_nonoverlapping(text.as_ptr().cast(), out, n) };

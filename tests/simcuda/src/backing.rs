@@ -35,9 +35,11 @@ pub fn windows(devices: u64) -> Vec<(u64, u64)> {
     w
 }
 
-/// Maps every window, once per process (a forked child inherits them).
+/// Maps every window, once per process (a forked child inherits them);
+/// on failure none stays mapped.
 pub fn map(devices: u64) -> Result<(), CUresult> {
-    for (base, len) in windows(devices) {
+    let all = windows(devices);
+    for (i, &(base, len)) in all.iter().enumerate() {
         // SAFETY: a fixed mapping that refuses to replace anything already
         // there (MAP_FIXED_NOREPLACE), so no memory of the process is touched.
         let p = unsafe {
@@ -52,6 +54,10 @@ pub fn map(devices: u64) -> Result<(), CUresult> {
         };
         if p == libc::MAP_FAILED || p as u64 != base {
             let e = std::io::Error::last_os_error();
+            for &(b, l) in &all[..i] {
+                // SAFETY: a window mapped just above by this function.
+                unsafe { libc::munmap(b as *mut c_void, l as usize) };
+            }
             eprintln!(
                 "simcuda: cannot map the simulated card's memory window {base:#x}+{len:#x}: {e} (another mapping is there, or the kernel refuses MAP_NORESERVE under strict overcommit)"
             );

@@ -85,7 +85,8 @@ unsafe fn primary_retain(pctx: *mut CUcontext, dev: CUdevice) -> CUresult {
     CUDA_SUCCESS
 }
 
-fn primary_release(dev: CUdevice, _version: u32) -> CUresult {
+fn primary_release(dev: CUdevice, version: u32) -> CUresult {
+    let _ = std::hint::black_box(version);
     if let Err(e) = state::check_device(dev) {
         return e;
     }
@@ -102,7 +103,8 @@ fn primary_release(dev: CUdevice, _version: u32) -> CUresult {
     }
 }
 
-unsafe fn create(pctx: *mut CUcontext, dev: CUdevice, _version: u32) -> CUresult {
+unsafe fn create(pctx: *mut CUcontext, dev: CUdevice, version: u32) -> CUresult {
+    let _ = std::hint::black_box(version);
     if pctx.is_null() {
         return CUDA_ERROR_INVALID_VALUE;
     }

@@ -54,7 +54,7 @@ fn copy(dst: u64, src: u64, bytes: usize, sides: Sides) -> CUresult {
 }
 
 fn fill(dst: CUdeviceptr, value: u32, width: usize, count: usize) -> CUresult {
-    let bytes = width * count;
+    let Some(bytes) = width.checked_mul(count) else { return CUDA_ERROR_INVALID_VALUE };
     let card = match state::card() {
         Ok(c) => c,
         Err(e) => return e,

@@ -22,11 +22,16 @@ unsafe fn alloc_host(pp: *mut *mut c_void, bytes: usize, _flags: c_uint) -> CUre
 }
 
 fn free_host(p: *mut c_void, registered: bool) -> CUresult {
+    let _ = std::hint::black_box(registered);
+    // A host pool's allocation is freed by cuMemFreeAsync only (asked
+    // before the card is locked: pools are locked before it elsewhere).
+    if crate::pool::holds(p as u64) {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
     let mut card = match state::card() {
         Ok(c) => c,
         Err(e) => return e,
     };
-    let _ = registered;
     match card.host_free(p as u64) {
         Some(_) => CUDA_SUCCESS,
         None => CUDA_ERROR_INVALID_VALUE,

@@ -1,7 +1,8 @@
 //! Memory pools, each at a location: a device's (its memory, charged to
 //! the card), the host's (pinned host memory) or managed. Every device
 //! has a default pool, which is its current one until `cuDeviceSetMemPool`
-//! (or CUDA 13's `cuMemSetMemPool`) makes another of its pools current;
+//! makes another of its pools current (CUDA 13's `cuMemSetMemPool` is not
+//! simulated);
 //! the host and managed memory have default pools too (CUDA 13's
 //! `cuMemGetDefaultMemPool`/`cuMemGetMemPool`). Allocations from a pool
 //! take its location, whatever the caller's current device.
@@ -189,6 +190,10 @@ pub(crate) unsafe fn alloc_from(dptr: *mut CUdeviceptr, bytes: usize, pool: u64)
     if dptr.is_null() || bytes == 0 {
         return CUDA_ERROR_INVALID_VALUE;
     }
+    // The device of a managed pool with no preference is the caller's,
+    // resolved before any lock is taken (contexts are locked before the
+    // card elsewhere).
+    let current = crate::context::current_device();
     let mut p = pools();
     let Some(&place) = p.places.get(&pool) else {
         return CUDA_ERROR_INVALID_VALUE;
@@ -199,7 +204,7 @@ pub(crate) unsafe fn alloc_from(dptr: *mut CUdeviceptr, bytes: usize, pool: u64)
     };
     let addr = match place {
         Place::Device(dev) => card.allocate(dev, bytes as u64, false),
-        Place::Managed(dev) => match dev.map_or_else(crate::context::current_device, Ok) {
+        Place::Managed(dev) => match dev.map_or(current, Ok) {
             Ok(dev) => card.allocate(dev, bytes as u64, true),
             Err(e) => return e,
         },
@@ -222,6 +227,11 @@ pub(crate) unsafe fn alloc_current(dptr: *mut CUdeviceptr, bytes: usize) -> CUre
         Ok(pool) => unsafe { alloc_from(dptr, bytes, pool) },
         Err(e) => e,
     }
+}
+
+/// Whether `addr` is a live allocation from a pool.
+pub(crate) fn holds(addr: CUdeviceptr) -> bool {
+    pools().held.contains_key(&addr)
 }
 
 /// Takes a pool's allocation at `addr` off its pool's figures: the place

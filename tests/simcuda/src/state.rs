@@ -65,6 +65,9 @@ pub fn context_memory(dev: i32, take: bool) -> bool {
 /// card no running process uses is made as `SIMCUDA_CAPACITY`,
 /// `SIMCUDA_DEVICES` and `SIMCUDA_CONTEXT_COST` say).
 pub fn init() -> Result<(), CUresult> {
+    // One thread at a time maps the card; the others find it made.
+    static INIT: Mutex<()> = Mutex::new(());
+    let _once = INIT.lock().unwrap_or_else(|p| p.into_inner());
     if CARD.get().is_some() {
         return Ok(());
     }

@@ -186,8 +186,9 @@ pub unsafe extern "C" fn cuEventElapsedTime(ms: *mut f32, start: CUevent, end: C
     if ms.is_null() {
         return CUDA_ERROR_INVALID_VALUE;
     }
-    let t = recorded(start)
-        .and_then(|a| recorded(end).map(|b| b.saturating_duration_since(a).as_secs_f32() * 1000.0));
+    // An event never recorded has no time: an invalid handle here.
+    let at = |e| recorded(e).map_err(|err| if err == NOT_READY { CUDA_ERROR_INVALID_HANDLE } else { err });
+    let t = at(start).and_then(|a| at(end).map(|b| b.saturating_duration_since(a).as_secs_f32() * 1000.0));
     // SAFETY: the caller's out-pointer, checked non-null above.
     unsafe { hand_out(ms, t) }
 }
