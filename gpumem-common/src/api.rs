@@ -75,6 +75,11 @@ pub enum Shape {
     /// `cuDeviceGetMemPool`/`cuDeviceGetDefaultMemPool(CUmemoryPool *out,
     /// CUdevice dev)`: learns a device's pool.
     PoolOfDevice,
+    /// `cuMemGetInfo[_v2](*free, *total)` of the current context's device:
+    /// answered with the caller's limits' view (gpumem-ebpf's view.rs).
+    MemInfo,
+    /// `cuDeviceTotalMem[_v2](*bytes, CUdevice dev)`: likewise.
+    TotalMem,
 }
 
 impl Shape {
@@ -107,6 +112,8 @@ impl Shape {
             Shape::PoolCreate => (PoolCreateEntry, PoolLearnReturn),
             Shape::PoolOfLocation => (PoolOfLocationEntry, PoolLearnReturn),
             Shape::PoolOfDevice => (PoolOfDeviceEntry, PoolLearnReturn),
+            Shape::MemInfo => (MemInfoEntry, ViewReturn),
+            Shape::TotalMem => (TotalMemEntry, ViewReturn),
         }
     }
 
@@ -140,6 +147,8 @@ pub enum Family {
     Multicast,
     /// Contexts: which device a thread's allocations go to.
     Context,
+    /// What the card says it has: queries, never recorded.
+    Query,
 }
 
 impl Family {
@@ -152,6 +161,7 @@ impl Family {
             Family::Multicast => "multicast",
             Family::Context => "context",
             Family::Host => "host_mapping",
+            Family::Query => "query",
             _ => "call",
         }
     }
@@ -291,6 +301,13 @@ cuda_apis! {
     36 CTX_DESTROY_V2                   "cuCtxDestroy_v2"                 Context  Call          CONTEXT  Optional;
     37 DEVICE_PRIMARY_CTX_RELEASE       "cuDevicePrimaryCtxRelease"       Context  Call          CONTEXT  Optional;
     38 DEVICE_PRIMARY_CTX_RELEASE_V2    "cuDevicePrimaryCtxRelease_v2"    Context  Call          CONTEXT  Optional;
+    // What the card has: a process under limits with view=limit is told
+    // its limit as the card's size (attached where the kernel lets
+    // programs write user memory).
+    55 MEM_GET_INFO_V2                  "cuMemGetInfo_v2"                 Query    MemInfo       DEVICE   Optional;
+    56 MEM_GET_INFO                     "cuMemGetInfo"                    Query    MemInfo       DEVICE   Optional;
+    57 DEVICE_TOTAL_MEM_V2              "cuDeviceTotalMem_v2"             Query    TotalMem      DEVICE   Optional;
+    58 DEVICE_TOTAL_MEM                 "cuDeviceTotalMem"                Query    TotalMem      DEVICE   Optional;
 }
 
 /// The API with id `api`.
@@ -354,7 +371,7 @@ mod tests {
         assert_eq!(id::name(id::MEM_ALLOC_V2), "cuMemAlloc_v2");
         assert_eq!(id::name(id::CTX_CREATE_V4), "cuCtxCreate_v4");
         assert_eq!(id::name(9999), "unknown");
-        assert_eq!(id::MAX, 54);
+        assert_eq!(id::MAX, 58);
         assert_eq!(id::call_name(id::MEM_POOL_TRIM_TO), "pool");
         assert_eq!(id::call_name(id::CTX_DESTROY_V2), "context");
         assert_eq!(id::call_name(id::IPC_OPEN_MEM_HANDLE_V2), "import");

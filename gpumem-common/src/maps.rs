@@ -77,7 +77,9 @@ pub mod stat {
     /// The driver reported success but the returned pointer could not be
     /// read: the allocation is reported but not charged.
     pub const OUT_PTR_UNREADABLE: u32 = 4;
-    pub const COUNT: u32 = 5;
+    /// Memory queries answered with a limit's view (see `limit_view`).
+    pub const VIEW_REWRITES: u32 = 5;
+    pub const COUNT: u32 = 6;
 }
 
 /// Address namespaces in the live map: device pointers, host pointers and
@@ -217,6 +219,18 @@ pub struct LimitRule {
     pub device: u32,
     /// 1 while the rule is in force.
     pub active: u32,
+    /// One of [`limit_view`]: what a process under this limit is told the
+    /// card has (`cuMemGetInfo`, `cuDeviceTotalMem`).
+    pub view: u32,
+    pub _pad: u32,
+}
+
+/// What a limit tells the processes under it about the card.
+pub mod limit_view {
+    /// The card as the driver reports it.
+    pub const DRIVER: u32 = 0;
+    /// The limit as the card's size, and what is left under it as free.
+    pub const LIMIT: u32 = 1;
 }
 
 /// One limit slot's count: written by the kernel only, so the agent can
@@ -252,7 +266,7 @@ mod pod {
 const _: () = {
     assert!(core::mem::size_of::<LiveAlloc>() == 64);
     assert!(core::mem::size_of::<LimitKey>() == 16);
-    assert!(core::mem::size_of::<LimitRule>() == 32);
+    assert!(core::mem::size_of::<LimitRule>() == 40);
     assert!(core::mem::size_of::<LimitState>() == 16);
     assert!(core::mem::size_of::<LiveKey>() == 16);
     assert!(core::mem::size_of::<CtxKey>() == 16);

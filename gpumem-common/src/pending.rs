@@ -51,6 +51,8 @@ pub union CallState {
     pub mapping: MappingCall,
     /// Calls that learn a pool's place.
     pub pool: PoolCall,
+    /// Memory queries a limit's view may answer.
+    pub view: ViewCall,
     /// All of it, to start from zeros.
     pub raw: [u64; CALL_STATE_WORDS],
 }
@@ -138,6 +140,21 @@ pub struct PoolCall {
     pub place: crate::pool::Place,
 }
 
+/// `cuMemGetInfo[_v2](*free, *total)` or `cuDeviceTotalMem[_v2](*bytes,
+/// dev)`: where the driver writes its figures, and the device asked about.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ViewCall {
+    /// Where the driver writes the free figure (0: no such figure).
+    pub free_ptr: u64,
+    /// Where it writes the total.
+    pub total_ptr: u64,
+    /// The device (the thread's current context's for `cuMemGetInfo`).
+    pub device: u32,
+    /// The figures' width in bytes: 8 (`size_t`), 4 in the v1 APIs.
+    pub width: u32,
+}
+
 /// A mapping made or undone.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -176,7 +193,8 @@ call_state_from!(
     current: CurrentCall,
     report: ReportCall,
     mapping: MappingCall,
-    pool: PoolCall
+    pool: PoolCall,
+    view: ViewCall
 );
 
 #[cfg(feature = "user")]
@@ -200,6 +218,7 @@ const _: () = {
     assert!(size_of::<ReportCall>() <= words);
     assert!(size_of::<MappingCall>() <= words);
     assert!(size_of::<PoolCall>() <= words);
+    assert!(size_of::<ViewCall>() <= words);
     assert!(size_of::<Pending>() == 8 + words);
     assert!(size_of::<PendingKey>() == 16);
 };

@@ -62,4 +62,7 @@ programs! {
     PoolOfLocationEntry "pool_of_location_entry";
     PoolOfDeviceEntry   "pool_of_device_entry";
     PoolLearnReturn     "pool_learn_return";
+    MemInfoEntry        "mem_info_entry";
+    TotalMemEntry       "total_mem_entry";
+    ViewReturn          "view_return";
 }

@@ -17,8 +17,8 @@ use aya_ebpf::helpers::{
     generated::{bpf_get_current_ancestor_cgroup_id, bpf_send_signal},
 };
 use gpumem_common::{
-    event_type, limit_action, limit_list, limit_scope, limits_in_force, Decision, LimitKey, DEVICE_ANY,
-    LIMITS_PER_CALL, MAX_CGROUP_DEPTH, TASK_COMM_LEN,
+    event_type, limit_action, limit_list, limit_scope, limit_view, limits_in_force, Decision, LimitKey,
+    DEVICE_ANY, LIMITS_PER_CALL, MAX_CGROUP_DEPTH, TASK_COMM_LEN,
 };
 
 use crate::{
@@ -156,6 +156,40 @@ pub fn admit(size: u64, device: u32, api: u32, can_deny: bool) -> Admission {
         reserved |= ((slot + 1) as u64) << (8 * (i - 1));
     }
     Admission { slots: reserved, refused: false, deny: false }
+}
+
+/// What the caller is told card `device` has (families/view.rs): under
+/// its limits with `view=limit` that count that device, (the smallest
+/// hard limit, the least left under any of them: 0 over one); None where
+/// no such limit applies, and the driver's figures stand.
+#[inline(always)]
+pub fn view(device: u32) -> Option<(u64, u64)> {
+    let kinds = LIMITS_IN_FORCE.get(0).copied().unwrap_or(0);
+    if kinds == 0 {
+        return None;
+    }
+    let candidates = applicable((bpf_get_current_pid_tgid() >> 32) as u32, kinds);
+    let (mut total, mut left, mut any) = (u64::MAX, u64::MAX, false);
+    let mut i = 0;
+    while i < LIMITS_PER_CALL {
+        let Some(slot) = limit_list::at(candidates, i) else { break };
+        i += 1;
+        let (Some(rule), Some(state)) = (LIMITS.get_ptr(slot), LIMIT_STATE.get_ptr(slot)) else {
+            continue;
+        };
+        // SAFETY: checked map value pointer; fields read once.
+        let r = unsafe { core::ptr::read_volatile(rule) };
+        if r.active == 0 || r.view != limit_view::LIMIT || (r.device != DEVICE_ANY && r.device != device) {
+            continue;
+        }
+        // SAFETY: checked map value pointer.
+        let usage = unsafe { core::ptr::read_volatile(core::ptr::addr_of!((*state).usage)) };
+        let counted = usage.wrapping_add(LIMIT_BASE.get(slot).copied().unwrap_or(0));
+        total = total.min(r.hard);
+        left = left.min(r.hard.saturating_sub(counted));
+        any = true;
+    }
+    any.then_some((total, left))
 }
 
 /// Sends a decision record (`limit` or `limit_soft`) for the caller (and

@@ -1,6 +1,6 @@
 //! Diagnostics an operator turns on when something looks wrong (`gpumem
-//! run --bpf-log`): limit decisions, deny rewrites and full
-//! maps, logged from the programs through aya-log's ring buffer.
+//! run --bpf-log`): limit decisions, deny rewrites, memory queries
+//! answered with a limit's view and full maps, logged from the programs through aya-log's ring buffer.
 //!
 //! The object is built twice (see gpumem-user's build.rs): without the
 //! `log` feature every log call here is empty, and that object is what the
@@ -44,6 +44,16 @@ pub fn deny(result: u32, delta: u64) {
     let _ = (result, delta);
 }
 
+/// A memory query answered with a limit's view: `limit` as the total,
+/// `left` as the free figure.
+#[inline(always)]
+pub fn view(api: u32, device: u32, limit: u64, left: u64) {
+    #[cfg(feature = "log")]
+    gpumem_log_view(u64::from(api), u64::from(device), limit, left);
+    #[cfg(not(feature = "log"))]
+    let _ = (api, device, limit, left);
+}
+
 /// A map insert failed: the map is full.
 #[inline(always)]
 pub fn map_full() {
@@ -80,6 +90,22 @@ extern "C" fn gpumem_log_decision(slot_event: u64, request: u64, usage: u64, lim
 #[no_mangle]
 extern "C" fn gpumem_log_deny(result: u64, delta: u64) -> u64 {
     aya_log_ebpf::info!(&(), "deny: the call returns {} from the ret {} bytes on", result, delta);
+    0
+}
+
+#[cfg(feature = "log")]
+#[inline(never)]
+#[no_mangle]
+extern "C" fn gpumem_log_view(api: u64, device: u64, limit: u64, left: u64) -> u64 {
+    let name = gpumem_common::id::name(api as u32);
+    aya_log_ebpf::info!(
+        &(),
+        "view: {} on device {} answered total {} free at most {}",
+        name,
+        device,
+        limit,
+        left
+    );
     0
 }
 

@@ -17,4 +17,5 @@ pub mod floor;
 pub mod free;
 pub mod pool;
 pub mod report;
+pub mod view;
 pub mod vmm;
