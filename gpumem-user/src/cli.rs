@@ -83,10 +83,12 @@ pub struct RunArgs {
     #[arg(long, value_name = "PATH", default_value = DEFAULT_SOCKET)]
     pub socket: PathBuf,
     /// A limit, decided in the kernel at each allocation (repeatable):
-    /// TARGET=HARD[,soft=SIZE][,action=ACTION][,fallback=ACTION][,device=N]
+    /// TARGET=HARD[,soft=SIZE][,action=ACTION][,fallback=ACTION][,device=N][,view=VIEW]
     /// with TARGET cgroup:/path (the cgroup and everything below it),
     /// pid:N or comm:NAME; sizes like 512MiB or 8GiB; ACTION audit,
-    /// signal[:SIG] or deny.
+    /// signal[:SIG] or deny; VIEW limit (processes under it are told the
+    /// limit as the card's size, so frameworks size themselves to it; the
+    /// default where the kernel allows it, see `gpumem probe`) or driver.
     #[arg(long = "limit", value_name = "SPEC", value_parser = Limit::parse)]
     pub limits: Vec<Limit>,
     /// Limits from a TOML file (see the README), added to --limit.

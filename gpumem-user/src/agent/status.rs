@@ -31,6 +31,7 @@ impl Agent {
             skipped_runs: stats.skipped_runs,
             unmatched_returns: stats.unmatched_returns,
             unwritten: self.sink.lost(),
+            view_rewrites: stats.view_rewrites,
         }
     }
 

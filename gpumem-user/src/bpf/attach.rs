@@ -50,7 +50,11 @@ impl Tracer {
         programs: Option<(&'static str, &'static str)>,
     ) -> Result<AttachReport, BpfError> {
         let symbols = SymbolOffsets::load(&lib.path)?;
-        let plan = plan(&symbols, self.emulation);
+        let mut plan = plan(&symbols, self.emulation);
+        if self.view_refusal.is_some() {
+            // Not loaded here: limited processes see the card as it is.
+            plan.placed.retain(|p| p.probe.ret != super::probes::VIEW_RETURN);
+        }
         if !plan.missing_required.is_empty() {
             let (path, symbols) = (lib.path.display().to_string(), plan.missing_required.join(", "));
             return Err(BpfError::MissingRequired { path, symbols });

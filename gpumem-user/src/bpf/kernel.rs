@@ -37,6 +37,8 @@ pub struct Stats {
     /// gpumem-ebpf's base/task_stack.rs); the raw tracepoint programs and
     /// the agent's release runs do, so a count here is an exit-side run.
     pub skipped_runs: u64,
+    /// Memory queries answered with a limit's view (`view=limit`).
+    pub view_rewrites: u64,
 }
 
 impl KernelMaps {
@@ -69,6 +71,7 @@ impl KernelMaps {
             unmatched_returns: sum(stat::UNMATCHED_RETURNS),
             cgroup_slots_full: sum(stat::CGROUP_SLOTS_FULL),
             out_ptr_unreadable: sum(stat::OUT_PTR_UNREADABLE),
+            view_rewrites: sum(stat::VIEW_REWRITES),
             skipped_runs: self.programs.iter().filter_map(recursion_misses).fold(0, u64::wrapping_add),
         }
     }

@@ -73,6 +73,9 @@ pub struct Tracer {
     _tracepoint_links: Vec<RawTracePointLinkId>,
     /// What the running kernel emulates at a probe site (see `site`).
     emulation: Emulation,
+    /// Why the program answering memory queries with a limit's view did
+    /// not load (None: it did; see [`Self::view_refusal`]).
+    view_refusal: Option<String>,
 }
 
 impl Tracer {
@@ -101,7 +104,13 @@ impl Tracer {
             loader.override_global(aya_log::LEVEL, &log::LEVEL, true);
         }
         let ebpf = loader.load(object).map_err(|e| BpfError::Load(Box::new(e)))?;
-        Ok(Self { ebpf, links: Vec::new(), _tracepoint_links: Vec::new(), emulation: Emulation::current() })
+        Ok(Self {
+            ebpf,
+            links: Vec::new(),
+            _tracepoint_links: Vec::new(),
+            emulation: Emulation::current(),
+            view_refusal: Some("the programs are not loaded yet".into()),
+        })
     }
 
     /// The programs' diagnostic log (`--bpf-log`), read from here on.
@@ -114,6 +123,8 @@ impl Tracer {
     pub fn load_programs(&mut self) -> Result<(), BpfError> {
         let ebpf = &mut self.ebpf;
         parallel_load::load_programs(ebpf, &probes::programs())?;
+        self.view_refusal = self.load_view();
+        let ebpf = &mut self.ebpf;
         let mut tracepoint_links = Vec::new();
         for &(name, tracepoint) in probes::TRACEPOINTS {
             let prog: &mut RawTracePoint = program(ebpf, name)?;
@@ -153,6 +164,37 @@ impl Tracer {
                 })
             }
         }
+    }
+
+    /// Whether this kernel lets the program that answers memory queries
+    /// with a limit's view write the caller's memory (what `view=limit`
+    /// needs): None if it does (the program is loaded and its rows are
+    /// attached), else why not. Known once the programs are loaded.
+    pub fn view_refusal(&self) -> Option<&str> {
+        self.view_refusal.as_deref()
+    }
+
+    /// Loads the view program, which the kernel refuses under lockdown or
+    /// without CAP_SYS_ADMIN: None if it loaded, else the reason.
+    fn load_view(&mut self) -> Option<String> {
+        let name = probes::VIEW_RETURN;
+        let prog: &mut UProbe = match self.ebpf.program_mut(name).map(<&mut UProbe>::try_from) {
+            Some(Ok(p)) => p,
+            _ => return Some(format!("the eBPF object has no program `{name}`")),
+        };
+        let text = match prog.load() {
+            Ok(()) => return None,
+            Err(e) => format!("{e:#}"),
+        };
+        if !text.contains("bpf_probe_write_user") {
+            return Some(text.lines().next().unwrap_or("load failed").to_string());
+        }
+        let lockdown = std::fs::read_to_string("/sys/kernel/security/lockdown").ok();
+        let lockdown = lockdown.as_deref().map_or(String::new(), |l| format!("; lockdown: {}", l.trim()));
+        Some(format!(
+            "the kernel refuses bpf_probe_write_user to uprobe programs (kernel lockdown, or the agent lacks \
+             CAP_SYS_ADMIN){lockdown}"
+        ))
     }
 
     pub fn libraries(&self) -> impl Iterator<Item = &Library> {

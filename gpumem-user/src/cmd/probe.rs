@@ -76,19 +76,31 @@ pub fn capabilities() -> Vec<Capability> {
         "uprobe programs may call bpf_send_signal",
         "uprobe programs may not call bpf_send_signal: limits cannot use action signal",
     ));
-    caps.push(match Tracer::load() {
-        Ok(mut tracer) => match tracer.register_write_refusal() {
-            None => cap("uprobe_register_writes", true, "a uprobe program storing into pt_regs loaded"),
-            Some(why) => {
-                cap("uprobe_register_writes", false, format!("{why}: limits cannot use action deny"))
-            }
-        },
-        Err(e) => cap(
-            "uprobe_register_writes",
-            false,
-            format!("loading gpumem's eBPF object failed: {}", crate::chain(&e)),
-        ),
-    });
+    match Tracer::load() {
+        Ok(mut tracer) => {
+            caps.push(match tracer.register_write_refusal() {
+                None => cap("uprobe_register_writes", true, "a uprobe program storing into pt_regs loaded"),
+                Some(why) => {
+                    cap("uprobe_register_writes", false, format!("{why}: limits cannot use action deny"))
+                }
+            });
+            caps.push(match tracer.view_refusal() {
+                None => {
+                    cap("user_memory_writes", true, "a uprobe program calling bpf_probe_write_user loaded")
+                }
+                Some(why) => cap(
+                    "user_memory_writes",
+                    false,
+                    format!("{why}: limited processes see the card as it is (limits cannot use view=limit)"),
+                ),
+            });
+        }
+        Err(e) => {
+            let why = format!("loading gpumem's eBPF object failed: {}", crate::chain(&e));
+            caps.push(cap("uprobe_register_writes", false, why.clone()));
+            caps.push(cap("user_memory_writes", false, why));
+        }
+    }
     caps
 }
 

@@ -140,5 +140,8 @@ impl Limits {
 pub fn describe(verb: &str, i: &Installed) -> String {
     let soft = i.limit.soft.map_or(String::new(), |s| format!(", soft {s} bytes"));
     let dev = i.limit.device.map_or(String::new(), |d| format!(" on device {d}"));
-    format!("{verb} {}{dev}: {} bytes{soft}, action {}", i.limit.target, i.limit.hard, i.action)
+    format!(
+        "{verb} {}{dev}: {} bytes{soft}, action {}, view {}",
+        i.limit.target, i.limit.hard, i.action, i.view
+    )
 }

@@ -5,13 +5,13 @@ use std::{collections::HashMap, path::PathBuf};
 
 use aya::maps::{Array, HashMap as BpfHashMap, MapData};
 use gpumem_common::{
-    limit_action, limit_scope, limits_in_force, map_name, LimitKey, LimitRule, LimitState, DEVICE_ANY,
-    MAX_LIMITS, TASK_COMM_LEN,
+    limit_action, limit_scope, limit_view, limits_in_force, map_name, LimitKey, LimitRule, LimitState,
+    DEVICE_ANY, MAX_LIMITS, TASK_COMM_LEN,
 };
 
 use super::{
     matcher::{cgroup_dir, Matcher},
-    policy::{config::Policy, Action, Limit, Target},
+    policy::{config::Policy, Action, Limit, Target, View},
 };
 use crate::{
     bpf::{BpfError, Tracer},
@@ -24,6 +24,8 @@ pub struct Installed {
     pub slot: u32,
     pub limit: Limit,
     pub action: Action,
+    /// What the processes under it are told the card has.
+    pub view: View,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -35,6 +37,12 @@ pub enum LimitError {
          not ({reason}); add a fallback, e.g. `,fallback=signal:SIGTERM`"
     )]
     DenyUnsupported { target: String, reason: String },
+    #[error(
+        "{target}: view=limit needs a kernel that lets uprobe programs write user memory, and this one does \
+         not ({reason}); use view=driver, or leave view out (processes under the limit then see the card as \
+         it is)"
+    )]
+    ViewUnsupported { target: String, reason: String },
     #[error("no limit on {0} is in force (see `gpumem limit list`)")]
     NoSuchLimit(String),
     #[error("all {MAX_LIMITS} limit slots were used since the agent started; restart it to reuse them")]
@@ -69,6 +77,19 @@ pub fn effective_action(
     }
 }
 
+/// What the processes under `limit` are told the card has: as it says,
+/// else `limit` where the kernel can (`view_reason` None), else `driver`.
+pub fn effective_view(limit: &Limit, view_reason: Option<&str>) -> Result<View, LimitError> {
+    match (limit.view, view_reason) {
+        (Some(View::Limit), Some(reason)) => {
+            Err(LimitError::ViewUnsupported { target: limit.target.to_string(), reason: reason.to_string() })
+        }
+        (Some(view), _) => Ok(view),
+        (None, None) => Ok(View::Limit),
+        (None, Some(_)) => Ok(View::Driver),
+    }
+}
+
 /// The kernel's limit maps and the rules in them. Rules are written here
 /// only; the kernel writes usage (`LIMIT_STATE`) only, so a rule can be
 /// rewritten while calls are being counted. A slot, once used, is never
@@ -83,6 +104,8 @@ pub struct LimitTable {
     in_force: Array<MapData, u32>,
     cgroup_root: Option<PathBuf>,
     deny_reason: Option<String>,
+    /// Why this kernel cannot answer queries with a limit's view (None: it can).
+    view_reason: Option<String>,
     default_action: Action,
     /// By slot: the rule, and whether it is in force (false: cleared).
     slots: Vec<(Installed, bool)>,
@@ -106,6 +129,7 @@ impl LimitTable {
             in_force: tracer.take_map(map_name::LIMITS_IN_FORCE)?,
             cgroup_root,
             deny_reason,
+            view_reason: tracer.view_refusal().map(str::to_string),
             default_action,
             slots: Vec::new(),
         })
@@ -134,8 +158,9 @@ impl LimitTable {
         let target = limit.target.to_string();
         if let Some(slot) = self.slot_of(&limit.target) {
             let action = effective_action(limit, self.default_action, self.deny_reason.as_deref())?;
-            self.write_rule(slot, limit, action, true)?;
-            let installed = Installed { slot, limit: limit.clone(), action };
+            let view = effective_view(limit, self.view_reason.as_deref())?;
+            let installed = Installed { slot, limit: limit.clone(), action, view };
+            self.write_rule(&installed, true)?;
             self.slots[slot as usize] = (installed.clone(), true);
             return Ok((installed, false));
         }
@@ -173,7 +198,7 @@ impl LimitTable {
             IndexKey::Target(key) => self.index.remove(&key).map_err(write)?,
         }
         let (installed, _) = self.slots[slot as usize].clone();
-        self.write_rule(slot, &installed.limit, installed.action, false)?;
+        self.write_rule(&installed, false)?;
         self.slots[slot as usize].1 = false;
         self.update_in_force()?;
         Ok(installed)
@@ -190,6 +215,7 @@ impl LimitTable {
                 hard: i.limit.hard,
                 soft: i.limit.soft,
                 action: i.action.to_string(),
+                view: i.view.to_string(),
                 usage: self
                     .state
                     .get(&i.slot, 0)
@@ -226,27 +252,23 @@ impl LimitTable {
             return Err(LimitError::NoSlot);
         }
         let action = effective_action(limit, self.default_action, self.deny_reason.as_deref())?;
+        let view = effective_view(limit, self.view_reason.as_deref())?;
         let key = self.index_key(&limit.target)?;
-        self.write_rule(slot, limit, action, true)?;
+        let installed = Installed { slot, limit: limit.clone(), action, view };
+        self.write_rule(&installed, true)?;
         let target = limit.target.to_string();
         let write = |e| LimitError::Write { target: target.clone(), source: Box::new(e) };
         match key {
             IndexKey::Comm(key) => self.comms.insert(key, slot, 0).map_err(write)?,
             IndexKey::Target(key) => self.index.insert(key, slot, 0).map_err(write)?,
         }
-        let installed = Installed { slot, limit: limit.clone(), action };
         self.slots.push((installed.clone(), true));
         Ok(installed)
     }
 
-    fn write_rule(
-        &mut self,
-        slot: u32,
-        limit: &Limit,
-        action: Action,
-        active: bool,
-    ) -> Result<(), LimitError> {
-        let (code, signal) = match action {
+    fn write_rule(&mut self, rule: &Installed, active: bool) -> Result<(), LimitError> {
+        let (slot, limit) = (rule.slot, &rule.limit);
+        let (code, signal) = match rule.action {
             Action::Audit => (limit_action::AUDIT, 0),
             Action::Signal(s) => (limit_action::SIGNAL, s as u32),
             Action::Deny => (limit_action::DENY, 0),
@@ -258,6 +280,11 @@ impl LimitTable {
             signal,
             device: limit.device.unwrap_or(DEVICE_ANY),
             active: active as u32,
+            view: match rule.view {
+                View::Limit => limit_view::LIMIT,
+                View::Driver => limit_view::DRIVER,
+            },
+            _pad: 0,
         };
         let target = limit.target.to_string();
         self.rules.set(slot, rule, 0).map_err(|e| LimitError::Write { target, source: Box::new(e) })
@@ -337,36 +364,4 @@ fn comm_key(comm: &str) -> [u8; TASK_COMM_LEN] {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn deny_needs_a_kernel_or_a_fallback() {
-        let deny = Limit::parse("pid:1=1G,action=deny").unwrap();
-        let err = effective_action(&deny, Action::Audit, Some("invalid bpf_context access"))
-            .unwrap_err()
-            .to_string();
-        assert!(err.contains("write registers") && err.contains("fallback=signal:SIGTERM"), "{err}");
-        let with_fallback = Limit::parse("pid:1=1G,action=deny,fallback=signal:SIGTERM").unwrap();
-        assert_eq!(effective_action(&with_fallback, Action::Audit, Some("no")).unwrap(), Action::Signal(15));
-        let plain = Limit::parse("pid:1=1G").unwrap();
-        assert_eq!(effective_action(&plain, Action::Audit, None).unwrap(), Action::Audit);
-        // Where the kernel can, deny is deny, fallback or not.
-        assert_eq!(effective_action(&deny, Action::Audit, None).unwrap(), Action::Deny);
-        assert_eq!(effective_action(&with_fallback, Action::Audit, None).unwrap(), Action::Deny);
-    }
-
-    #[test]
-    fn in_force_names_each_kind_of_target_once() {
-        let t = |s: &str| Limit::parse(s).unwrap().target;
-        let (pid, cg, comm) = (t("pid:7=1G"), t("cgroup:/a=1G"), t("comm:python=1G"));
-        assert_eq!(in_force_mask([].into_iter()), 0);
-        assert_eq!(in_force_mask([&cg, &cg].into_iter()), limits_in_force::CGROUP);
-        assert_eq!(in_force_mask([&pid].into_iter()), limits_in_force::PROCESS);
-        assert_eq!(
-            in_force_mask([&comm, &pid].into_iter()),
-            limits_in_force::COMM | limits_in_force::PROCESS
-        );
-        assert_eq!(in_force_mask([&comm, &pid, &cg].into_iter()), 7);
-    }
-}
+mod tests;

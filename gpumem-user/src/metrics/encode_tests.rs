@@ -62,6 +62,7 @@ fn scrape() -> Scrape {
             hard: 1 << 30,
             soft: Some(1 << 29),
             action: "deny".into(),
+            view: "driver".into(),
             usage: 3 << 20,
         }],
         counts,

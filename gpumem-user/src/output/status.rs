@@ -60,6 +60,10 @@ pub struct StatusReport {
     /// Lines the output could not take (a full disk) and dropped so far.
     #[serde(default)]
     pub unwritten: u64,
+    /// Memory queries (`cuMemGetInfo`, `cuDeviceTotalMem`) answered with a
+    /// limit's view so far.
+    #[serde(default)]
+    pub view_rewrites: u64,
 }
 
 impl StatusReport {
@@ -109,6 +113,9 @@ pub struct LimitStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub soft: Option<u64>,
     pub action: String,
+    /// What processes under it are told the card has: `limit` or `driver`.
+    #[serde(default)]
+    pub view: String,
     /// Bytes charged or reserved under it, as the kernel counts them.
     pub usage: u64,
 }

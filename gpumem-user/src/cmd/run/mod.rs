@@ -27,6 +27,9 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         if args.libcuda.is_empty() { discover::discover()? } else { discover::explicit(&args.libcuda)? };
     let sink = setup::open_sink(args.output.as_deref(), args.format)?;
     let (mut tracer, deny_reason) = setup::open_tracer(&args)?;
+    if let Some(why) = tracer.view_refusal() {
+        tracing::info!("limited processes see the card as it is (view=limit is unavailable): {why}");
+    }
     let bpf_log = args.bpf_log.then(|| tracer.take_log()).transpose()?;
     let policy = setup::policy(&args)?;
     let (limits, installed) = Limits::install(&mut tracer, &policy, setup::cgroup_root(), deny_reason)?;

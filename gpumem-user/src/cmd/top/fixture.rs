@@ -89,6 +89,7 @@ fn limits() -> Vec<LimitStatus> {
             hard: 4 * GIB,
             soft: Some(3 * GIB),
             action: "deny".into(),
+            view: "driver".into(),
             usage: 3 * GIB,
         },
         LimitStatus {
@@ -97,6 +98,7 @@ fn limits() -> Vec<LimitStatus> {
             hard: GIB,
             soft: None,
             action: "audit".into(),
+            view: "driver".into(),
             usage: 576 * MIB,
         },
     ]

@@ -52,6 +52,7 @@ fn top_report() -> TopReport {
         hard: 2 << 30,
         soft: Some(1 << 30),
         action: "deny".into(),
+        view: "driver".into(),
         usage: 1 << 30,
     }];
     let recent = vec![RecentEvent {

@@ -23,7 +23,7 @@ use serde::Deserialize;
 use super::{
     error::SpecError,
     size::parse_size,
-    spec::{parse_target, Action, Limit},
+    spec::{parse_target, Action, Limit, View},
 };
 
 #[derive(Debug, thiserror::Error)]
@@ -65,6 +65,7 @@ struct Entry {
     action: Option<String>,
     fallback: Option<String>,
     device: Option<u32>,
+    view: Option<String>,
 }
 
 impl Entry {
@@ -82,6 +83,7 @@ impl Entry {
             action: self.action.as_deref().map(Action::parse).transpose()?,
             fallback: self.fallback.as_deref().map(Action::parse).transpose()?,
             device: self.device,
+            view: self.view.as_deref().map(View::parse).transpose()?,
         };
         limit.check()?;
         Ok(limit)
@@ -248,7 +250,7 @@ mod tests {
                 if let Some(d) = device {
                     text += &format!("device = {d}\n");
                 }
-                (text, Limit { target, hard, soft, action, fallback, device })
+                (text, Limit { target, hard, soft, action, fallback, device, view: None })
             })
     }
 

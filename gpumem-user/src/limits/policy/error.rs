@@ -26,7 +26,9 @@ pub enum SpecError {
     KeyValue { part: String, text: String },
     #[error("device `{0}` is not a device index")]
     Device(String),
-    #[error("`{key}` in `{text}`: unknown key (use soft, action, fallback, device)")]
+    #[error("view `{0}`: use `limit` (the limit as the card's size) or `driver` (the card as it is)")]
+    View(String),
+    #[error("`{key}` in `{text}`: unknown key (use soft, action, fallback, device, view)")]
     UnknownKey { key: String, text: String },
     #[error("{target}: the soft limit ({soft}) must be below the hard limit ({hard})")]
     SoftNotBelowHard { target: String, soft: u64, hard: u64 },

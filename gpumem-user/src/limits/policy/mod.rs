@@ -7,4 +7,4 @@ pub mod size;
 pub mod spec;
 
 pub use error::SpecError;
-pub use spec::{Action, Limit, Target};
+pub use spec::{Action, Limit, Target, View};

@@ -1,5 +1,6 @@
 //! One limit: what it applies to, how much, and what happens when a call
-//! would cross it. `--limit TARGET=HARD[,soft=SIZE][,action=A][,fallback=A][,device=N]`.
+//! would cross it, and what the processes under it are told the card has.
+//! `--limit TARGET=HARD[,soft=SIZE][,action=A][,fallback=A][,device=N][,view=V]`.
 use std::{fmt, str::FromStr};
 
 use gpumem_common::TASK_COMM_LEN;
@@ -66,6 +67,39 @@ impl fmt::Display for Action {
     }
 }
 
+/// What the processes under a limit are told the card has
+/// (`cuMemGetInfo`, `cuDeviceTotalMem`): so frameworks that size
+/// themselves from the card (JAX's preallocation, TensorFlow, batch-size
+/// logic) size themselves to the limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum View {
+    /// The limit as the card's size, what is left under it as free (needs
+    /// a kernel that lets uprobe programs write user memory).
+    Limit,
+    /// The card as the driver reports it.
+    Driver,
+}
+
+impl View {
+    pub fn parse(text: &str) -> Result<Self, SpecError> {
+        match text.trim() {
+            "limit" => Ok(View::Limit),
+            "driver" => Ok(View::Driver),
+            _ => Err(SpecError::View(text.into())),
+        }
+    }
+}
+
+impl fmt::Display for View {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            View::Limit => "limit",
+            View::Driver => "driver",
+        })
+    }
+}
+
 /// `SIGTERM`, `TERM` or `15` (1 to 64: real-time signals by number).
 pub fn parse_signal(text: &str) -> Result<i32, SpecError> {
     let t = text.trim();
@@ -91,6 +125,9 @@ pub struct Limit {
     pub fallback: Option<Action>,
     /// Only memory on this device counts (None: all devices).
     pub device: Option<u32>,
+    /// None: `limit` where the kernel allows it, else `driver`.
+    #[serde(default)]
+    pub view: Option<View>,
 }
 
 impl Limit {
@@ -100,7 +137,8 @@ impl Limit {
         let target = parse_target(target)?;
         let mut parts = rest.split(',');
         let hard = parse_size(parts.next().unwrap_or_default())?;
-        let mut limit = Limit { target, hard, soft: None, action: None, fallback: None, device: None };
+        let mut limit =
+            Limit { target, hard, soft: None, action: None, fallback: None, device: None, view: None };
         for part in parts {
             let (key, value) = part
                 .split_once('=')
@@ -112,6 +150,7 @@ impl Limit {
                 "device" => {
                     limit.device = Some(value.trim().parse().map_err(|_| SpecError::Device(value.into()))?)
                 }
+                "view" => limit.view = Some(View::parse(value)?),
                 other => return Err(SpecError::UnknownKey { key: other.into(), text: text.into() }),
             }
         }
@@ -172,6 +211,8 @@ mod tests {
         let l = Limit::parse("pid:1234=512MiB").unwrap();
         assert_eq!((l.target, l.hard, l.action), (Target::Pid(1234), 512 << 20, None));
         assert_eq!(Limit::parse("comm:python3=1G,action=audit").unwrap().action, Some(Action::Audit));
+        assert_eq!(Limit::parse("pid:1=1G,view=driver").unwrap().view, Some(View::Driver));
+        assert_eq!(Limit::parse("pid:1=1G, view = limit").map(|l| l.view), Ok(Some(View::Limit)));
     }
 
     #[test]
@@ -197,6 +238,7 @@ mod tests {
         assert!(err("pid:1=1G,action=audit,fallback=signal").contains("only applies to action=deny"));
         assert!(err("pid:1=1G,action=deny,fallback=deny").contains("cannot itself be deny"));
         assert!(err("pid:1=1G,colour=red").contains("unknown key"));
+        assert!(err("pid:1=1G,view=guess").contains("use `limit`"));
         assert!(err("comm:averyveryverylongname=1G").contains("15 characters"));
     }
 }
