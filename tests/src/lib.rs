@@ -16,3 +16,4 @@ pub mod no_device;
 pub mod pools;
 pub mod threads;
 pub mod truth;
+pub mod view;

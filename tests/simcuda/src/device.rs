@@ -73,6 +73,20 @@ pub unsafe extern "C" fn cuDeviceGetName(name: *mut u8, len: c_int, dev: CUdevic
     CUDA_SUCCESS
 }
 
+/// The CUDA 2.0 form, in `unsigned int` (a capacity past 4 GiB reads as
+/// the largest that fits).
+pub unsafe extern "C" fn cuDeviceTotalMem(bytes: *mut u32, dev: CUdevice) -> CUresult {
+    if bytes.is_null() {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    if let Err(e) = state::check_device(dev) {
+        return e;
+    }
+    // SAFETY: the caller's out-pointer, valid by the driver API's contract.
+    unsafe { *bytes = state::capacity().min(u64::from(u32::MAX)) as u32 };
+    CUDA_SUCCESS
+}
+
 pub unsafe extern "C" fn cuDeviceTotalMem_v2(bytes: *mut usize, dev: CUdevice) -> CUresult {
     if bytes.is_null() {
         return CUDA_ERROR_INVALID_VALUE;

@@ -72,6 +72,8 @@ macro_rules! exports {
 }
 
 exports! {
+    cuDeviceTotalMem => crate::device::cuDeviceTotalMem;
+    cuMemGetInfo => crate::memory::cuMemGetInfo;
     cuMemPoolGetAccess => crate::pool_attributes::cuMemPoolGetAccess;
     cuMemPoolSetAccess => crate::pool_attributes::cuMemPoolSetAccess;
     cuStreamGetId => crate::streams::cuStreamGetId;

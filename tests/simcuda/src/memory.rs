@@ -125,22 +125,39 @@ pub extern "C" fn cuMemFree_v2(dptr: CUdeviceptr) -> CUresult {
 }
 
 pub unsafe extern "C" fn cuMemGetInfo_v2(free: *mut usize, total: *mut usize) -> CUresult {
-    if free.is_null() || total.is_null() {
-        return CUDA_ERROR_INVALID_VALUE;
+    match mem_info() {
+        // SAFETY: the caller's out-pointers, valid by the driver API's contract.
+        Ok((f, t)) if !free.is_null() && !total.is_null() => unsafe {
+            *free = f as usize;
+            *total = t as usize;
+            CUDA_SUCCESS
+        },
+        Ok(_) => CUDA_ERROR_INVALID_VALUE,
+        Err(e) => e,
     }
-    let dev = match current_device() {
-        Ok(d) => d,
-        Err(e) => return e,
-    };
-    let card = match state::card() {
-        Ok(c) => c,
-        Err(e) => return e,
-    };
+}
+
+/// The CUDA 2.0 form, in `unsigned int`: figures past 4 GiB read as the
+/// largest that fits.
+pub unsafe extern "C" fn cuMemGetInfo(free: *mut u32, total: *mut u32) -> CUresult {
+    let narrow = |v: u64| v.min(u64::from(u32::MAX)) as u32;
+    match mem_info() {
+        // SAFETY: the caller's out-pointers, valid by the driver API's contract.
+        Ok((f, t)) if !free.is_null() && !total.is_null() => unsafe {
+            *free = narrow(f);
+            *total = narrow(t);
+            CUDA_SUCCESS
+        },
+        Ok(_) => CUDA_ERROR_INVALID_VALUE,
+        Err(e) => e,
+    }
+}
+
+/// (free, total) of the current context's device: its capacity, less what
+/// every process holds on it.
+fn mem_info() -> Result<(u64, u64), CUresult> {
+    let dev = current_device()?;
+    let card = state::card()?;
     let (capacity, used) = (card.capacity(), card.used(dev));
-    // SAFETY: the caller's out-pointers, valid by the driver API's contract.
-    unsafe {
-        *total = capacity as usize;
-        *free = capacity.saturating_sub(used) as usize;
-    }
-    CUDA_SUCCESS
+    Ok((capacity.saturating_sub(used), capacity))
 }

@@ -78,7 +78,7 @@ fn table() -> &'static [Entry] {
             e("cuEventRecord", vec![(2000, "cuEventRecord")]),
             e("cuEventRecordWithFlags", vec![(11010, "cuEventRecordWithFlags")]),
             e("cuEventSynchronize", vec![(2000, "cuEventSynchronize")]),
-            e("cuDeviceTotalMem", vec![(3020, "cuDeviceTotalMem_v2")]),
+            e("cuDeviceTotalMem", vec![(2000, "cuDeviceTotalMem"), (3020, "cuDeviceTotalMem_v2")]),
             e("cuDevicePrimaryCtxRetain", vec![(7000, "cuDevicePrimaryCtxRetain")]),
             e(
                 "cuDevicePrimaryCtxRelease",
@@ -102,7 +102,7 @@ fn table() -> &'static [Entry] {
             e("cuCtxSynchronize", vec![(2000, "cuCtxSynchronize")]),
             e("cuMemAlloc", vec![(3020, "cuMemAlloc_v2")]),
             e("cuMemFree", vec![(3020, "cuMemFree_v2")]),
-            e("cuMemGetInfo", vec![(3020, "cuMemGetInfo_v2")]),
+            e("cuMemGetInfo", vec![(2000, "cuMemGetInfo"), (3020, "cuMemGetInfo_v2")]),
             e("cuMemAllocPitch", vec![(3020, "cuMemAllocPitch_v2")]),
             e("cuMemAllocManaged", vec![(6000, "cuMemAllocManaged")]),
             ptsz("cuMemAllocAsync", 11020, "cuMemAllocAsync", "cuMemAllocAsync_ptsz"),

@@ -56,6 +56,9 @@ enum Scenario {
     /// free them all, checkpoint `freed`: for the bench's agent memory with
     /// many live allocations (use `--pause` to hold them).
     Hold,
+    /// Asks the card's size every way (devices 0, 1) and sizes itself as
+    /// JAX does, 75% of the total then half the free (see view.rs).
+    View,
     /// For a driver with no device (NVIDIA's library on a machine without
     /// a GPU; implies `--no-device`): cuInit, then `--iterations` rounds of
     /// cuMemAlloc_v2 through dlsym and cuMemAlloc, cuMemAllocAsync (per
@@ -143,9 +146,8 @@ fn main() -> anyhow::Result<()> {
         Scenario::Loop => w.bench_loop(),
         Scenario::Hold => w.hold(),
         Scenario::NoDevice => w.no_device(),
-        Scenario::Families => {
-            gpumem_tests::families::run(&w.driver, &w.truth, w.ctx, &|name| w.checkpoint(name))
-        }
+        Scenario::Families => gpumem_tests::families::run(&w.driver, &w.truth, w.ctx, &|n| w.checkpoint(n)),
+        Scenario::View => gpumem_tests::view::run(&w.driver, &w.truth, w.ctx, &[1], &|n| w.checkpoint(n)),
     }
 }
 

@@ -66,12 +66,24 @@ pub fn provided(var: &str, provides: &str) -> Option<std::ffi::OsString> {
 /// None when this kernel lets uprobe programs write registers (what the
 /// deny action needs), else the reason `gpumem probe` gives.
 pub fn register_write_refusal() -> Option<String> {
+    capability_refusal("uprobe_register_writes")
+}
+
+/// None when this kernel lets uprobe programs write user memory (what
+/// `view=limit` needs), else the reason `gpumem probe` gives.
+pub fn user_write_refusal() -> Option<String> {
+    capability_refusal("user_memory_writes")
+}
+
+/// None when `gpumem probe` says capability `name` is available, else its
+/// reason.
+fn capability_refusal(name: &str) -> Option<String> {
     let out = Command::new(paths().agent).args(["probe", "--json"]).output().expect("running gpumem probe");
     assert!(out.status.success(), "gpumem probe failed: {}", String::from_utf8_lossy(&out.stderr));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("gpumem probe --json prints JSON");
     let caps = v["capabilities"].as_array().expect("a capability list");
-    let writes = caps.iter().find(|c| c["name"] == "uprobe_register_writes").expect("uprobe_register_writes");
-    (writes["available"] != true).then(|| writes["reason"].as_str().unwrap_or("").to_string())
+    let cap = caps.iter().find(|c| c["name"] == name).unwrap_or_else(|| panic!("no capability {name}"));
+    (cap["available"] != true).then(|| cap["reason"].as_str().unwrap_or("").to_string())
 }
 
 /// A scratch directory for one test, removed when dropped.

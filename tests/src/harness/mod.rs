@@ -24,7 +24,10 @@ pub use self::{
     agent::Agent,
     card::{card_held, SimCard, CONTEXT_COST},
     cgroup::Cgroup,
-    env::{paths, privileged, provided, register_write_refusal, scratch, skip, test_name, Paths},
+    env::{
+        paths, privileged, provided, register_write_refusal, scratch, skip, test_name, user_write_refusal,
+        Paths,
+    },
     podman::{Container, Podman},
     poll::{poll, wait_until, DEADLINE},
     prometheus::Prometheus,

@@ -95,6 +95,8 @@ fn every_charging_row_was_seen(lines: &[Line], pid: u32) {
                 | Shape::PoolOfLocation
                 | Shape::PoolOfDevice
                 | Shape::VmmRetain
+                | Shape::MemInfo
+                | Shape::TotalMem
         ) || matches!(p.symbol(), "cuCtxCreate" | "cuCtxCreate_v2" | "cuCtxCreate_v3")
             || p.symbol().starts_with("cuDevicePrimaryCtxRelease")
             || p.symbol() == "cuMemPoolDestroy";

@@ -18,9 +18,10 @@ use crate::{
 
 /// The suites (modules of the end-to-end test binary) that run on every
 /// kernel: limits (signal, audit, deny or its refusal, races), exact
-/// tracing, and threads and processes allocating at random (no run
-/// skipped).
-pub const SUITES: &[&str] = &["concurrency", "limits", "trace_exact"];
+/// tracing, threads and processes allocating at random (no run skipped),
+/// and what a limited process is told the card has (view=limit, where
+/// stock kernels let programs write user memory).
+pub const SUITES: &[&str] = &["concurrency", "limits", "trace_exact", "view"];
 
 /// The end-to-end test binary's name (`tests/tests/e2e`).
 const E2E: &str = "e2e";
@@ -37,6 +38,8 @@ pub struct KernelResult {
     pub timed_out: bool,
     pub wall: Duration,
     pub register_writes: Option<bool>,
+    /// Whether `gpumem probe` found user memory writes (view=limit).
+    pub user_writes: Option<bool>,
 }
 
 impl KernelResult {
@@ -60,8 +63,13 @@ impl KernelResult {
             Some(false) => "deny refused (no register writes)",
             None => "capabilities unknown",
         };
+        let view = match self.user_writes {
+            Some(true) => "view=limit",
+            Some(false) => "view=limit refused",
+            None => "view unknown",
+        };
         format!(
-            "kernel {:<7} {:<28} {}: {} passed, {} failed, {writes}, {:.0} s",
+            "kernel {:<7} {:<28} {}: {} passed, {} failed, {writes}, {view}, {:.0} s",
             self.series,
             self.release,
             state,
@@ -148,11 +156,14 @@ pub fn matrix(built: &Built, only: &[String]) -> anyhow::Result<Vec<KernelResult
         let log = dir.join(format!("{}.log", k.series));
         let boot = qemu::boot(&k.vmlinuz, &initrd, k.cpu, k.series, &log, PER_KERNEL)?;
         let mut tally = Tally::default();
-        let mut writes = None;
+        let (mut writes, mut user_writes) = (None, None);
         for l in &boot.lines {
             tally.line(l);
             if let Some(rest) = l.strip_prefix("GPUMEM-VM-PROBE uprobe_register_writes") {
                 writes = Some(rest.trim_start().starts_with("yes"));
+            }
+            if let Some(rest) = l.strip_prefix("GPUMEM-VM-PROBE user_memory_writes") {
+                user_writes = Some(rest.trim_start().starts_with("yes"));
             }
         }
         let r = KernelResult {
@@ -163,6 +174,7 @@ pub fn matrix(built: &Built, only: &[String]) -> anyhow::Result<Vec<KernelResult
             timed_out: boot.timed_out,
             wall: boot.wall,
             register_writes: writes,
+            user_writes,
         };
         if !r.ok() {
             println!("[{}] the whole console is in {}", k.series, log.display());
