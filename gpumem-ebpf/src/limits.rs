@@ -158,10 +158,12 @@ pub fn admit(size: u64, device: u32, api: u32, can_deny: bool) -> Admission {
     Admission { slots: reserved, refused: false, deny: false }
 }
 
-/// What the caller is told card `device` has (families/view.rs): under
-/// its limits with `view=limit` that count that device, (the smallest
-/// hard limit, the least left under any of them: 0 over one); None where
-/// no such limit applies, and the driver's figures stand.
+/// What the caller is told card `device` has (families/view.rs): where a
+/// limit with `view=limit` counts that device, (the smallest such hard
+/// limit, the least left under any of its limits on the device, whatever
+/// their view: 0 over one), so a process told a size is never told room a
+/// limit would refuse; None where no such limit applies, and the driver's
+/// figures stand.
 #[inline(always)]
 pub fn view(device: u32) -> Option<(u64, u64)> {
     let kinds = LIMITS_IN_FORCE.get(0).copied().unwrap_or(0);
@@ -179,15 +181,17 @@ pub fn view(device: u32) -> Option<(u64, u64)> {
         };
         // SAFETY: checked map value pointer; fields read once.
         let r = unsafe { core::ptr::read_volatile(rule) };
-        if r.active == 0 || r.view != limit_view::LIMIT || (r.device != DEVICE_ANY && r.device != device) {
+        if r.active == 0 || (r.device != DEVICE_ANY && r.device != device) {
             continue;
         }
         // SAFETY: checked map value pointer.
         let usage = unsafe { core::ptr::read_volatile(core::ptr::addr_of!((*state).usage)) };
         let counted = usage.wrapping_add(LIMIT_BASE.get(slot).copied().unwrap_or(0));
-        total = total.min(r.hard);
         left = left.min(r.hard.saturating_sub(counted));
-        any = true;
+        if r.view == limit_view::LIMIT {
+            total = total.min(r.hard);
+            any = true;
+        }
     }
     any.then_some((total, left))
 }

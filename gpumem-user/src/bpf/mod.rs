@@ -187,7 +187,14 @@ impl Tracer {
             Err(e) => format!("{e:#}"),
         };
         if !text.contains("bpf_probe_write_user") {
-            return Some(text.lines().next().unwrap_or("load failed").to_string());
+            // Not the kernel's refusal of the helper: gpumem's own fault.
+            tracing::warn!(
+                "loading the view program failed for another reason than the kernel's refusal: {text}"
+            );
+            return Some(format!(
+                "the view program did not load: {}",
+                text.lines().next().unwrap_or("load failed")
+            ));
         }
         let lockdown = std::fs::read_to_string("/sys/kernel/security/lockdown").ok();
         let lockdown = lockdown.as_deref().map_or(String::new(), |l| format!("; lockdown: {}", l.trim()));

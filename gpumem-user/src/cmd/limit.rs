@@ -40,7 +40,7 @@ fn print_list(list: &[LimitStatus]) {
         println!("no limits in force");
         return;
     }
-    let mut t = table(&["TARGET", "DEVICE", "USAGE", "HARD", "USED", "SOFT", "ACTION"], 2);
+    let mut t = table(&["TARGET", "DEVICE", "USAGE", "HARD", "USED", "SOFT", "ACTION", "VIEW"], 2);
     for l in list {
         t.add_row([
             l.target.clone(),
@@ -50,6 +50,7 @@ fn print_list(list: &[LimitStatus]) {
             format!("{}%", l.usage * 100 / l.hard.max(1)),
             l.soft.map_or("-".into(), human),
             l.action.clone(),
+            l.view.clone(),
         ]);
     }
     println!("{t}");

@@ -166,14 +166,35 @@ fn view_limit_is_refused_where_the_kernel_cannot_write_user_memory() {
     };
     assert!(why.contains("view=limit"), "{why}");
     let cg = Cgroup::create("view-refused");
-    let out = std::process::Command::new(paths().agent)
+    let dir = scratch();
+    let mut run = std::process::Command::new(paths().agent)
         .args(["run", "--libcuda"])
         .arg(&paths().libcuda)
         .args(["--limit", &format!("cgroup:{}=256MiB,view=limit", cg.path)])
-        .output()
+        .arg("--socket")
+        .arg(dir.path().join("refused.sock"))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
         .expect("running gpumem run");
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success() && err.contains("view=limit needs a kernel"), "{err}");
+    // It must refuse at start; an agent that started instead is stopped
+    // here, and the test fails.
+    let until = std::time::Instant::now() + DEADLINE;
+    let exited = loop {
+        if let Some(status) = run.try_wait().unwrap() {
+            break Some(status);
+        }
+        if std::time::Instant::now() > until {
+            let _ = run.kill();
+            let _ = run.wait();
+            break None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    let mut err = String::new();
+    std::io::Read::read_to_string(run.stderr.as_mut().unwrap(), &mut err).unwrap();
+    let refused = exited.is_some_and(|s| !s.success());
+    assert!(refused && err.contains("view=limit needs a kernel"), "exit {exited:?}: {err}");
     let agent = Agent::start(&["--limit", &format!("cgroup:{}=256MiB", cg.path)]);
     assert_eq!(agent.limits()[0].view, "driver", "the default where the kernel refuses");
     assert_eq!(agent.stderr().matches("limited processes see the card as it is").count(), 1);

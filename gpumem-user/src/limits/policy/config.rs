@@ -15,6 +15,7 @@
 //! comm = "python3"
 //! hard = "2GiB"
 //! device = 0
+//! view = "driver"
 //! ```
 use std::path::{Path, PathBuf};
 
@@ -180,8 +181,12 @@ mod tests {
             comm = "python3"
             hard = "2GiB"
             device = 0
+            view = "driver"
         "#;
         let policy = parse(&p(), text).unwrap();
+        assert_eq!((policy.limits[0].view, policy.limits[1].view), (None, Some(View::Driver)));
+        let e = parse(&p(), "[[limit]]\ncgroup = \"/a\"\nhard = \"1G\"\nview = \"x\"\n").unwrap_err();
+        assert!(e.to_string().contains("view `x`"), "{e}");
         assert_eq!(policy.default_action, Action::Signal(9));
         assert_eq!(policy.limits.len(), 2);
         assert_eq!(policy.limits[0].fallback, Some(Action::Signal(15)));
