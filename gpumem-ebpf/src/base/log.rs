@@ -97,7 +97,15 @@ extern "C" fn gpumem_log_deny(result: u64, delta: u64) -> u64 {
 #[inline(never)]
 #[no_mangle]
 extern "C" fn gpumem_log_view(api: u64, device: u64, limit: u64, left: u64) -> u64 {
-    let name = gpumem_common::id::name(api as u32);
+    // A match on constants, as the decision's action: the table lookup
+    // (`id::name`) is a loop the verifier cannot follow here.
+    use gpumem_common::id;
+    let name = match api as u32 {
+        id::MEM_GET_INFO_V2 => "cuMemGetInfo_v2",
+        id::MEM_GET_INFO => "cuMemGetInfo",
+        id::DEVICE_TOTAL_MEM_V2 => "cuDeviceTotalMem_v2",
+        _ => "cuDeviceTotalMem",
+    };
     aya_log_ebpf::info!(
         &(),
         "view: {} on device {} answered total {} free at most {}",

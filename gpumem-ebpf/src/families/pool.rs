@@ -151,6 +151,14 @@ fn learn(tgid: u32, pool: u64, place: Place) {
     count(stat::MAP_FULL);
 }
 
+/// Where `pool` is, if the process's pool is known (its `call` records
+/// name that kind and device).
+#[inline(always)]
+pub fn place(tgid: u32, pool: u64) -> Option<gpumem_common::pool::Place> {
+    // SAFETY: values are copied out.
+    unsafe { PROC_POOLS.get(tgid) }.and_then(|p| p.place(pool))
+}
+
 /// Forgets `pool` (`cuMemPoolDestroy` succeeded).
 #[inline(always)]
 pub fn forget(tgid: u32, pool: u64) {

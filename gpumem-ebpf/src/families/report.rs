@@ -109,13 +109,21 @@ fn call_return_run(ctx: RetProbeContext) -> u32 {
     } else {
         call.handle
     };
-    if api == id::MEM_POOL_DESTROY {
-        crate::families::pool::forget((bpf_get_current_pid_tgid() >> 32) as u32, handle);
+    let (mut kind, mut device) = (gpumem_common::cookie::kind(c), current_device());
+    if api == id::MEM_POOL_DESTROY || api == id::MEM_POOL_TRIM_TO {
+        // A pool's calls are reported at its place (a host pool's as host).
+        let tgid = (bpf_get_current_pid_tgid() >> 32) as u32;
+        if let Some(place) = crate::families::pool::place(tgid, handle) {
+            (kind, device) = (place.kind, place.device);
+        }
+        if api == id::MEM_POOL_DESTROY {
+            crate::families::pool::forget(tgid, handle);
+        }
     }
     if api == id::MULTICAST_CREATE {
         know_multicast(handle);
     }
-    report(api, gpumem_common::cookie::kind(c), handle, call.size, current_device());
+    report(api, kind, handle, call.size, device);
     0
 }
 

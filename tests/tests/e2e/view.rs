@@ -66,7 +66,7 @@ fn a_limited_process_is_told_its_limit_and_sizes_itself_to_it() {
     let card = SimCard::new(CARD);
     let cg = Cgroup::create("view-limited");
     let limit = format!("cgroup:{}=256MiB,action=deny,fallback=signal:SIGKILL", cg.path);
-    let agent = Agent::start_on(&card, &["--limit", &limit]);
+    let agent = Agent::start_on(&card, &["--limit", &limit, "--bpf-log"]);
     assert_eq!(agent.limits()[0].view, "limit", "the default where the kernel allows it");
     let mut w = Workload::spawn(&["--scenario", "view", "--pause"], Some(&cg), &card.env());
     let seen = steps(&mut w, &agent);
@@ -83,8 +83,14 @@ fn a_limited_process_is_told_its_limit_and_sizes_itself_to_it() {
         [(0, 0), (192 * MIB, 0), (32 * MIB, 0), (0, 0)],
         "75% of the limit, then half of the rest"
     );
-    // 4 steps x 2 devices x 5 queries, each answered with the limit.
+    // 4 steps x 2 devices x 5 queries, each answered with the limit, and
+    // logged with --bpf-log.
     assert_eq!(seen[3].1.view_rewrites, 40);
+    let logged = format!(
+        "gpumem: bpf: view: cuDeviceTotalMem on device 1 answered total {l} free at most {}",
+        32 * MIB
+    );
+    agent.wait_for_state("the view's --bpf-log line", || agent.stderr(), |e| e.contains(&logged));
     // An unlimited process beside it sees the card as it is.
     let mut other = Workload::spawn(&["--scenario", "view", "--pause"], None, &card.env());
     let first: Seen = other.line();
