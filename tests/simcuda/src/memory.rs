@@ -20,7 +20,7 @@ pub(crate) unsafe fn alloc_device(dptr: *mut CUdeviceptr, bytes: usize, how: u32
         Ok(x) => x,
         Err(e) => return e,
     };
-    match card.allocate(dev, bytes as u64, how == MANAGED) {
+    match card.allocate(dev, bytes as u64, how == MANAGED, false) {
         Some(addr) => {
             // SAFETY: the caller's out-pointer, valid by the driver API's contract.
             unsafe { *dptr = addr };
@@ -35,17 +35,30 @@ pub(crate) fn free_device(dptr: CUdeviceptr, how: u32) -> CUresult {
     if dptr == 0 {
         return CUDA_SUCCESS; // freeing NULL is a no-op, as in the driver
     }
-    let from_pool = crate::pool::forget(dptr);
-    let mut card = match state::card() {
-        Ok(c) => c,
+    // The card's guard goes before pools are asked: they are locked before
+    // the card elsewhere. Only a pool's allocation asks them (a plain
+    // cuMemFree, the bench's, does not).
+    let released = match state::card() {
+        Ok(mut card) => card.release(dptr),
         Err(e) => return e,
     };
-    if from_pool == Some(crate::pool::Place::Host) {
-        return if card.host_free(dptr).is_some() { CUDA_SUCCESS } else { CUDA_ERROR_INVALID_VALUE };
-    }
-    match card.release(dptr) {
-        Some(_) => CUDA_SUCCESS,
-        None => CUDA_ERROR_INVALID_VALUE,
+    let freed = match released {
+        Some(live) => {
+            if live.pooled {
+                crate::pool::forget(dptr);
+            }
+            true
+        }
+        // Not device memory: a host pool's allocation, or nothing.
+        None => {
+            crate::pool::forget(dptr) == Some(crate::pool::Place::Host)
+                && state::card().is_ok_and(|mut card| card.host_free(dptr).is_some())
+        }
+    };
+    if freed {
+        CUDA_SUCCESS
+    } else {
+        CUDA_ERROR_INVALID_VALUE
     }
 }
 

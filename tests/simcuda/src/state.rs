@@ -24,11 +24,22 @@ pub struct Device {
     next_va: u64,
 }
 
+/// A live allocation of device (or managed) memory.
+#[derive(Clone, Copy, Debug)]
+pub struct Live {
+    pub device: i32,
+    pub bytes: u64,
+    /// Whether the card was charged: managed memory is not (see
+    /// [`Card::allocate`]).
+    pub charged: bool,
+    /// Made from a memory pool (pool.rs keeps its figures).
+    pub pooled: bool,
+}
+
 pub struct Card {
     pub devices: Vec<Device>,
-    /// Live allocations: address -> (device, bytes, whether the card was
-    /// charged: managed memory is not, see [`Card::allocate`]).
-    pub live: HashMap<u64, (i32, u64, bool)>,
+    /// Live allocations by address.
+    pub live: HashMap<u64, Live>,
     /// Pinned host memory: address -> bytes (allocated or registered).
     pub host: HashMap<u64, u64>,
     next_host: u64,
@@ -171,7 +182,8 @@ impl Card {
     /// `None` when the card is full. Managed memory lives where it is
     /// touched and a driver lets it exceed the device, so, untouched here,
     /// it takes none of the card (nor of NVML's figures), as on a real one.
-    pub fn allocate(&mut self, dev: i32, bytes: u64, managed: bool) -> Option<u64> {
+    /// `pooled`: a pool's allocation.
+    pub fn allocate(&mut self, dev: i32, bytes: u64, managed: bool, pooled: bool) -> Option<u64> {
         let end = DEVICE_BASE + (dev as u64 + 1) * DEVICE_WINDOW;
         let d = self.devices.get(dev.max(0) as usize).filter(|_| dev >= 0)?;
         let (addr, next) = (d.next_va, d.next_va + bytes.div_ceil(ALIGN).max(1) * ALIGN);
@@ -179,18 +191,18 @@ impl Card {
             return None;
         }
         self.devices[dev as usize].next_va = next;
-        self.live.insert(addr, (dev, bytes, !managed));
+        self.live.insert(addr, Live { device: dev, bytes, charged: !managed, pooled });
         Some(addr)
     }
 
     /// Releases the allocation at `addr`; `None` if there is none.
-    pub fn release(&mut self, addr: u64) -> Option<(i32, u64)> {
-        let (dev, bytes, charged) = self.live.remove(&addr)?;
-        backing::give_back(addr, bytes);
-        if charged {
-            self.uncharge(dev, bytes, Use::Memory);
+    pub fn release(&mut self, addr: u64) -> Option<Live> {
+        let live = self.live.remove(&addr)?;
+        backing::give_back(addr, live.bytes);
+        if live.charged {
+            self.uncharge(live.device, live.bytes, Use::Memory);
         }
-        Some((dev, bytes))
+        Some(live)
     }
 
     /// Takes `bytes` of `dev`'s capacity with no address (VMM physical
