@@ -18,7 +18,7 @@ use aya_ebpf::helpers::{
 };
 use gpumem_common::{
     event_type, limit_action, limit_list, limit_scope, limit_view, limits_in_force, Decision, LimitKey,
-    DEVICE_ANY, LIMITS_PER_CALL, MAX_CGROUP_DEPTH, TASK_COMM_LEN,
+    LimitRule, LimitState, DEVICE_ANY, LIMITS_PER_CALL, MAX_CGROUP_DEPTH, TASK_COMM_LEN,
 };
 
 use crate::{
@@ -84,30 +84,41 @@ fn applicable(tgid: u32, kinds: u32) -> u64 {
     limit_list::nearest(list)
 }
 
+/// The limits that apply to the caller (packed, see [`applicable`]), or
+/// None while no limit is in force.
+#[inline(always)]
+fn caller_limits() -> Option<u64> {
+    let kinds = LIMITS_IN_FORCE.get(0).copied().unwrap_or(0);
+    (kinds != 0).then(|| applicable((bpf_get_current_pid_tgid() >> 32) as u32, kinds))
+}
+
+/// Limit `slot`'s rule (read once) and count, if the rule is in force and
+/// counts `device`.
+#[inline(always)]
+fn rule_on(slot: u32, device: u32) -> Option<(LimitRule, *mut LimitState)> {
+    let (Some(rule), Some(state)) = (LIMITS.get_ptr(slot), LIMIT_STATE.get_ptr_mut(slot)) else {
+        return None;
+    };
+    // SAFETY: checked map value pointer; fields read once.
+    let r = unsafe { core::ptr::read_volatile(rule) };
+    (r.active != 0 && (r.device == DEVICE_ANY || r.device == device)).then_some((r, state))
+}
+
 /// Reserves `size` bytes on `device` under every limit of the caller, or
 /// refuses the call (and acts) at the first limit it would cross.
 /// `can_deny`: this call can be made to fail (see `deny.rs`); where it
 /// cannot, a deny limit only records, as audit does.
 #[inline(always)]
 pub fn admit(size: u64, device: u32, api: u32, can_deny: bool) -> Admission {
-    let kinds = LIMITS_IN_FORCE.get(0).copied().unwrap_or(0);
-    if kinds == 0 {
+    let Some(candidates) = caller_limits() else {
         return Admission { slots: 0, refused: false, deny: false };
-    }
-    let candidates = applicable((bpf_get_current_pid_tgid() >> 32) as u32, kinds);
+    };
     let mut reserved = 0u64;
     let mut i = 0;
     while i < LIMITS_PER_CALL {
         let Some(slot) = limit_list::at(candidates, i) else { break };
         i += 1;
-        let (Some(rule), Some(state)) = (LIMITS.get_ptr(slot), LIMIT_STATE.get_ptr_mut(slot)) else {
-            continue;
-        };
-        // SAFETY: checked map value pointer; fields read once.
-        let r = unsafe { core::ptr::read_volatile(rule) };
-        if r.active == 0 || (r.device != DEVICE_ANY && r.device != device) {
-            continue;
-        }
+        let Some((r, state)) = rule_on(slot, device) else { continue };
         // SAFETY: checked map value pointer.
         let usage = unsafe { core::ptr::addr_of_mut!((*state).usage) };
         let base = LIMIT_BASE.get(slot).copied().unwrap_or(0);
@@ -166,24 +177,13 @@ pub fn admit(size: u64, device: u32, api: u32, can_deny: bool) -> Admission {
 /// figures stand.
 #[inline(always)]
 pub fn view(device: u32) -> Option<(u64, u64)> {
-    let kinds = LIMITS_IN_FORCE.get(0).copied().unwrap_or(0);
-    if kinds == 0 {
-        return None;
-    }
-    let candidates = applicable((bpf_get_current_pid_tgid() >> 32) as u32, kinds);
+    let candidates = caller_limits()?;
     let (mut total, mut left, mut any) = (u64::MAX, u64::MAX, false);
     let mut i = 0;
     while i < LIMITS_PER_CALL {
         let Some(slot) = limit_list::at(candidates, i) else { break };
         i += 1;
-        let (Some(rule), Some(state)) = (LIMITS.get_ptr(slot), LIMIT_STATE.get_ptr(slot)) else {
-            continue;
-        };
-        // SAFETY: checked map value pointer; fields read once.
-        let r = unsafe { core::ptr::read_volatile(rule) };
-        if r.active == 0 || (r.device != DEVICE_ANY && r.device != device) {
-            continue;
-        }
+        let Some((r, state)) = rule_on(slot, device) else { continue };
         // SAFETY: checked map value pointer.
         let usage = unsafe { core::ptr::read_volatile(core::ptr::addr_of!((*state).usage)) };
         let counted = usage.wrapping_add(LIMIT_BASE.get(slot).copied().unwrap_or(0));
