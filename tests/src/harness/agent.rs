@@ -140,6 +140,11 @@ impl Agent {
         poll(what, || self.lines(), |l| pred(l), || format!("stderr:\n{}", self.stderr()))
     }
 
+    /// Waits for process `pid`'s `exit` record; every record so far.
+    pub fn wait_for_exit(&self, pid: u32) -> Vec<Line> {
+        self.wait_for("the exit record", |l| l.count(pid, RecordEvent::Exit) == 1)
+    }
+
     /// Waits until the stream holds a checkpoint's calls for its process.
     pub fn wait_for_checkpoint(&self, c: &Checkpoint) -> Vec<Line> {
         self.wait_for(&format!("the records of checkpoint {c:?}"), |lines| {

@@ -58,7 +58,7 @@ fn every_family_is_accounted_exactly_by_kind_and_device() {
     every_charging_row_was_seen(&lines, pid);
     w.resume();
     w.finish();
-    let lines = agent.wait_for("the exit record", |l| l.count(pid, RecordEvent::Exit) == 1);
+    let lines = agent.wait_for_exit(pid);
     // The created host pool's destruction is reported at its place.
     let destroyed: Vec<_> = lines
         .events(pid, RecordEvent::Pool)

@@ -59,7 +59,7 @@ fn traced_exactly(per_thread: bool) {
         w.resume();
     }
     w.finish();
-    agent.wait_for("the exit record", |l| l.count(pid, RecordEvent::Exit) == 1);
+    agent.wait_for_exit(pid);
     let s = agent.status();
     assert_process_holds(&s, pid, 0);
     assert_cgroup_holds(&s, &cg, 0);

@@ -102,7 +102,7 @@ fn a_limit_decision_names_who_held_what_the_limit_counts() {
     let late_pid = late.pid();
     let (_, status) = late.until_exit();
     assert!(status.success(), "{status:?}");
-    let lines = agent.wait_for("the exit record", |l| l.count(late_pid, RecordEvent::Exit) == 1);
+    let lines = agent.wait_for_exit(late_pid);
     let decisions = lines.decisions(late_pid, Decision::Limit);
     assert_eq!(decisions.len(), 1, "{decisions:?}");
     let d = decisions[0];

@@ -10,7 +10,6 @@
 //! card's own count per device equal that truth exactly.
 use std::{collections::BTreeMap, process::Command};
 
-use gpumem::output::RecordEvent;
 use gpumem_tests::harness::*;
 use serde::Deserialize;
 
@@ -100,7 +99,7 @@ fn traced_exactly(script: &str, checkpoints: &[&str]) -> Option<Vec<KitLine>> {
         w.resume();
     }
     w.finish();
-    agent.wait_for("the exit record", |l| l.count(pid, RecordEvent::Exit) == 1);
+    agent.wait_for_exit(pid);
     let s = agent.status();
     assert_process_holds(&s, pid, 0);
     assert_cgroup_holds(&s, &cg, 0);

@@ -1,6 +1,5 @@
 //! A process that maps its own copy of libcuda (another inode, as a
 //! container does) after the agent started is traced too.
-use gpumem::output::RecordEvent;
 use gpumem_tests::harness::*;
 
 #[test]
@@ -31,6 +30,6 @@ fn a_new_libcuda_copy_is_attached_within_a_second_and_traced() {
     assert_process_holds(&s, pid, c.held);
     assert_eq!(s.libraries.len(), 2, "{:?}", s.libraries);
     w.run_to_end();
-    agent.wait_for("the exit record", |l| l.count(pid, RecordEvent::Exit) == 1);
+    agent.wait_for_exit(pid);
     assert_process_holds(&agent.status(), pid, 0);
 }

@@ -3,7 +3,7 @@
 //! rereading --config.
 use std::os::unix::process::ExitStatusExt;
 
-use gpumem::output::{DecisionEvent, RecordEvent};
+use gpumem::output::DecisionEvent;
 use gpumem_tests::harness::*;
 use nix::sys::signal::Signal;
 
@@ -45,7 +45,7 @@ fn a_limit_lowered_at_run_time_keeps_its_usage_and_stops_the_next_crossing() {
     let (seen, status) = w.until_exit();
     assert!(seen.is_empty(), "the 4th 4 MiB call crosses 14 MiB: {seen:?}");
     assert_eq!(status.signal(), Some(Signal::SIGKILL as i32), "{status:?}");
-    let lines = agent.wait_for("the exit record", |l| l.count(pid, RecordEvent::Exit) == 1);
+    let lines = agent.wait_for_exit(pid);
     let l = lines.decisions(pid, DecisionEvent::Limit);
     assert_eq!(l.len(), 1, "{l:?}");
     assert_eq!((l[0].usage, l[0].limit_bytes, l[0].action.as_str()), (12 * MIB, 14 * MIB, "signal:9"));
@@ -88,7 +88,7 @@ fn a_limit_set_on_a_process_already_holding_memory_counts_that_memory() {
     let names: Vec<&str> = seen.iter().map(|c| c.checkpoint.as_str()).collect();
     assert_eq!(names, ["step-3"], "8 + 4 fits under 14 MiB, 8 + 4 + 4 does not");
     assert_eq!(status.signal(), Some(Signal::SIGKILL as i32), "{status:?}");
-    let lines = agent.wait_for("the exit record", |l| l.count(pid, RecordEvent::Exit) == 1);
+    let lines = agent.wait_for_exit(pid);
     let l = lines.decisions(pid, DecisionEvent::Limit);
     assert_eq!((l.len(), l[0].usage, l[0].request), (1, 12 * MIB, 4 * MIB));
     wait_until("the carried memory to leave with the process", || {

@@ -37,7 +37,7 @@ fn signal_stops_the_caller_at_the_first_crossing_and_charges_nothing_of_it() {
     let names: Vec<&str> = seen.iter().map(|c| c.checkpoint.as_str()).collect();
     assert_eq!(names, ["step-1", "step-2", "step-3"]);
     assert_eq!(status.signal(), Some(Signal::SIGKILL as i32), "{status:?}");
-    let lines = agent.wait_for("the exit record", |l| l.count(pid, RecordEvent::Exit) == 1);
+    let lines = agent.wait_for_exit(pid);
     let limits = lines.decisions(pid, DecisionEvent::Limit);
     assert_eq!(limits.len(), 1, "{limits:?}");
     let l = limits[0];
@@ -61,7 +61,7 @@ fn audit_records_every_crossing_and_changes_nothing() {
     let (seen, status) = w.until_exit();
     assert!(status.success(), "{status:?}");
     assert_eq!(seen.last().unwrap().checkpoint, "done");
-    let lines = agent.wait_for("the exit record", |l| l.count(pid, RecordEvent::Exit) == 1);
+    let lines = agent.wait_for_exit(pid);
     let limits = lines.decisions(pid, DecisionEvent::Limit);
     let usages: Vec<u64> = limits.iter().map(|l| l.usage).collect();
     assert_eq!(usages, [9 * MIB, 12 * MIB], "the 4th and 5th calls crossed 10 MiB");
@@ -176,7 +176,7 @@ fn deny_returns_out_of_memory_and_the_process_goes_on() {
     }
     assert_eq!(names, ["step-1", "step-2", "refused", "freed", "again"]);
     w.finish();
-    let lines = agent.wait_for("the exit record", |l| l.count(pid, RecordEvent::Exit) == 1);
+    let lines = agent.wait_for_exit(pid);
     let limits = lines.decisions(pid, DecisionEvent::Limit);
     assert_eq!(limits.len(), 1, "{limits:?}");
     assert_eq!((limits[0].usage, limits[0].request, limits[0].action.as_str()), (8 * MIB, 4 * MIB, "deny"));
@@ -282,7 +282,7 @@ fn pid_and_comm_limits_apply_to_their_processes_only() {
     held.resume();
     let (seen, status) = held.until_exit();
     assert!(status.success() && seen.last().unwrap().checkpoint == "done", "{status:?} {seen:?}");
-    let lines = agent.wait_for("the exit record", |l| l.count(pid, RecordEvent::Exit) == 1);
+    let lines = agent.wait_for_exit(pid);
     let limits = lines.decisions(pid, DecisionEvent::Limit);
     let usages: Vec<u64> = limits.iter().map(|l| l.usage).collect();
     assert_eq!(usages, [8 * MIB, 12 * MIB], "the third and fourth 4 MiB calls cross 10 MiB");
@@ -310,7 +310,7 @@ fn bpf_log_says_each_limit_decision_from_the_kernel() {
     let pid = w.pid();
     let (_, status) = w.until_exit();
     assert!(status.success(), "{status:?}");
-    let lines = agent.wait_for("the exit record", |l| l.count(pid, RecordEvent::Exit) == 1);
+    let lines = agent.wait_for_exit(pid);
     // One log line per decision record, with the same numbers, said by
     // the program that made the decision.
     let mut expected: Vec<String> = lines

@@ -74,7 +74,7 @@ fn families(agent: &Agent, prom: &Prometheus, cg: &Cgroup, target: &str) {
     w.resume();
     w.resume();
     w.finish();
-    agent.wait_for("the families' exit", |l| l.count(pid, RecordEvent::Exit) == 1);
+    agent.wait_for_exit(pid);
     // Gone from the next scrape: Prometheus marks the series stale.
     prom.wait_for(&format!("gpumem_process_memory_bytes{{pid=\"{pid}\"}}"), |r| r.is_empty());
     prom.wait_for(&in_cgroup, |r| r.is_empty());

@@ -33,7 +33,7 @@ fn basic_workload_is_accounted_exactly_and_released_at_exit() {
     }
     w.finish();
 
-    let lines = agent.wait_for("the workload's exit record", |l| l.count(pid, RecordEvent::Exit) == 1);
+    let lines = agent.wait_for_exit(pid);
     let s = agent.status();
     assert_process_holds(&s, pid, 0);
     assert_cgroup_holds(&s, &cg, 0);
