@@ -8,121 +8,12 @@
 //! An API id travels to the kernel in the uprobe's attach cookie (see
 //! [`crate::cookie`]), so one eBPF program serves every entry point that
 //! shares an argument shape.
-use crate::{kind, program::Program};
+mod shape;
 
-/// Argument shapes. Each is served by one entry program and one return
-/// program; every API of a shape reads its arguments at the same places.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Shape {
-    /// `(T **out, size_t bytes, ...)`: charged at a successful return.
-    Alloc,
-    /// `cuMemAllocPitch_v2(out, *pitch, width, rows, elem)`: charged pitch x
-    /// rows, as returned.
-    Pitch,
-    /// `(void *p, size_t bytes, ...)`: the caller's memory, pinned.
-    HostRegister,
-    /// `cuMemCreate(*handle, size, *prop, flags)`: charged to the location's
-    /// device (host locations as host memory).
-    VmmCreate,
-    /// `cuMemRelease(handle)`: uncharged now, or at the last unmap if still
-    /// mapped.
-    VmmRelease,
-    /// `cuMemMap(va, size, offset, handle, flags)`: counts a mapping.
-    VmmMap,
-    /// `cuMemUnmap(va, size)`: counts a mapping gone.
-    VmmUnmap,
-    /// `cuMemRetainAllocationHandle(*handle, addr)`: one more reference to
-    /// the handle, which needs a `cuMemRelease` of its own.
-    VmmRetain,
-    /// Array creation, sized from `CUDA_ARRAY_DESCRIPTOR`.
-    Array,
-    /// Sized from `CUDA_ARRAY3D_DESCRIPTOR`.
-    Array3D,
-    /// Sized from `CUDA_ARRAY3D_DESCRIPTOR` over the mipmap levels.
-    Mipmap,
-    /// `(T addr, ...)`: uncharged at a successful return.
-    Free,
-    /// Reported, never charged: `(handle, size, ...)`.
-    Call,
-    /// Reported, never charged: `(T *out, ...)`, the handle written through
-    /// the first argument.
-    CallOut,
-    /// Reported, never charged: handle and size at the places each API
-    /// has them (multicast objects, exports; see gpumem-ebpf's report.rs).
-    CallArgs,
-    /// `(CUcontext *out, ..., CUdevice dev)` with `dev` the argument at
-    /// 1, 2, 3 or 4: learns the context's device (the verifier rejects a
-    /// computed offset into the registers, hence one program per place).
-    CtxOut1,
-    CtxOut2,
-    CtxOut3,
-    CtxOut4,
-    /// `(CUcontext ctx)`: the thread's current context.
-    CtxSet,
-    /// `cuCtxPopCurrent`: the thread's device becomes unknown.
-    CtxPop,
-    /// `cuMemAllocFromPoolAsync(CUdeviceptr *out, size_t bytes, CUmemoryPool
-    /// pool, CUstream)`: charged as [`Shape::Alloc`], with the kind and
-    /// device of the pool's location where gpumem learned the pool.
-    PoolAlloc,
-    /// `cuMemPoolCreate(CUmemoryPool *out, const CUmemPoolProps *props)`:
-    /// learns the pool's location from its properties.
-    PoolCreate,
-    /// `cuMemGetMemPool`/`cuMemGetDefaultMemPool(CUmemoryPool *out,
-    /// CUmemLocation *location, CUmemAllocationType type)`: learns the pool
-    /// of a location and allocation type.
-    PoolOfLocation,
-    /// `cuDeviceGetMemPool`/`cuDeviceGetDefaultMemPool(CUmemoryPool *out,
-    /// CUdevice dev)`: learns a device's pool.
-    PoolOfDevice,
-    /// `cuMemGetInfo[_v2](*free, *total)` of the current context's device:
-    /// answered with the caller's limits' view (gpumem-ebpf's view.rs).
-    MemInfo,
-    /// `cuDeviceTotalMem[_v2](*bytes, CUdevice dev)`: likewise.
-    TotalMem,
-}
-
-impl Shape {
-    /// The programs attached at the entry and at the return.
-    pub const fn programs(self) -> (Program, Program) {
-        use Program::*;
-        match self {
-            Shape::Alloc => (AllocEntry, AllocReturn),
-            Shape::Pitch => (PitchEntry, AllocReturn),
-            Shape::HostRegister => (HostRegisterEntry, AllocReturn),
-            Shape::VmmCreate => (VmmCreateEntry, AllocReturn),
-            Shape::VmmRelease => (VmmReleaseEntry, VmmReleaseReturn),
-            Shape::VmmMap => (VmmMapEntry, VmmMapReturn),
-            Shape::VmmUnmap => (VmmUnmapEntry, VmmUnmapReturn),
-            Shape::VmmRetain => (CallOutEntry, VmmRetainReturn),
-            Shape::Array => (ArrayEntry, AllocReturn),
-            Shape::Array3D => (Array3dEntry, AllocReturn),
-            Shape::Mipmap => (MipmapEntry, AllocReturn),
-            Shape::Free => (FreeEntry, FreeReturn),
-            Shape::Call => (CallEntry, CallReturn),
-            Shape::CallOut => (CallOutEntry, CallReturn),
-            Shape::CallArgs => (CallArgsEntry, CallReturn),
-            Shape::CtxOut1 => (CtxOutDev1Entry, CtxOutReturn),
-            Shape::CtxOut2 => (CtxOutDev2Entry, CtxOutReturn),
-            Shape::CtxOut3 => (CtxOutDev3Entry, CtxOutReturn),
-            Shape::CtxOut4 => (CtxOutDev4Entry, CtxOutReturn),
-            Shape::CtxSet => (CtxSetEntry, CtxSetReturn),
-            Shape::CtxPop => (CtxPopEntry, CtxPopReturn),
-            Shape::PoolAlloc => (PoolAllocEntry, AllocReturn),
-            Shape::PoolCreate => (PoolCreateEntry, PoolLearnReturn),
-            Shape::PoolOfLocation => (PoolOfLocationEntry, PoolLearnReturn),
-            Shape::PoolOfDevice => (PoolOfDeviceEntry, PoolLearnReturn),
-            Shape::MemInfo => (MemInfoEntry, ViewReturn),
-            Shape::TotalMem => (TotalMemEntry, ViewReturn),
-        }
-    }
-
-    /// Whether a call of this shape reserves bytes under limits at its
-    /// entry: the allocating shapes, which return through `alloc_return`.
-    pub const fn reserves(self) -> bool {
-        matches!(self.programs().1, Program::AllocReturn)
-    }
-}
+pub use self::shape::Shape;
+use crate::kind;
+#[cfg(test)]
+use crate::program::Program;
 
 /// What a group of APIs does with memory. Calls that are reported but not
 /// charged are named by their family in the records.
@@ -177,12 +68,41 @@ pub enum Need {
     Optional,
 }
 
+/// The library that exports an API: gpumem attaches each library's rows
+/// to the files of that library it finds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Library {
+    /// The CUDA driver, `libcuda.so*`.
+    Cuda,
+    /// NVIDIA's management library, `libnvidia-ml.so*`.
+    Nvml,
+}
+
+impl Library {
+    /// How the library's file names start.
+    pub const fn file_prefix(self) -> &'static str {
+        match self {
+            Library::Cuda => "libcuda.so",
+            Library::Nvml => "libnvidia-ml.so",
+        }
+    }
+
+    /// What the library is called in messages.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Library::Cuda => "libcuda",
+            Library::Nvml => "libnvidia-ml",
+        }
+    }
+}
+
 /// One driver entry point.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Api {
     /// Stable: it appears in records, so never reuse one.
     pub id: u32,
     pub symbol: &'static str,
+    pub library: Library,
     pub family: Family,
     pub shape: Shape,
     /// The memory kind the call charges (or reports).
@@ -190,14 +110,15 @@ pub struct Api {
     pub need: Need,
 }
 
-/// Generates [`id`] (a constant per API) and [`APIS`] from one list.
-macro_rules! cuda_apis {
-    ($($id:literal $name:ident $symbol:literal $family:ident $shape:ident $kind:ident $need:ident;)*) => {
+/// Generates [`id`] (a constant per API) and [`APIS`] from one list, in
+/// sections by the library that exports the APIs.
+macro_rules! apis {
+    ($($library:ident { $($id:literal $name:ident $symbol:literal $family:ident $shape:ident $kind:ident $need:ident;)* })*) => {
         /// Driver entry points by id, generated from the table.
         pub mod id {
             /// No API (exit and exec records).
             pub const NONE: u32 = 0;
-            $(#[doc = $symbol] pub const $name: u32 = $id;)*
+            $($(#[doc = $symbol] pub const $name: u32 = $id;)*)*
             /// The highest id: the kernel clears a dead thread's calls by id.
             pub const MAX: u32 = super::max_id(super::APIS);
 
@@ -228,12 +149,22 @@ macro_rules! cuda_apis {
 
         /// Every API gpumem probes, in attach order.
         pub const APIS: &[Api] = &[
-            $(Api { id: $id, symbol: $symbol, family: Family::$family, shape: Shape::$shape, kind: kind::$kind, need: Need::$need },)*
+            $($(Api {
+                id: $id,
+                symbol: $symbol,
+                library: Library::$library,
+                family: Family::$family,
+                shape: Shape::$shape,
+                kind: kind::$kind,
+                need: Need::$need,
+            },)*)*
         ];
     };
 }
 
-cuda_apis! {
+apis! {
+    // The CUDA driver, `libcuda.so.1`.
+    Cuda {
     // id  constant                          symbol                            family   shape         kind     need
     // Device memory.
     1  MEM_ALLOC_V2                     "cuMemAlloc_v2"                   Device   Alloc         DEVICE   Required;
@@ -308,6 +239,16 @@ cuda_apis! {
     56 MEM_GET_INFO                     "cuMemGetInfo"                    Query    MemInfo       DEVICE   Optional;
     57 DEVICE_TOTAL_MEM_V2              "cuDeviceTotalMem_v2"             Query    TotalMem      DEVICE   Optional;
     58 DEVICE_TOTAL_MEM                 "cuDeviceTotalMem"                Query    TotalMem      DEVICE   Optional;
+    }
+    // NVIDIA's management library, `libnvidia-ml.so.1`, where vLLM and
+    // others read the card's size: the same view, the device known by the
+    // handle its index gave (attached with the CUDA queries, or not at all).
+    Nvml {
+    61 NVML_DEVICE_GET_HANDLE_BY_INDEX_V2 "nvmlDeviceGetHandleByIndex_v2" Query   NvmlHandle    DEVICE   Optional;
+    62 NVML_DEVICE_GET_HANDLE_BY_INDEX  "nvmlDeviceGetHandleByIndex"      Query    NvmlHandle    DEVICE   Optional;
+    59 NVML_DEVICE_GET_MEMORY_INFO_V2   "nvmlDeviceGetMemoryInfo_v2"      Query    NvmlMemInfo   DEVICE   Optional;
+    60 NVML_DEVICE_GET_MEMORY_INFO      "nvmlDeviceGetMemoryInfo"         Query    NvmlMemInfo   DEVICE   Optional;
+    }
 }
 
 /// The API with id `api`.
@@ -371,7 +312,7 @@ mod tests {
         assert_eq!(id::name(id::MEM_ALLOC_V2), "cuMemAlloc_v2");
         assert_eq!(id::name(id::CTX_CREATE_V4), "cuCtxCreate_v4");
         assert_eq!(id::name(9999), "unknown");
-        assert_eq!(id::MAX, 58);
+        assert_eq!(id::MAX, 62);
         assert_eq!(id::call_name(id::MEM_POOL_TRIM_TO), "pool");
         assert_eq!(id::call_name(id::CTX_DESTROY_V2), "context");
         assert_eq!(id::call_name(id::IPC_OPEN_MEM_HANDLE_V2), "import");

@@ -13,6 +13,7 @@
 //! - `record`: the ring-buffer records (header and payloads);
 //! - `pending`: what a call keeps between its entry and its return;
 //! - `pool`: where a memory pool's allocations are charged;
+//! - `nvml`: NVML's memory layouts and each process's device handles;
 //! - `maps`: the other map keys and values, map names and sizes;
 //! - `limit_list`, `array`, `text`: arithmetic both sides share.
 //!
@@ -26,6 +27,7 @@ pub mod cookie;
 pub mod kind;
 pub mod limit_list;
 pub mod maps;
+pub mod nvml;
 pub mod pending;
 pub mod pool;
 pub mod program;

@@ -140,15 +140,23 @@ pub struct PoolCall {
     pub place: crate::pool::Place,
 }
 
-/// `cuMemGetInfo[_v2](*free, *total)` or `cuDeviceTotalMem[_v2](*bytes,
-/// dev)`: where the driver writes its figures, and the device asked about.
+/// `cuMemGetInfo[_v2](*free, *total)`, `cuDeviceTotalMem[_v2](*bytes,
+/// dev)` or `nvmlDeviceGetMemoryInfo[_v2](dev, *memory)`: where the
+/// library writes its figures, and the device asked about.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ViewCall {
-    /// Where the driver writes the free figure (0: no such figure).
+    /// Where the library writes the free figure (0: no such figure).
     pub free_ptr: u64,
     /// Where it writes the total.
     pub total_ptr: u64,
+    /// NVML: where it writes the used figure (0: no such figure), told
+    /// total - free when the view changes either.
+    pub used_ptr: u64,
+    /// NVML v2: where it writes the memory reserved for the driver (0: no
+    /// such figure), told 0 when the view changes a figure (the limit's
+    /// card has none).
+    pub reserved_ptr: u64,
     /// The device (the thread's current context's for `cuMemGetInfo`).
     pub device: u32,
     /// The figures' width in bytes: 8 (`size_t`), 4 in the v1 APIs.

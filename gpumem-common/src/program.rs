@@ -65,4 +65,7 @@ programs! {
     MemInfoEntry        "mem_info_entry";
     TotalMemEntry       "total_mem_entry";
     ViewReturn          "view_return";
+    NvmlHandleEntry     "nvml_handle_entry";
+    NvmlHandleReturn    "nvml_handle_return";
+    NvmlMemInfoEntry    "nvml_mem_info_entry";
 }

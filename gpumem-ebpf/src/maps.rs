@@ -6,6 +6,7 @@ use aya_ebpf::{
     maps::{Array, HashMap, LruHashMap, PerCpuArray, ProgramArray, RingBuf},
 };
 use gpumem_common::{
+    nvml::{NvmlHandles, NVML_PROC_ENTRIES},
     pool::{ProcPools, POOL_PROC_ENTRIES},
     stat, CtxKey, LimitKey, LimitRule, LimitState, LiveAlloc, LiveKey, Pending, PendingKey, ProcUsage,
     CGROUP_ENTRIES, COMM_LIMIT_ENTRIES, CTX_ENTRIES, EVENTS_BYTES, LIMIT_INDEX_ENTRIES, LIVE_ENTRIES,
@@ -104,3 +105,10 @@ pub static COMM_LIMITS: HashMap<[u8; TASK_COMM_LEN], u32> = HashMap::with_max_en
 #[map]
 pub static PROC_POOLS: HashMap<u32, ProcPools> =
     HashMap::with_max_entries(POOL_PROC_ENTRIES, BPF_F_NO_PREALLOC);
+
+/// Each process's NVML device handles (tgid -> handles by device index),
+/// learned from `nvmlDeviceGetHandleByIndex[_v2]`, removed at the
+/// process's exit or exec. Allocated as processes use NVML.
+#[map]
+pub static PROC_NVML: HashMap<u32, NvmlHandles> =
+    HashMap::with_max_entries(NVML_PROC_ENTRIES, BPF_F_NO_PREALLOC);

@@ -61,6 +61,12 @@ pub struct RunArgs {
     /// mapped by running processes.
     #[arg(long, value_name = "PATH")]
     pub libcuda: Vec<PathBuf>,
+    /// An NVIDIA management library file (libnvidia-ml) to attach to
+    /// (repeatable), so that limited processes asking NVML for a card's
+    /// memory are told their limit's view, as they are by libcuda. Without
+    /// it gpumem searches as for libcuda, and runs on if it finds none.
+    #[arg(long, value_name = "PATH")]
+    pub libnvml: Vec<PathBuf>,
     /// Write records to FILE instead of standard output (appends).
     #[arg(long, short, value_name = "FILE")]
     pub output: Option<PathBuf>,
@@ -75,8 +81,9 @@ pub struct RunArgs {
     /// memory this often (seconds, or `30s`, `5m`).
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     pub interval: Option<Duration>,
-    /// This often, look for `libcuda.so*` files newly mapped by any process
-    /// (a container's own copy) and attach to them; 0 turns it off.
+    /// This often, look for `libcuda.so*` (and `libnvidia-ml.so*`) files
+    /// newly mapped by any process (a container's own copy) and attach to
+    /// them; 0 turns it off.
     #[arg(long, value_name = "DURATION", default_value = "1", value_parser = parse_duration_or_off)]
     pub rescan: Duration,
     /// The control socket `gpumem status` talks to.
@@ -137,6 +144,10 @@ pub struct ProbeArgs {
     /// trap on every call). Reads the file; attaches nothing.
     #[arg(long, value_name = "PATH")]
     pub libcuda: Vec<PathBuf>,
+    /// The same for this libnvidia-ml file (repeatable): where NVML's
+    /// memory queries would be probed for the limit's view.
+    #[arg(long, value_name = "PATH")]
+    pub libnvml: Vec<PathBuf>,
 }
 
 #[derive(Debug, Parser)]

@@ -10,6 +10,8 @@ pub type CUcontext = *mut c_void;
 
 pub struct Driver {
     lib: Library,
+    /// The path it was loaded from, as given.
+    pub path: String,
     pub init: unsafe extern "C" fn(c_uint) -> CUresult,
     pub device_get: unsafe extern "C" fn(*mut c_int, c_int) -> CUresult,
     pub primary_ctx_retain: unsafe extern "C" fn(*mut CUcontext, c_int) -> CUresult,
@@ -45,6 +47,7 @@ impl Driver {
                 mem_alloc: get(&lib, "cuMemAlloc_v2")?,
                 mem_free: get(&lib, "cuMemFree_v2")?,
                 lib,
+                path: path.to_string(),
             })
         }
     }

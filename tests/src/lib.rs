@@ -17,3 +17,4 @@ pub mod pools;
 pub mod threads;
 pub mod truth;
 pub mod view;
+pub mod view_nvml;

@@ -2,7 +2,8 @@
 //! they size themselves (the `view` scenario): free and total memory of
 //! each device through every exported form (`cuMemGetInfo_v2` found by
 //! dlsym and by `cuGetProcAddress_v2`, the 32-bit `cuMemGetInfo`,
-//! `cuDeviceTotalMem_v2` and `cuDeviceTotalMem`), then what JAX does by
+//! `cuDeviceTotalMem_v2` and `cuDeviceTotalMem`, and NVML's
+//! `nvmlDeviceGetMemoryInfo` and `_v2`: view_nvml.rs), then what JAX does by
 //! default: allocate 75% of the total it was told, in one call, and go on
 //! allocating half of what it is told is left. Each step prints the
 //! figures it saw ([`Seen`]) before its checkpoint.
@@ -11,7 +12,11 @@ use std::ffi::{c_char, c_int, c_void};
 use anyhow::bail;
 use serde::{Deserialize, Serialize};
 
-use crate::{driver::Driver, truth::Truth};
+use crate::{
+    driver::Driver,
+    truth::Truth,
+    view_nvml::{Nvml, NvmlFigures},
+};
 
 type R = c_int;
 type InfoFn = unsafe extern "C" fn(*mut usize, *mut usize) -> R;
@@ -33,6 +38,8 @@ pub struct Figures {
     pub total: u64,
     /// `cuDeviceTotalMem`, 32-bit.
     pub total_v1: u32,
+    /// NVML's figures for the device.
+    pub nvml: NvmlFigures,
 }
 
 /// What one step saw, and the allocation it made after.
@@ -62,9 +69,10 @@ pub fn run(
     for &dev in others {
         contexts.push((dev, d.open_device(dev)? as usize));
     }
+    let nvml = Nvml::open(&d.path, &contexts.iter().map(|&(dev, _)| dev).collect::<Vec<_>>())?;
     let step = |name: &str, ask: fn(&Figures) -> u64| -> anyhow::Result<()> {
         let devices =
-            contexts.iter().map(|&(dev, c)| figures(d, dev, c)).collect::<anyhow::Result<Vec<_>>>()?;
+            contexts.iter().map(|&(dev, c)| figures(d, &nvml, dev, c)).collect::<anyhow::Result<Vec<_>>>()?;
         d.set_current(ctx)?;
         let asked = ask(&devices[0]);
         let result = match asked {
@@ -90,7 +98,7 @@ pub fn run(
 }
 
 /// Device `dev`'s figures, its context `ctx` made current.
-fn figures(d: &Driver, dev: c_int, ctx: usize) -> anyhow::Result<Figures> {
+fn figures(d: &Driver, nvml: &Nvml, dev: c_int, ctx: usize) -> anyhow::Result<Figures> {
     d.set_current(ctx)?;
     // SAFETY: each type is its symbol's C signature.
     let (info, info32, total, total32, get_proc) = unsafe {
@@ -135,5 +143,6 @@ fn figures(d: &Driver, dev: c_int, ctx: usize) -> anyhow::Result<Figures> {
         info_v1: (a32, b32),
         total: t as u64,
         total_v1: t32,
+        nvml: nvml.figures(dev)?,
     })
 }

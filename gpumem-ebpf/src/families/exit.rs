@@ -24,7 +24,7 @@ use crate::{
         bounded,
         records::{emit, Subject},
     },
-    maps::{CALLERS, CGROUP_USAGE, LEADER_GONE, PENDING, PROC_POOLS, PROC_USAGE},
+    maps::{CALLERS, CGROUP_USAGE, LEADER_GONE, PENDING, PROC_NVML, PROC_POOLS, PROC_USAGE},
 };
 
 /// How long after its leader a thread of a killed group may still exit.
@@ -45,6 +45,7 @@ pub fn process_exit(_ctx: RawTracePointContext) -> i32 {
     if leader {
         let _ = LEADER_GONE.insert(tgid, now, 0);
         let _ = PROC_POOLS.remove(tgid);
+        let _ = PROC_NVML.remove(tgid);
     }
     // A later thread: only the killed group's own threads, which exit right
     // after their leader, not a later process that reused the pid.
@@ -69,6 +70,7 @@ pub fn process_exec(_ctx: RawTracePointContext) -> i32 {
     // The tgid lives on in the new image (a reused pid too).
     let _ = LEADER_GONE.remove((pid_tgid >> 32) as u32);
     let _ = PROC_POOLS.remove((pid_tgid >> 32) as u32);
+    let _ = PROC_NVML.remove((pid_tgid >> 32) as u32);
     // SAFETY: plain helper call.
     let cgroup_id = unsafe { bpf_get_current_cgroup_id() };
     release(pid_tgid, event_type::EXEC, cgroup_id);
@@ -103,6 +105,8 @@ pub fn release_gone(ctx: RawTracePointContext) -> i32 {
     // SAFETY: args[0] of the raw tracepoint context the agent passed in.
     let tgid = unsafe { *(aya_ebpf::EbpfContext::as_ptr(&ctx) as *const u64) } as u32;
     if tgid != 0 {
+        let _ = PROC_POOLS.remove(tgid);
+        let _ = PROC_NVML.remove(tgid);
         release(((tgid as u64) << 32) | tgid as u64, event_type::EXIT, 0);
     }
     0

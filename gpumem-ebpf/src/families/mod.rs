@@ -7,6 +7,7 @@
 //! - `free`: frees (and what `vmm`'s release shares with them);
 //! - `context`: contexts, hence the device of each thread's allocations;
 //! - `report`: calls reported, never charged;
+//! - `view`, `nvml`: memory queries answered with a limit's view;
 //! - `exit`: process exit and exec, which release what a process held;
 //! - `floor`: empty programs for the bench.
 pub mod alloc;
@@ -15,6 +16,7 @@ pub mod context;
 pub mod exit;
 pub mod floor;
 pub mod free;
+pub mod nvml;
 pub mod pool;
 pub mod report;
 pub mod view;

@@ -5,6 +5,9 @@
 //! the smallest such limit), free = min(the driver's, the least left under
 //! any of them). Over a limit, free is 0 and the call still succeeds.
 //!
+//! NVML's `nvmlDeviceGetMemoryInfo[_v2]` (nvml.rs keeps its call) returns
+//! here too: its used figure becomes total - free and its reserved 0.
+//!
 //! The return program writes user memory (`bpf_probe_write_user`), which a
 //! kernel under lockdown refuses to load: the agent then attaches none of
 //! these rows, and limited processes see the card as it is.
@@ -34,6 +37,7 @@ fn mem_info_entry_run(ctx: ProbeContext) -> u32 {
         total_ptr: ctx.arg::<u64>(1).unwrap_or(0),
         device: current_device(),
         width: if api == id::MEM_GET_INFO { 4 } else { 8 },
+        ..ViewCall::default()
     };
     pending::put(api, call.into());
     0
@@ -52,6 +56,7 @@ fn total_mem_entry_run(ctx: ProbeContext) -> u32 {
         total_ptr: ctx.arg::<u64>(0).unwrap_or(0),
         device: ctx.arg::<u64>(1).unwrap_or(u64::MAX) as u32,
         width: if api == id::DEVICE_TOTAL_MEM { 4 } else { 8 },
+        ..ViewCall::default()
     };
     pending::put(api, call.into());
     0
@@ -63,15 +68,25 @@ on_task_stack!(uretprobe view_return = ViewReturn => view_return_run);
 fn view_return_run(ctx: RetProbeContext) -> u32 {
     let api = cookie::api(&ctx);
     let Some(p) = pending::take(api) else { return 0 };
+    // CUDA_SUCCESS and NVML_SUCCESS are both 0.
     if ctx.ret::<u64>() as u32 != CUDA_SUCCESS {
         return 0;
     }
     // SAFETY: the query shapes' entries keep the view variant.
     let call = unsafe { p.call.view };
     let Some((limit, left)) = limits::view(call.device) else { return 0 };
-    let mut rewrote = cap(call.total_ptr, call.width, limit);
+    let Some((total, mut rewrote)) = cap(call.total_ptr, call.width, limit) else { return 0 };
     if call.free_ptr != 0 {
-        rewrote |= cap(call.free_ptr, call.width, left);
+        let Some((free, wrote)) = cap(call.free_ptr, call.width, left) else { return 0 };
+        rewrote |= wrote;
+        if rewrote && call.used_ptr != 0 {
+            // NVML's card of the limit's size: the rest of it is used, and
+            // none is reserved for the driver.
+            put(call.used_ptr, total.saturating_sub(free));
+            if call.reserved_ptr != 0 {
+                put(call.reserved_ptr, 0);
+            }
+        }
     }
     if rewrote {
         count(stat::VIEW_REWRITES);
@@ -80,20 +95,31 @@ fn view_return_run(ctx: RetProbeContext) -> u32 {
     0
 }
 
-/// Lowers the figure of `width` bytes the driver wrote at `at` to `most`;
-/// whether it was written.
+/// Lowers the figure of `width` bytes the library wrote at `at` to `most`:
+/// the figure now, and whether it was written; None if it could not be
+/// read.
 #[inline(always)]
-fn cap(at: u64, width: u32, most: u64) -> bool {
+fn cap(at: u64, width: u32, most: u64) -> Option<(u64, bool)> {
     if width == 4 {
         // SAFETY: reads the caller's out-parameter through the helper.
-        let Ok(was) = (unsafe { bpf_probe_read_user(at as *const u32) }) else { return false };
+        let was = unsafe { bpf_probe_read_user(at as *const u32) }.ok()?;
         let now = most.min(u64::from(was)) as u32;
         // SAFETY: the caller's out-parameter the driver just wrote, of this width.
-        return now != was && unsafe { bpf_probe_write_user(at as *mut u32, &now) }.is_ok();
+        let wrote = now != was && unsafe { bpf_probe_write_user(at as *mut u32, &now) }.is_ok();
+        return Some((u64::from(if wrote { now } else { was }), wrote));
     }
     // SAFETY: reads the caller's out-parameter through the helper.
-    let Ok(was) = (unsafe { bpf_probe_read_user(at as *const u64) }) else { return false };
+    let was = unsafe { bpf_probe_read_user(at as *const u64) }.ok()?;
     let now = most.min(was);
     // SAFETY: the caller's out-parameter the driver just wrote, of this width.
-    now != was && unsafe { bpf_probe_write_user(at as *mut u64, &now) }.is_ok()
+    let wrote = now != was && unsafe { bpf_probe_write_user(at as *mut u64, &now) }.is_ok();
+    Some((if wrote { now } else { was }, wrote))
+}
+
+/// Writes a 64-bit figure into the caller's structure the library just
+/// filled.
+#[inline(always)]
+fn put(at: u64, value: u64) {
+    // SAFETY: a field of the caller's out-structure, 8 bytes wide.
+    let _ = unsafe { bpf_probe_write_user(at as *mut u64, &value) };
 }

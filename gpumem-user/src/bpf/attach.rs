@@ -50,7 +50,7 @@ impl Tracer {
         programs: Option<(&'static str, &'static str)>,
     ) -> Result<AttachReport, BpfError> {
         let symbols = SymbolOffsets::load(&lib.path)?;
-        let mut plan = plan(&symbols, self.emulation);
+        let mut plan = plan(&symbols, self.emulation, lib.kind);
         if self.view_refusal.is_some() {
             // Not loaded here: limited processes see the card as it is.
             plan.placed.retain(|p| p.probe.ret != super::probes::VIEW_RETURN);

@@ -1,10 +1,12 @@
-//! Finding the `libcuda.so*` files to attach to.
+//! Finding the library files to attach to: the CUDA driver (`libcuda.so*`)
+//! and NVIDIA's management library (`libnvidia-ml.so*`, whose memory
+//! queries a limit's view answers too).
 //!
-//! Order: paths given with `--libcuda`; otherwise the ldconfig cache, the
-//! usual install directories, and every `libcuda.so*` mapped by a running
-//! process (reached through `/proc/PID/root`, so a container's own copy is
-//! found too). Files are told apart by device and inode: one probe set per
-//! distinct file, however many paths lead to it.
+//! Order: paths given with `--libcuda` (`--libnvml`); otherwise the
+//! ldconfig cache, the usual install directories, and every such file
+//! mapped by a running process (reached through `/proc/PID/root`, so a
+//! container's own copy is found too). Files are told apart by device and
+//! inode: one probe set per distinct file, however many paths lead to it.
 use std::{
     collections::HashSet,
     os::unix::fs::MetadataExt,
@@ -12,9 +14,11 @@ use std::{
     process::Command,
 };
 
+use gpumem_common::api::Library as Kind;
 use procfs::process::{MMapPath, MemoryMaps};
 
-/// Directories where NVIDIA's installers and distributions put libcuda.
+/// Directories where NVIDIA's installers and distributions put the
+/// driver's libraries.
 pub const SEARCH_DIRS: &[&str] = &[
     "/usr/lib/x86_64-linux-gnu",
     "/usr/lib64",
@@ -28,8 +32,8 @@ pub const SEARCH_DIRS: &[&str] = &[
 
 #[derive(Debug, thiserror::Error)]
 pub enum DiscoverError {
-    #[error("--libcuda {path}")]
-    Explicit { path: String, source: std::io::Error },
+    #[error("--{flag} {path}")]
+    Explicit { flag: &'static str, path: String, source: std::io::Error },
     #[error(
         "no libcuda.so* found: searched the ldconfig cache, {dirs} and the memory maps of running processes; \
          install the NVIDIA driver or pass --libcuda PATH"
@@ -44,6 +48,8 @@ pub struct Library {
     pub path: PathBuf,
     pub dev: u64,
     pub ino: u64,
+    /// Which library it is: which rows of the probe table it gets.
+    pub kind: Kind,
 }
 
 /// Distinct files, by (device, inode).
@@ -54,15 +60,20 @@ pub struct LibrarySet {
 }
 
 impl LibrarySet {
-    /// Adds `path` unless its file is already in the set; returns the new
-    /// entry.
-    pub fn add(&mut self, path: &Path) -> std::io::Result<Option<&Library>> {
+    /// Adds `path`, a file of library `kind`, unless its file is already in
+    /// the set; returns the new entry.
+    pub fn add(&mut self, path: &Path, kind: Kind) -> std::io::Result<Option<&Library>> {
         let meta = std::fs::metadata(path)?;
         if !self.seen.insert((meta.dev(), meta.ino())) {
             return Ok(None);
         }
-        self.libs.push(Library { path: path.to_path_buf(), dev: meta.dev(), ino: meta.ino() });
+        self.libs.push(Library { path: path.to_path_buf(), dev: meta.dev(), ino: meta.ino(), kind });
         Ok(self.libs.last())
+    }
+
+    /// Whether the set has a file of library `kind`.
+    pub fn has(&self, kind: Kind) -> bool {
+        self.libs.iter().any(|l| l.kind == kind)
     }
 
     pub fn contains(&self, dev: u64, ino: u64) -> bool {
@@ -70,39 +81,67 @@ impl LibrarySet {
     }
 }
 
-/// The files named with `--libcuda`, each of which must exist.
-pub fn explicit(paths: &[PathBuf]) -> Result<LibrarySet, DiscoverError> {
-    let mut set = LibrarySet::default();
+/// The files named with `--libcuda` (`kind` Cuda) or `--libnvml` (Nvml),
+/// added to `set`; each must exist.
+pub fn explicit(set: &mut LibrarySet, paths: &[PathBuf], kind: Kind) -> Result<(), DiscoverError> {
+    let flag = match kind {
+        Kind::Cuda => "libcuda",
+        Kind::Nvml => "libnvml",
+    };
     for p in paths {
-        set.add(p).map_err(|source| DiscoverError::Explicit { path: p.display().to_string(), source })?;
+        set.add(p, kind).map_err(|source| DiscoverError::Explicit {
+            flag,
+            path: p.display().to_string(),
+            source,
+        })?;
     }
-    Ok(set)
+    Ok(())
 }
 
-/// Every libcuda on the host that gpumem can find.
-pub fn discover() -> Result<LibrarySet, DiscoverError> {
-    let mut set = LibrarySet::default();
+/// Every file of the `kinds` libraries on the host that gpumem can find,
+/// added to `set`.
+pub fn discover(set: &mut LibrarySet, kinds: &[Kind]) {
     let mut candidates: Vec<PathBuf> = ldconfig_paths();
     for dir in SEARCH_DIRS {
         if let Ok(entries) = std::fs::read_dir(dir) {
-            candidates.extend(entries.flatten().map(|e| e.path()).filter(|p| is_libcuda(p)));
+            candidates.extend(entries.flatten().map(|e| e.path()));
         }
     }
     candidates.extend(mapped_paths());
     for path in candidates {
+        let Some(kind) = kind_of(&path).filter(|k| kinds.contains(k)) else { continue };
         // Unreadable or vanished candidates are not errors: the search goes on.
-        let _ = set.add(&path);
+        let _ = set.add(&path, kind);
     }
-    if set.libs.is_empty() {
+}
+
+/// The libraries to attach at start: `--libcuda` (else every libcuda
+/// found, at least one) and `--libnvml` (else every libnvidia-ml found,
+/// perhaps none).
+pub fn libraries(libcuda: &[PathBuf], libnvml: &[PathBuf]) -> Result<LibrarySet, DiscoverError> {
+    let mut set = LibrarySet::default();
+    let mut search = Vec::new();
+    for (paths, kind) in [(libcuda, Kind::Cuda), (libnvml, Kind::Nvml)] {
+        if paths.is_empty() {
+            search.push(kind);
+        }
+        explicit(&mut set, paths, kind)?;
+    }
+    discover(&mut set, &search);
+    if !set.has(Kind::Cuda) {
         return Err(DiscoverError::NotFound { dirs: SEARCH_DIRS.join(", ") });
     }
     Ok(set)
 }
 
-/// Whether a file name is the driver library (not a stub, not libcudart).
-pub fn is_libcuda(path: &Path) -> bool {
+/// Which library a file is, by its name: the driver (not a stub, not
+/// libcudart) or NVML; None for any other file.
+pub fn kind_of(path: &Path) -> Option<Kind> {
     let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
-    name.starts_with("libcuda.so") && !path.components().any(|c| c.as_os_str() == "stubs")
+    if path.components().any(|c| c.as_os_str() == "stubs") {
+        return None;
+    }
+    [Kind::Cuda, Kind::Nvml].into_iter().find(|k| name.starts_with(k.file_prefix()))
 }
 
 fn ldconfig_paths() -> Vec<PathBuf> {
@@ -112,16 +151,16 @@ fn ldconfig_paths() -> Vec<PathBuf> {
     out.map(|o| parse_ldconfig(&String::from_utf8_lossy(&o.stdout))).unwrap_or_default()
 }
 
-/// Paths of `libcuda.so*` in `ldconfig -p` output.
+/// Paths of the driver's libraries in `ldconfig -p` output.
 pub fn parse_ldconfig(text: &str) -> Vec<PathBuf> {
     text.lines()
         .filter_map(|l| l.split_once("=>").map(|(_, p)| PathBuf::from(p.trim())))
-        .filter(|p| is_libcuda(p))
+        .filter(|p| kind_of(p).is_some())
         .collect()
 }
 
-/// `libcuda.so*` files mapped by running processes, reached through each
-/// process's root so that container copies resolve.
+/// The driver's library files mapped by running processes, reached
+/// through each process's root so that container copies resolve.
 pub fn mapped_paths() -> Vec<PathBuf> {
     let Ok(procs) = procfs::process::all_processes() else {
         return Vec::new();
@@ -130,19 +169,19 @@ pub fn mapped_paths() -> Vec<PathBuf> {
     for p in procs.flatten() {
         // A process gone or not ours to read is skipped.
         let Ok(maps) = p.maps() else { continue };
-        for path in libcuda_maps(&maps) {
+        for path in library_maps(&maps) {
             out.push(PathBuf::from(format!("/proc/{}/root{}", p.pid, path.display())));
         }
     }
     out
 }
 
-/// Distinct `libcuda.so*` files among a process's memory maps.
-pub fn libcuda_maps(maps: &MemoryMaps) -> Vec<PathBuf> {
+/// Distinct files of the driver's libraries among a process's memory maps.
+pub fn library_maps(maps: &MemoryMaps) -> Vec<PathBuf> {
     let mut out: Vec<PathBuf> = Vec::new();
     for m in maps.iter() {
         if let MMapPath::Path(path) = &m.pathname {
-            if is_libcuda(path) && !out.contains(path) {
+            if kind_of(path).is_some() && !out.contains(path) {
                 out.push(path.clone());
             }
         }
@@ -156,11 +195,23 @@ mod tests {
 
     #[test]
     fn ldconfig_output_yields_driver_paths_only() {
-        let text = "\t3 libs found in cache `/etc/ld.so.cache'\n\
+        let text = "\t4 libs found in cache `/etc/ld.so.cache'\n\
             \tlibcudart.so.12 (libc6,x86-64) => /usr/local/cuda/lib64/libcudart.so.12\n\
             \tlibcuda.so.1 (libc6,x86-64) => /usr/lib/x86_64-linux-gnu/libcuda.so.1\n\
-            \tlibcuda.so (libc6,x86-64) => /usr/local/cuda/lib64/stubs/libcuda.so\n";
-        assert_eq!(parse_ldconfig(text), vec![PathBuf::from("/usr/lib/x86_64-linux-gnu/libcuda.so.1")]);
+            \tlibcuda.so (libc6,x86-64) => /usr/local/cuda/lib64/stubs/libcuda.so\n\
+            \tlibnvidia-ml.so.1 (libc6,x86-64) => /usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1\n";
+        let found = parse_ldconfig(text);
+        assert_eq!(
+            found,
+            [
+                PathBuf::from("/usr/lib/x86_64-linux-gnu/libcuda.so.1"),
+                PathBuf::from("/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1")
+            ]
+        );
+        assert_eq!(
+            found.iter().map(|p| kind_of(p)).collect::<Vec<_>>(),
+            [Some(Kind::Cuda), Some(Kind::Nvml)]
+        );
     }
 
     #[test]
@@ -170,7 +221,7 @@ mod tests {
             7f20-7f30 r-xp 00000000 08:01 99 /usr/lib/x86_64-linux-gnu/libc.so.6\n\
             7f30-7f40 rw-p 00000000 00:00 0 \n";
         let maps = <MemoryMaps as procfs::FromBufRead>::from_buf_read(text.as_bytes()).unwrap();
-        assert_eq!(libcuda_maps(&maps), vec![PathBuf::from("/usr/lib/x86_64-linux-gnu/libcuda.so.535.1")]);
+        assert_eq!(library_maps(&maps), vec![PathBuf::from("/usr/lib/x86_64-linux-gnu/libcuda.so.535.1")]);
     }
 
     #[test]
@@ -182,9 +233,10 @@ mod tests {
         let link = dir.join("libcuda.so.1");
         let _ = std::fs::remove_file(&link);
         std::os::unix::fs::symlink(&real, &link).unwrap();
-        let set = explicit(&[real.clone(), link]).unwrap();
+        let mut set = LibrarySet::default();
+        explicit(&mut set, &[real.clone(), link], Kind::Cuda).unwrap();
         assert_eq!(set.libs.len(), 1);
-        let err = explicit(&[dir.join("missing.so")]).unwrap_err().to_string();
-        assert!(err.contains("missing.so"), "{err}");
+        let err = explicit(&mut set, &[dir.join("missing.so")], Kind::Nvml).unwrap_err().to_string();
+        assert!(err.contains("--libnvml") && err.contains("missing.so"), "{err}");
     }
 }

@@ -204,6 +204,12 @@ impl Tracer {
         ))
     }
 
+    /// Whether rows of `kind`'s library are attached here: libcuda's
+    /// always, NVML's (memory queries only) where the view program loaded.
+    pub fn serves(&self, kind: gpumem_common::api::Library) -> bool {
+        kind == gpumem_common::api::Library::Cuda || self.view_refusal.is_none()
+    }
+
     pub fn libraries(&self) -> impl Iterator<Item = &Library> {
         self.links.iter().map(|(l, _)| l)
     }

@@ -4,6 +4,7 @@
 //! --libcuda` reports.
 use std::collections::HashMap;
 
+use gpumem_common::api::Library;
 use serde::Serialize;
 
 use super::{
@@ -44,12 +45,12 @@ pub struct Plan {
     pub aliases: Vec<(&'static str, &'static str)>,
 }
 
-/// Places every row of the table in the library `symbols` describes, for
-/// a kernel that emulates `emulation`.
-pub fn plan(symbols: &SymbolOffsets, emulation: Emulation) -> Plan {
+/// Places every row of library `kind`'s part of the table in the file
+/// `symbols` describes, for a kernel that emulates `emulation`.
+pub fn plan(symbols: &SymbolOffsets, emulation: Emulation, kind: Library) -> Plan {
     let mut plan = Plan::default();
     let mut by_offset: HashMap<u64, &'static str> = HashMap::new();
-    for probe in probes() {
+    for probe in probes().filter(|p| p.api.library == kind) {
         let (Some(function), Some(code)) = (symbols.offset(probe.symbol()), symbols.code(probe.symbol()))
         else {
             match probe.api.need {

@@ -7,7 +7,7 @@ use gpumem_common::{
     program::Program,
 };
 
-pub use gpumem_common::api::{Need, Shape};
+pub use gpumem_common::api::{Library, Need, Shape};
 
 /// One row: an API and its programs.
 #[derive(Clone, Copy, Debug)]

@@ -11,7 +11,8 @@ use crate::{
 
 pub async fn floor(args: FloorArgs) -> anyhow::Result<()> {
     privileges::check()?;
-    let libs = discover::explicit(&args.libcuda)?;
+    let mut libs = discover::LibrarySet::default();
+    discover::explicit(&mut libs, &args.libcuda, gpumem_common::api::Library::Cuda)?;
     let mut tracer = Tracer::load()?;
     for lib in &libs.libs {
         let r = tracer.attach_programs(lib, Some(FLOOR))?;

@@ -7,6 +7,7 @@ use aya::{
     programs::ProgramType,
     sys::{is_helper_supported, is_map_supported, BpfHelper},
 };
+use gpumem_common::api::Library;
 use serde::Serialize;
 
 use crate::{
@@ -114,14 +115,15 @@ pub struct LibrarySites {
     pub aliases: Vec<(&'static str, &'static str)>,
 }
 
-/// The probe sites of every library in `paths`.
-pub fn library_sites(paths: &[std::path::PathBuf]) -> anyhow::Result<Vec<LibrarySites>> {
+/// The probe sites of every library in `paths`, each with the rows of
+/// its library.
+pub fn library_sites(paths: &[(&std::path::PathBuf, Library)]) -> anyhow::Result<Vec<LibrarySites>> {
     let emulation = Emulation::current();
     paths
         .iter()
-        .map(|path| {
+        .map(|&(path, kind)| {
             let symbols = SymbolOffsets::load(path)?;
-            let plan = plan(&symbols, emulation);
+            let plan = plan(&symbols, emulation, kind);
             let mut missing = plan.missing_required.clone();
             missing.extend(&plan.missing);
             Ok(LibrarySites {
@@ -137,7 +139,10 @@ pub fn library_sites(paths: &[std::path::PathBuf]) -> anyhow::Result<Vec<Library
 
 pub fn probe(args: ProbeArgs) -> anyhow::Result<()> {
     let caps = capabilities();
-    let libraries = library_sites(&args.libcuda)?;
+    let paths: Vec<_> = (args.libcuda.iter().map(|p| (p, Library::Cuda)))
+        .chain(args.libnvml.iter().map(|p| (p, Library::Nvml)))
+        .collect();
+    let libraries = library_sites(&paths)?;
     let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default().trim().to_string();
     if args.json {
         let report = serde_json::json!({ "kernel": kernel, "capabilities": caps, "libraries": libraries });

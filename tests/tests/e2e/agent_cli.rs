@@ -71,10 +71,11 @@ fn start_ready_and_clean_stop() {
     let agent = Agent::start(&[]);
     let s = agent.status();
     assert_eq!(s.libraries.len(), 1);
-    // The simulated driver exports every symbol of the probe table; the
-    // memory queries' rows are attached where the kernel lets the view
-    // program write user memory.
-    let probes = gpumem::bpf::probes::probes();
+    // The simulated driver exports every symbol of libcuda's part of the
+    // probe table; the memory queries' rows are attached where the kernel
+    // lets the view program write user memory.
+    let probes =
+        gpumem::bpf::probes::probes().filter(|p| p.api.library == gpumem::bpf::probes::Library::Cuda);
     let view_rows = if user_write_refusal().is_some() { gpumem::bpf::probes::VIEW_RETURN } else { "" };
     let attached = format!("attached {} probe(s)", probes.filter(|p| p.ret != view_rows).count());
     assert!(agent.stderr().contains(&attached), "{}", agent.stderr());

@@ -86,7 +86,8 @@ fn every_charging_row_was_seen(lines: &[Line], pid: u32) {
     .flat_map(|e| lines.events(pid, e))
     .map(|l: &EventLine| l.caller.api.as_ref())
     .collect();
-    for p in probes() {
+    // NVML's rows are another library's (the view suite's).
+    for p in probes().filter(|p| p.api.library == gpumem::bpf::probes::Library::Cuda) {
         // Learning a pool's place, or retaining a VMM handle, sends
         // nothing: the split at each checkpoint shows them (the pools'
         // allocations' kinds and devices; memory a retained reference

@@ -92,6 +92,41 @@ fn every_nvidia_entry_point_is_probed_at_its_je_past_the_stubs_compare() {
     }
 }
 
+/// NVIDIA's management library beside each libcuda: NVML's memory queries
+/// and the handle getters the view learns devices from are all exported
+/// and probed where the kernel emulates their first instruction.
+#[test]
+fn nvidias_nvml_memory_queries_are_probed_without_a_second_trap() {
+    let Some(libs) = libraries() else { return };
+    let mut c = Command::new(paths().agent);
+    c.args(["probe", "--json"]);
+    for l in &libs {
+        c.arg("--libnvml").arg(l.with_file_name("libnvidia-ml.so.1"));
+    }
+    let out = c.output().expect("running gpumem probe");
+    assert!(out.status.success(), "gpumem probe failed: {}", String::from_utf8_lossy(&out.stderr));
+    let report: ProbeReport = serde_json::from_slice(&out.stdout).expect("gpumem probe --json");
+    assert_eq!(report.libraries.len(), libs.len());
+    for lib in &report.libraries {
+        println!("{}: {:?}", lib.path, lib.sites);
+        let mut symbols: Vec<&str> = lib.sites.iter().map(|s| s.symbol.as_str()).collect();
+        symbols.sort_unstable();
+        assert_eq!(
+            symbols,
+            [
+                "nvmlDeviceGetHandleByIndex",
+                "nvmlDeviceGetHandleByIndex_v2",
+                "nvmlDeviceGetMemoryInfo",
+                "nvmlDeviceGetMemoryInfo_v2"
+            ],
+            "{}: NVML's rows only, each placed",
+            lib.path
+        );
+        assert!(lib.missing.is_empty(), "{}: {:?}", lib.path, lib.missing);
+        assert_eq!(lib.summary.single_stepped, 0, "{}: {:?}", lib.path, lib.summary);
+    }
+}
+
 #[test]
 fn nvidia_allocations_through_dlsym_and_cu_get_proc_address_are_each_recorded_with_their_result() {
     let Some(libs) = libraries() else { return };

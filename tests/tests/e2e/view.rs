@@ -50,12 +50,28 @@ fn steps(w: &mut Workload, agent: &Agent) -> Vec<(Seen, StatusReport)> {
     out
 }
 
-/// Every form of the query on one device told `total` and `free`.
+/// Every form of the query on one device told `total` and `free`; NVML's
+/// the rest as used and none reserved (the simulated NVML reserves none,
+/// and the view reserves none of a limit's card).
 fn told(f: &Figures, free: u64, total: u64) {
     assert_eq!((f.info, f.info_proc), ((free, total), (free, total)), "device {}: {f:?}", f.device);
     let narrow = |v: u64| v.min(u64::from(u32::MAX)) as u32;
     assert_eq!(f.info_v1, (narrow(free), narrow(total)), "device {} (32-bit): {f:?}", f.device);
     assert_eq!((f.total, f.total_v1), (total, narrow(total)), "device {}: {f:?}", f.device);
+    let used = total - free;
+    assert_eq!(
+        (f.nvml.v1, f.nvml.v2),
+        ((total, free, used), (total, 0, free, used)),
+        "device {} (NVML)",
+        f.device
+    );
+}
+
+/// An agent on `card` that also answers the memory queries of the
+/// simulated NVML beside the simulated driver.
+fn agent_with_nvml(card: &SimCard, extra: &[&str]) -> Agent {
+    let nvml = paths().libcuda.with_file_name("libnvidia-ml.so.1");
+    Agent::start_on(card, &[&["--libnvml", nvml.to_str().unwrap()][..], extra].concat())
 }
 
 #[test]
@@ -66,7 +82,7 @@ fn a_limited_process_is_told_its_limit_and_sizes_itself_to_it() {
     let card = SimCard::new(CARD);
     let cg = Cgroup::create("view-limited");
     let limit = format!("cgroup:{}=256MiB,action=deny,fallback=signal:SIGKILL", cg.path);
-    let agent = Agent::start_on(&card, &["--limit", &limit, "--bpf-log"]);
+    let agent = agent_with_nvml(&card, &["--limit", &limit, "--bpf-log"]);
     assert_eq!(agent.limits()[0].view, "limit", "the default where the kernel allows it");
     let mut w = Workload::spawn(&["--scenario", "view", "--pause"], Some(&cg), &card.env());
     let seen = steps(&mut w, &agent);
@@ -83,9 +99,9 @@ fn a_limited_process_is_told_its_limit_and_sizes_itself_to_it() {
         [(0, 0), (192 * MIB, 0), (32 * MIB, 0), (0, 0)],
         "75% of the limit, then half of the rest"
     );
-    // 4 steps x 2 devices x 5 queries, each answered with the limit, and
-    // logged with --bpf-log.
-    assert_eq!(seen[3].1.view_rewrites, 40);
+    // 4 steps x 2 devices x 7 queries (5 of libcuda, 2 of NVML), each
+    // answered with the limit, and logged with --bpf-log.
+    assert_eq!(seen[3].1.view_rewrites, 56);
     let logged = format!(
         "gpumem: bpf: view: cuDeviceTotalMem on device 1 answered total {l} free at most {}",
         32 * MIB
@@ -112,7 +128,7 @@ fn each_query_sees_the_smallest_limit_that_counts_its_device() {
     }
     let card = SimCard::new(CARD);
     let cg = Cgroup::create("view-two-limits");
-    let agent = Agent::start_on(&card, &["--limit", &format!("cgroup:{}=512MiB,action=audit", cg.path)]);
+    let agent = agent_with_nvml(&card, &["--limit", &format!("cgroup:{}=512MiB,action=audit", cg.path)]);
     let mut w =
         Workload::spawn(&["--scenario", "view", "--pause", "--hold-at-start"], Some(&cg), &card.env());
     let _loaded = w.checkpoint();
@@ -142,7 +158,7 @@ fn view_driver_shows_the_card_and_a_client_sizing_to_it_crosses_the_limit() {
     let deny = register_write_refusal().is_none();
     let action = if deny { "deny" } else { "audit" };
     let limit = format!("cgroup:{}=256MiB,action={action},view=driver", cg.path);
-    let agent = Agent::start_on(&card, &["--limit", &limit]);
+    let agent = agent_with_nvml(&card, &["--limit", &limit]);
     assert_eq!(agent.limits()[0].view, "driver");
     let mut w = Workload::spawn(&["--scenario", "view", "--pause"], Some(&cg), &card.env());
     let seen = steps(&mut w, &agent);

@@ -23,8 +23,7 @@ pub const READY: &str = "gpumem: ready";
 pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     privileges::check()?;
     setup::raise_memlock();
-    let libs =
-        if args.libcuda.is_empty() { discover::discover()? } else { discover::explicit(&args.libcuda)? };
+    let libs = discover::libraries(&args.libcuda, &args.libnvml)?;
     let sink = setup::open_sink(args.output.as_deref(), args.format)?;
     let (mut tracer, deny_reason) = setup::open_tracer(&args)?;
     if let Some(why) = tracer.view_refusal() {
@@ -38,6 +37,9 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     }
     let mut attached = Vec::new();
     for lib in &libs.libs {
+        if !tracer.serves(lib.kind) {
+            continue;
+        }
         let report = tracer.attach(lib)?;
         setup::say_attached(&report);
         attached.push(report);

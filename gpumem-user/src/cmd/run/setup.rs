@@ -83,17 +83,19 @@ pub fn say_attached(r: &AttachReport) {
     }
 }
 
-/// Attaches to every `libcuda.so*` that a process mapped since the last
-/// look and that is a file gpumem has not seen (a container's own copy, a
-/// driver upgrade). A file that cannot be attached is reported once.
+/// Attaches to every `libcuda.so*` (and, where the view is served,
+/// `libnvidia-ml.so*`) that a process mapped since the last look and that
+/// is a file gpumem has not seen (a container's own copy, a driver
+/// upgrade). A file that cannot be attached is reported once.
 pub fn attach_new(tracer: &mut Tracer, agent: &mut Agent, rejected: &mut HashSet<(u64, u64)>) {
     for path in discover::mapped_paths() {
+        let Some(kind) = discover::kind_of(&path).filter(|&k| tracer.serves(k)) else { continue };
         let Ok(meta) = std::fs::metadata(&path) else { continue };
         let key = (meta.dev(), meta.ino());
         if tracer.libraries().any(|l| (l.dev, l.ino) == key) || rejected.contains(&key) {
             continue;
         }
-        let lib = Library { path, dev: key.0, ino: key.1 };
+        let lib = Library { path, dev: key.0, ino: key.1, kind };
         match tracer.attach(&lib) {
             Ok(report) => {
                 say_attached(&report);

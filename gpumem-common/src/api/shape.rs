@@ -1,0 +1,125 @@
+//! Argument shapes: how the programs read an API's arguments. Each shape
+//! is served by one entry program and one return program.
+use crate::program::Program;
+
+/// Argument shapes. Each is served by one entry program and one return
+/// program; every API of a shape reads its arguments at the same places.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Shape {
+    /// `(T **out, size_t bytes, ...)`: charged at a successful return.
+    Alloc,
+    /// `cuMemAllocPitch_v2(out, *pitch, width, rows, elem)`: charged pitch x
+    /// rows, as returned.
+    Pitch,
+    /// `(void *p, size_t bytes, ...)`: the caller's memory, pinned.
+    HostRegister,
+    /// `cuMemCreate(*handle, size, *prop, flags)`: charged to the location's
+    /// device (host locations as host memory).
+    VmmCreate,
+    /// `cuMemRelease(handle)`: uncharged now, or at the last unmap if still
+    /// mapped.
+    VmmRelease,
+    /// `cuMemMap(va, size, offset, handle, flags)`: counts a mapping.
+    VmmMap,
+    /// `cuMemUnmap(va, size)`: counts a mapping gone.
+    VmmUnmap,
+    /// `cuMemRetainAllocationHandle(*handle, addr)`: one more reference to
+    /// the handle, which needs a `cuMemRelease` of its own.
+    VmmRetain,
+    /// Array creation, sized from `CUDA_ARRAY_DESCRIPTOR`.
+    Array,
+    /// Sized from `CUDA_ARRAY3D_DESCRIPTOR`.
+    Array3D,
+    /// Sized from `CUDA_ARRAY3D_DESCRIPTOR` over the mipmap levels.
+    Mipmap,
+    /// `(T addr, ...)`: uncharged at a successful return.
+    Free,
+    /// Reported, never charged: `(handle, size, ...)`.
+    Call,
+    /// Reported, never charged: `(T *out, ...)`, the handle written through
+    /// the first argument.
+    CallOut,
+    /// Reported, never charged: handle and size at the places each API
+    /// has them (multicast objects, exports; see gpumem-ebpf's report.rs).
+    CallArgs,
+    /// `(CUcontext *out, ..., CUdevice dev)` with `dev` the argument at
+    /// 1, 2, 3 or 4: learns the context's device (the verifier rejects a
+    /// computed offset into the registers, hence one program per place).
+    CtxOut1,
+    CtxOut2,
+    CtxOut3,
+    CtxOut4,
+    /// `(CUcontext ctx)`: the thread's current context.
+    CtxSet,
+    /// `cuCtxPopCurrent`: the thread's device becomes unknown.
+    CtxPop,
+    /// `cuMemAllocFromPoolAsync(CUdeviceptr *out, size_t bytes, CUmemoryPool
+    /// pool, CUstream)`: charged as [`Shape::Alloc`], with the kind and
+    /// device of the pool's location where gpumem learned the pool.
+    PoolAlloc,
+    /// `cuMemPoolCreate(CUmemoryPool *out, const CUmemPoolProps *props)`:
+    /// learns the pool's location from its properties.
+    PoolCreate,
+    /// `cuMemGetMemPool`/`cuMemGetDefaultMemPool(CUmemoryPool *out,
+    /// CUmemLocation *location, CUmemAllocationType type)`: learns the pool
+    /// of a location and allocation type.
+    PoolOfLocation,
+    /// `cuDeviceGetMemPool`/`cuDeviceGetDefaultMemPool(CUmemoryPool *out,
+    /// CUdevice dev)`: learns a device's pool.
+    PoolOfDevice,
+    /// `cuMemGetInfo[_v2](*free, *total)` of the current context's device:
+    /// answered with the caller's limits' view (gpumem-ebpf's view.rs).
+    MemInfo,
+    /// `cuDeviceTotalMem[_v2](*bytes, CUdevice dev)`: likewise.
+    TotalMem,
+    /// `nvmlDeviceGetHandleByIndex[_v2](index, nvmlDevice_t *out)`: learns
+    /// which device a process's NVML handle is.
+    NvmlHandle,
+    /// `nvmlDeviceGetMemoryInfo[_v2](nvmlDevice_t, nvmlMemory[_v2]_t *)`:
+    /// answered with the caller's limits' view, as `MemInfo`.
+    NvmlMemInfo,
+}
+
+impl Shape {
+    /// The programs attached at the entry and at the return.
+    pub const fn programs(self) -> (Program, Program) {
+        use Program::*;
+        match self {
+            Shape::Alloc => (AllocEntry, AllocReturn),
+            Shape::Pitch => (PitchEntry, AllocReturn),
+            Shape::HostRegister => (HostRegisterEntry, AllocReturn),
+            Shape::VmmCreate => (VmmCreateEntry, AllocReturn),
+            Shape::VmmRelease => (VmmReleaseEntry, VmmReleaseReturn),
+            Shape::VmmMap => (VmmMapEntry, VmmMapReturn),
+            Shape::VmmUnmap => (VmmUnmapEntry, VmmUnmapReturn),
+            Shape::VmmRetain => (CallOutEntry, VmmRetainReturn),
+            Shape::Array => (ArrayEntry, AllocReturn),
+            Shape::Array3D => (Array3dEntry, AllocReturn),
+            Shape::Mipmap => (MipmapEntry, AllocReturn),
+            Shape::Free => (FreeEntry, FreeReturn),
+            Shape::Call => (CallEntry, CallReturn),
+            Shape::CallOut => (CallOutEntry, CallReturn),
+            Shape::CallArgs => (CallArgsEntry, CallReturn),
+            Shape::CtxOut1 => (CtxOutDev1Entry, CtxOutReturn),
+            Shape::CtxOut2 => (CtxOutDev2Entry, CtxOutReturn),
+            Shape::CtxOut3 => (CtxOutDev3Entry, CtxOutReturn),
+            Shape::CtxOut4 => (CtxOutDev4Entry, CtxOutReturn),
+            Shape::CtxSet => (CtxSetEntry, CtxSetReturn),
+            Shape::CtxPop => (CtxPopEntry, CtxPopReturn),
+            Shape::PoolAlloc => (PoolAllocEntry, AllocReturn),
+            Shape::PoolCreate => (PoolCreateEntry, PoolLearnReturn),
+            Shape::PoolOfLocation => (PoolOfLocationEntry, PoolLearnReturn),
+            Shape::PoolOfDevice => (PoolOfDeviceEntry, PoolLearnReturn),
+            Shape::MemInfo => (MemInfoEntry, ViewReturn),
+            Shape::TotalMem => (TotalMemEntry, ViewReturn),
+            Shape::NvmlHandle => (NvmlHandleEntry, NvmlHandleReturn),
+            Shape::NvmlMemInfo => (NvmlMemInfoEntry, ViewReturn),
+        }
+    }
+
+    /// Whether a call of this shape reserves bytes under limits at its
+    /// entry: the allocating shapes, which return through `alloc_return`.
+    pub const fn reserves(self) -> bool {
+        matches!(self.programs().1, Program::AllocReturn)
+    }
+}
