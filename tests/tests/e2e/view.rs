@@ -174,6 +174,73 @@ fn view_driver_shows_the_card_and_a_client_sizing_to_it_crosses_the_limit() {
     w.finish();
 }
 
+/// Runs the kit's `memory_view.py` (cuda-bindings, numba-cuda and NVML
+/// through cuda-bindings, unmodified) on `card`, in `cgroup` if given, and
+/// returns what it was told, once it has exited.
+fn real_clients(
+    python: &std::ffi::OsStr,
+    card: &SimCard,
+    cgroup: Option<&Cgroup>,
+    agent: &Agent,
+) -> serde_json::Value {
+    let p = paths();
+    let mut cmd = std::process::Command::new(python);
+    cmd.arg(p.root.join("tests/gpukit/workloads/memory_view.py"))
+        .env("LD_LIBRARY_PATH", p.libcuda.parent().unwrap())
+        .envs(card.env());
+    let mut w = Workload::from_command(cmd, cgroup);
+    let told: serde_json::Value = w.line();
+    let pid = w.pid();
+    w.finish();
+    agent.wait_for_exit(pid);
+    told
+}
+
+/// Real clients, unmodified, under a 256 MiB limit on a 4 GiB card, each
+/// holding 64 MiB: cuda-bindings' cuMemGetInfo and cuDeviceTotalMem,
+/// numba-cuda's get_memory_info and NVML's nvmlDeviceGetMemoryInfo_v2 are
+/// all told 256 MiB total and 192 MiB free, and 75% of that total is
+/// allocated under deny; the same clients beside it, under no limit, see
+/// the card.
+#[test]
+fn real_clients_are_told_their_limit_and_one_beside_them_the_card() {
+    if !view_runs_here() {
+        return;
+    }
+    let Some(python) = provided(
+        "GPUMEM_PYTHON",
+        "sets it to the venv with cuda-bindings and numba-cuda that `cargo xtask setup` makes (the matrix's \
+         initramfs carries it)",
+    ) else {
+        return;
+    };
+    let card = SimCard::new(CARD);
+    let cg = Cgroup::create("view-clients");
+    let limit = format!("cgroup:{}=256MiB,action=deny,fallback=signal:SIGKILL", cg.path);
+    let agent = agent_with_nvml(&card, &["--limit", &limit]);
+    let (l, held) = (256 * MIB, 64 * MIB);
+    let limited = real_clients(&python, &card, Some(&cg), &agent);
+    let told = |total: u64, free: u64, asked: u64| {
+        serde_json::json!({
+            "cuda_bindings": { "free": free, "total": total, "device_total": total },
+            "numba": { "free": free, "total": total },
+            "nvml": { "total": total, "reserved": 0, "free": free, "used": total - free },
+            "preallocated": { "asked": asked, "result": 0 },
+        })
+    };
+    let seen = |v: &serde_json::Value| {
+        let keys = ["cuda_bindings", "numba", "nvml", "preallocated"];
+        serde_json::Value::Object(keys.iter().map(|&k| (k.to_string(), v[k].clone())).collect())
+    };
+    assert_eq!(seen(&limited), told(l, l - held, l / 4 * 3), "under the limit: {limited}");
+    assert!(agent.status().view_rewrites >= 4, "each client's query was answered by the kernel");
+    // Beside it, under no limit: the card, less what this process holds
+    // (its 64 MiB and its context; the limited one has exited).
+    let other = real_clients(&python, &card, None, &agent);
+    let free = CARD - held - CONTEXT_COST;
+    assert_eq!(seen(&other), told(CARD, free, CARD / 4 * 3), "under no limit: {other}");
+}
+
 /// Where the kernel refuses user memory writes (this host): `gpumem probe`
 /// says so with the reason, an explicit `view=limit` is refused with it,
 /// and the agent says once that limited processes see the card as it is.

@@ -24,6 +24,8 @@ while read -r prefix test reason; do
 done < /etc/gpumem-skips
 # NVIDIA's own driver library, for the tests that use it.
 [ -f /nvidia/libcuda.so.1 ] && export GPUMEM_NVIDIA_LIBCUDA=/nvidia/libcuda.so.1
+# Python with the real clients (cuda-bindings, numba-cuda), at its host path.
+[ -x "$(cat /etc/gpumem-python)" ] && export GPUMEM_PYTHON="$(cat /etc/gpumem-python)"
 # The suites (modules of the end-to-end binary) that run here.
 suites="$(cat /etc/gpumem-suites)"
 rc=0

@@ -16,9 +16,18 @@ use crate::util::{output, run};
 /// `CARGO_TARGET_DIR=/t`, as they do in the checkout.
 pub const GUEST_TARGET: &str = "t";
 
-/// What goes in: (host file, path inside the guest).
+/// What goes in: (host file, path inside the guest), and whole trees.
 pub struct Contents {
     pub files: Vec<(PathBuf, String)>,
+    pub trees: Vec<Tree>,
+}
+
+/// A directory copied as it is (links kept), less `left_out` (paths
+/// relative to it, shell wildcards allowed), to `guest`.
+pub struct Tree {
+    pub host: PathBuf,
+    pub guest: String,
+    pub left_out: &'static [&'static str],
 }
 
 /// The shared libraries `elf` loads (its interpreter included), by `ldd`.
@@ -66,6 +75,9 @@ pub fn build(
         fs::set_permissions(&dest, fs::Permissions::from_mode(0o755))?;
         libs.extend(libraries(host)?);
     }
+    for tree in &contents.trees {
+        libs.extend(copy_tree(tree, stage)?);
+    }
     libs.sort();
     libs.dedup();
     for lib in libs {
@@ -90,6 +102,31 @@ pub fn build(
         bail!("the initramfs {} came out empty", out.display());
     }
     Ok(())
+}
+
+/// Copies `tree` under `stage`; returns the shared libraries its shared
+/// objects load from outside it.
+fn copy_tree(tree: &Tree, stage: &Path) -> anyhow::Result<Vec<PathBuf>> {
+    let dest = stage.join(&tree.guest);
+    fs::create_dir_all(&dest)?;
+    let excludes: String =
+        tree.left_out.iter().map(|p| format!(" --exclude='./{p}'")).collect::<Vec<_>>().join("");
+    let script = format!(
+        "tar -C {} --anchored{excludes} -cf - . | tar -C {} -xf -",
+        shell_quote(&tree.host),
+        shell_quote(&dest)
+    );
+    run(Command::new("sh").args(["-c", &script]))
+        .with_context(|| format!("copying {} into the initramfs", tree.host.display()))?;
+    let mut libs = Vec::new();
+    let found = output(Command::new("find").arg(&dest).args(["-type", "f", "-name", "*.so*"]))?;
+    for so in found.lines() {
+        // Not every `.so` name is an ELF object ldd can read: skipped.
+        if let Ok(more) = libraries(Path::new(so)) {
+            libs.extend(more.into_iter().filter(|l| !l.starts_with(stage)));
+        }
+    }
+    Ok(libs)
 }
 
 fn shell_quote(p: &Path) -> String {

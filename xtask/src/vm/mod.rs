@@ -1,9 +1,11 @@
 //! The kernel matrix: the privileged end-to-end suites run inside QEMU on
 //! stock Debian kernels (`kernels`), from an initramfs holding the agent,
-//! the simulated driver, the workloads and the test binaries
-//! (`initramfs`), results read back from the serial console (`qemu`).
+//! the simulated driver, the workloads, the test binaries (`initramfs`)
+//! and Python with the real clients (`python`), results read back from the
+//! serial console (`qemu`).
 mod initramfs;
 mod kernels;
+mod python;
 mod qemu;
 
 use std::{path::PathBuf, process::Stdio, time::Duration};
@@ -135,6 +137,8 @@ pub fn matrix(built: &Built, only: &[String]) -> anyhow::Result<Vec<KernelResult
         bail!("no kernel of the matrix is named {only:?}; the columns are {:?}", kernels::columns());
     }
     let files = guest_files(built, busybox)?;
+    let trees = python::trees(&built.setup.python, &root())?;
+    let python = built.setup.python.display().to_string();
     let dir = target_dir().join("vm");
     std::fs::create_dir_all(&dir)?;
     let initrd = dir.join("initramfs.cpio.gz");
@@ -144,9 +148,9 @@ pub fn matrix(built: &Built, only: &[String]) -> anyhow::Result<Vec<KernelResult
         .collect();
     let suites: String = SUITES.iter().map(|s| format!("{s}::\n")).collect();
     initramfs::build(
-        &initramfs::Contents { files },
+        &initramfs::Contents { files, trees },
         include_str!("init.sh"),
-        &[("etc/gpumem-skips", &skips), ("etc/gpumem-suites", &suites)],
+        &[("etc/gpumem-skips", &skips), ("etc/gpumem-suites", &suites), ("etc/gpumem-python", &python)],
         &dir.join("stage"),
         &initrd,
     )?;

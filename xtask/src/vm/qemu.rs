@@ -38,7 +38,7 @@ pub fn boot(
 ) -> anyhow::Result<Boot> {
     let start = Instant::now();
     let mut child = Command::new("qemu-system-x86_64")
-        .args(["-accel", "tcg", "-cpu", cpu, "-smp", &smp(), "-m", "2048"])
+        .args(["-accel", "tcg", "-cpu", cpu, "-smp", &smp(), "-m", "3072"])
         .args(["-nographic", "-no-reboot", "-monitor", "none", "-serial", "stdio"])
         .arg("-kernel")
         .arg(vmlinuz)

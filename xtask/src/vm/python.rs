@@ -1,0 +1,52 @@
+//! Real Python clients in the VMs: the project venv (cuda-bindings,
+//! numba-cuda, cuda.core) and the Python it was made from, each at its
+//! host path (the venv's links and `pyvenv.cfg` name them), less what no
+//! test imports; and the GPU kit's workloads where the tests look for them.
+use std::path::Path;
+
+use anyhow::Context;
+
+use super::initramfs::Tree;
+
+/// Parts of the base Python no client imports (tests, GUIs, headers).
+const BASE_LEFT_OUT: &[&str] = &[
+    "include",
+    "share",
+    "lib/pkgconfig",
+    "lib/python3.*/test",
+    "lib/python3.*/idlelib",
+    "lib/python3.*/tkinter",
+    "lib/python3.*/turtledemo",
+    "lib/python3.*/ensurepip",
+    "lib/python3.*/lib2to3",
+    "lib/python3.*/config-*",
+    "lib/python3.*/site-packages",
+    "lib/libpython*.a",
+];
+
+/// Installers in the venv, never run in the guest.
+const VENV_LEFT_OUT: &[&str] = &[
+    "lib/python3.*/site-packages/pip",
+    "lib/python3.*/site-packages/setuptools",
+    "lib/python3.*/site-packages/pkg_resources",
+];
+
+/// The trees that carry `python` (the venv's interpreter) and the kit's
+/// workloads of the checkout at `root` into the guest.
+pub fn trees(python: &Path, root: &Path) -> anyhow::Result<Vec<Tree>> {
+    let venv = python.parent().and_then(Path::parent).context("the venv's python is not in VENV/bin")?;
+    let cfg = venv.join("pyvenv.cfg");
+    let text = std::fs::read_to_string(&cfg).with_context(|| format!("reading {}", cfg.display()))?;
+    let home = text
+        .lines()
+        .find_map(|l| l.split_once('=').filter(|(k, _)| k.trim() == "home").map(|(_, v)| v.trim()))
+        .with_context(|| format!("{} names no `home`", cfg.display()))?;
+    let base = Path::new(home).parent().context("the venv's home is not PREFIX/bin")?;
+    let at = |p: &Path| p.to_string_lossy().trim_start_matches('/').to_string();
+    let workloads = root.join("tests/gpukit/workloads");
+    Ok(vec![
+        Tree { host: base.to_path_buf(), guest: at(base), left_out: BASE_LEFT_OUT },
+        Tree { host: venv.to_path_buf(), guest: at(venv), left_out: VENV_LEFT_OUT },
+        Tree { host: workloads.clone(), guest: at(&workloads), left_out: &["__pycache__"] },
+    ])
+}
