@@ -34,7 +34,8 @@ pub mod v2 {
 }
 
 /// One process's NVML handles: `handles[i]` is device `i`'s (0: not
-/// learned).
+/// learned). The kernel writes a slot itself, its index masked where it
+/// is used.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct NvmlHandles {
@@ -57,18 +58,6 @@ impl NvmlHandles {
         }
         None
     }
-
-    /// Remembers `handle` as device `index`'s; false past [`NVML_DEVICES`].
-    #[inline(always)]
-    pub fn learn(&mut self, index: u32, handle: u64) -> bool {
-        match self.handles.get_mut(index as usize) {
-            Some(slot) => {
-                *slot = handle;
-                true
-            }
-            None => false,
-        }
-    }
 }
 
 #[cfg(feature = "user")]
@@ -84,11 +73,10 @@ mod tests {
     #[test]
     fn a_learned_handle_names_its_device_and_others_none() {
         let mut h = NvmlHandles::default();
-        assert!(h.learn(0, 0xa0) && h.learn(3, 0xd0));
+        (h.handles[0], h.handles[3]) = (0xa0, 0xd0);
         assert_eq!((h.device(0xa0), h.device(0xd0)), (Some(0), Some(3)));
         assert_eq!((h.device(0xb0), h.device(0)), (None, None), "unknown, and 0 is never a handle");
-        assert!(!h.learn(NVML_DEVICES as u32, 0xe0), "past the devices remembered");
-        assert!(h.learn(0, 0xa8), "a device's handle learned again replaces the old");
-        assert_eq!((h.device(0xa8), h.device(0xa0)), (Some(0), None));
+        h.handles[0] = 0xa8;
+        assert_eq!((h.device(0xa8), h.device(0xa0)), (Some(0), None), "learned again, the old is gone");
     }
 }

@@ -104,7 +104,9 @@ extern "C" fn gpumem_log_view(api: u64, device: u64, limit: u64, left: u64) -> u
         id::MEM_GET_INFO_V2 => "cuMemGetInfo_v2",
         id::MEM_GET_INFO => "cuMemGetInfo",
         id::DEVICE_TOTAL_MEM_V2 => "cuDeviceTotalMem_v2",
-        _ => "cuDeviceTotalMem",
+        id::DEVICE_TOTAL_MEM => "cuDeviceTotalMem",
+        id::NVML_DEVICE_GET_MEMORY_INFO_V2 => "nvmlDeviceGetMemoryInfo_v2",
+        _ => "nvmlDeviceGetMemoryInfo",
     };
     aya_log_ebpf::info!(
         &(),

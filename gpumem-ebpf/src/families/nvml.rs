@@ -11,13 +11,13 @@ use aya_ebpf::{
 };
 use gpumem_common::{
     id,
-    nvml::{v1, v2, NvmlHandles, NVML_SUCCESS},
+    nvml::{v1, v2, NvmlHandles, NVML_DEVICES, NVML_SUCCESS},
     ContextCall, ViewCall, DEVICE_UNKNOWN,
 };
 
 use crate::{
     account::{pending, usage},
-    base::{cookie, task_stack::on_task_stack},
+    base::{bounded, cookie, task_stack::on_task_stack},
     maps::PROC_NVML,
 };
 
@@ -47,10 +47,15 @@ fn nvml_handle_return_run(ctx: RetProbeContext) -> u32 {
     // SAFETY: reads the caller's out-parameter through the helper.
     let Ok(handle) = (unsafe { bpf_probe_read_user(call.out_ptr as *const u64) }) else { return 0 };
     let tgid = (bpf_get_current_pid_tgid() >> 32) as u32;
+    let index = call.device as usize;
+    if index >= NVML_DEVICES {
+        return 0;
+    }
     if let Some(handles) = usage::get_or_insert(&PROC_NVML, &tgid, &NvmlHandles::default()) {
-        // SAFETY: checked map value pointer; a racing learner of another
-        // device writes another slot.
-        let _ = unsafe { (*handles).learn(call.device as u32, handle) };
+        // SAFETY: checked map value pointer, the index masked where it is
+        // used (6.1 loses a bounds check across a spill); a racing learner
+        // of another device writes another slot.
+        unsafe { (*handles).handles[bounded(index, NVML_DEVICES)] = handle };
     }
     0
 }

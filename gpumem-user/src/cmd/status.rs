@@ -14,7 +14,7 @@ pub async fn status(args: StatusArgs) -> anyhow::Result<()> {
         println!("{}", serde_json::to_string_pretty(&report)?);
         return Ok(());
     }
-    println!("libcuda: {}", report.libraries.join(", "));
+    println!("libraries: {}", report.libraries.join(", "));
     println!(
         "records: {}   lost in kernel: {}   runs skipped: {}   returns without their entry: {}   unwritten: {}",
         report.records, report.dropped, report.skipped_runs, report.unmatched_returns, report.unwritten

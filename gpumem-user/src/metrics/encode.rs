@@ -183,7 +183,11 @@ fn records(r: &mut Registry, s: &Scrape) {
 
 fn attached(r: &mut Registry, s: &Scrape) {
     set(
-        &gauge_family(r, "libraries_attached", "libcuda files gpumem's probes are on"),
+        &gauge_family(
+            r,
+            "libraries_attached",
+            "Library files (libcuda, and libnvidia-ml where the view is served) gpumem's probes are on",
+        ),
         vec![],
         s.status.libraries.len() as u64,
     );

@@ -23,7 +23,9 @@ pub struct Contents {
 }
 
 /// A directory copied as it is (links kept), less `left_out` (paths
-/// relative to it, shell wildcards allowed), to `guest`.
+/// relative to it; GNU tar's wildcards, whose `*` also matches `/`, so
+/// `lib/python3.*/test` leaves out every `test` directory below too), to
+/// `guest`.
 pub struct Tree {
     pub host: PathBuf,
     pub guest: String,

@@ -42,6 +42,14 @@ pub fn trees(python: &Path, root: &Path) -> anyhow::Result<Vec<Tree>> {
         .find_map(|l| l.split_once('=').filter(|(k, _)| k.trim() == "home").map(|(_, v)| v.trim()))
         .with_context(|| format!("{} names no `home`", cfg.display()))?;
     let base = Path::new(home).parent().context("the venv's home is not PREFIX/bin")?;
+    if base == Path::new("/usr") || base == Path::new("/") {
+        anyhow::bail!(
+            "the venv {} was made from the system's Python ({home}): the VMs would need all of {}; make it \
+             from a Python installed under a prefix of its own (pyenv, uv), then run `cargo xtask setup`",
+            venv.display(),
+            base.display()
+        );
+    }
     let at = |p: &Path| p.to_string_lossy().trim_start_matches('/').to_string();
     let workloads = root.join("tests/gpukit/workloads");
     Ok(vec![

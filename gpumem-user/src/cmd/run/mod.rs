@@ -10,7 +10,7 @@ use tokio::io::{unix::AsyncFd, Interest};
 
 use crate::{
     agent::Agent,
-    bpf::{discover, kernel::KernelMaps},
+    bpf::{discover, kernel::KernelMaps, probes::Library},
     cli::RunArgs,
     limits::{describe, Limits},
     privileges,
@@ -27,7 +27,10 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     let sink = setup::open_sink(args.output.as_deref(), args.format)?;
     let (mut tracer, deny_reason) = setup::open_tracer(&args)?;
     if let Some(why) = tracer.view_refusal() {
-        tracing::info!("limited processes see the card as it is (view=limit is unavailable): {why}");
+        tracing::info!(
+            "limited processes see the card as it is (view=limit is unavailable, libnvidia-ml is not \
+             attached): {why}"
+        );
     }
     let bpf_log = args.bpf_log.then(|| tracer.take_log()).transpose()?;
     let policy = setup::policy(&args)?;
@@ -40,7 +43,19 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         if !tracer.serves(lib.kind) {
             continue;
         }
-        let report = tracer.attach(lib)?;
+        let report = match tracer.attach(lib) {
+            Ok(r) => r,
+            // NVML serves only the view: the agent runs on without it.
+            Err(e) if lib.kind == Library::Nvml => {
+                tracing::warn!(
+                    "not attaching to {}: {}; processes using it are told the card as it is by NVML",
+                    lib.path.display(),
+                    crate::chain(&e)
+                );
+                continue;
+            }
+            Err(e) => return Err(e.into()),
+        };
         setup::say_attached(&report);
         attached.push(report);
     }
