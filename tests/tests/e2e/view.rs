@@ -185,9 +185,11 @@ fn real_clients(
 ) -> serde_json::Value {
     let p = paths();
     let mut cmd = std::process::Command::new(python);
-    cmd.arg(p.root.join("tests/gpukit/workloads/memory_view.py"))
-        .env("LD_LIBRARY_PATH", p.libcuda.parent().unwrap())
-        .envs(card.env());
+    // The matrix's guests carry the kit elsewhere (GPUMEM_KIT_WORKLOADS).
+    let kit = std::env::var_os("GPUMEM_KIT_WORKLOADS")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| p.root.join("tests/gpukit/workloads"));
+    cmd.arg(kit.join("memory_view.py")).env("LD_LIBRARY_PATH", p.libcuda.parent().unwrap()).envs(card.env());
     let mut w = Workload::from_command(cmd, cgroup);
     let told: serde_json::Value = w.line();
     let pid = w.pid();

@@ -26,6 +26,7 @@ done < /etc/gpumem-skips
 [ -f /nvidia/libcuda.so.1 ] && export GPUMEM_NVIDIA_LIBCUDA=/nvidia/libcuda.so.1
 # Python with the real clients (cuda-bindings, numba-cuda), at its host path.
 [ -x "$(cat /etc/gpumem-python)" ] && export GPUMEM_PYTHON="$(cat /etc/gpumem-python)"
+[ -d /kit/workloads ] && export GPUMEM_KIT_WORKLOADS=/kit/workloads
 # The suites (modules of the end-to-end binary) that run here.
 suites="$(cat /etc/gpumem-suites)"
 rc=0

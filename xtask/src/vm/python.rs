@@ -1,12 +1,16 @@
 //! Real Python clients in the VMs: the project venv (cuda-bindings,
 //! numba-cuda, cuda.core) and the Python it was made from, each at its
 //! host path (the venv's links and `pyvenv.cfg` name them), less what no
-//! test imports; and the GPU kit's workloads where the tests look for them.
+//! test imports; and the GPU kit's workloads at `/kit/workloads`.
 use std::path::Path;
 
 use anyhow::Context;
 
 use super::initramfs::Tree;
+
+/// Where the kit's workloads sit in the guest (`/init` names it in
+/// `GPUMEM_KIT_WORKLOADS`).
+const GUEST_WORKLOADS: &str = "kit/workloads";
 
 /// Parts of the base Python no client imports (tests, GUIs, headers).
 const BASE_LEFT_OUT: &[&str] = &[
@@ -55,6 +59,8 @@ pub fn trees(python: &Path, root: &Path) -> anyhow::Result<Vec<Tree>> {
     Ok(vec![
         Tree { host: base.to_path_buf(), guest: at(base), left_out: BASE_LEFT_OUT },
         Tree { host: venv.to_path_buf(), guest: at(venv), left_out: VENV_LEFT_OUT },
-        Tree { host: workloads.clone(), guest: at(&workloads), left_out: &["__pycache__"] },
+        // Not at its host path: the guest's /tmp is a tmpfs over whatever
+        // the initramfs has there (a checkout under /tmp, as CI's clone).
+        Tree { host: workloads, guest: GUEST_WORKLOADS.into(), left_out: &["__pycache__"] },
     ])
 }
