@@ -86,14 +86,6 @@ impl Library {
             Library::Nvml => "libnvidia-ml.so",
         }
     }
-
-    /// What the library is called in messages.
-    pub const fn name(self) -> &'static str {
-        match self {
-            Library::Cuda => "libcuda",
-            Library::Nvml => "libnvidia-ml",
-        }
-    }
 }
 
 /// One driver entry point.

@@ -12,12 +12,12 @@ use aya_ebpf::{
 use gpumem_common::{
     id,
     nvml::{v1, v2, NvmlHandles, NVML_DEVICES, NVML_SUCCESS},
-    ContextCall, ViewCall, DEVICE_UNKNOWN,
+    stat, ContextCall, ViewCall, DEVICE_UNKNOWN,
 };
 
 use crate::{
     account::{pending, usage},
-    base::{bounded, cookie, task_stack::on_task_stack},
+    base::{bounded, cookie, counters::count, task_stack::on_task_stack},
     maps::PROC_NVML,
 };
 
@@ -45,7 +45,10 @@ fn nvml_handle_return_run(ctx: RetProbeContext) -> u32 {
     // SAFETY: the handle shape's entry keeps the context variant.
     let call = unsafe { p.call.context };
     // SAFETY: reads the caller's out-parameter through the helper.
-    let Ok(handle) = (unsafe { bpf_probe_read_user(call.out_ptr as *const u64) }) else { return 0 };
+    let Ok(handle) = (unsafe { bpf_probe_read_user(call.out_ptr as *const u64) }) else {
+        count(stat::OUT_PTR_UNREADABLE);
+        return 0;
+    };
     let tgid = (bpf_get_current_pid_tgid() >> 32) as u32;
     let index = call.device as usize;
     if index >= NVML_DEVICES {
