@@ -158,7 +158,7 @@ pub fn matrix(built: &Built, only: &[String]) -> anyhow::Result<Vec<KernelResult
     for k in kernels {
         println!("== kernel {} ({}) under QEMU", k.series, k.release);
         let log = dir.join(format!("{}.log", k.series));
-        let boot = qemu::boot(&k.vmlinuz, &initrd, k.cpu, k.series, &log, PER_KERNEL)?;
+        let boot = qemu::boot(&k, &initrd, &log, PER_KERNEL)?;
         let mut tally = Tally::default();
         let (mut writes, mut user_writes) = (None, None);
         for l in &boot.lines {

@@ -10,6 +10,8 @@ use std::{
 
 use anyhow::Context;
 
+use super::kernels::Kernel;
+
 /// Guest CPUs: GPUMEM_VM_SMP, else 2.
 fn smp() -> String {
     std::env::var("GPUMEM_VM_SMP").unwrap_or_else(|_| "2".into())
@@ -28,23 +30,18 @@ pub struct Boot {
 /// Boots `vmlinuz` with `initrd`, echoing the guest's own output (from
 /// its first GPUMEM-VM- line on) to stdout prefixed with `tag`, and keeping
 /// the whole console in `log`. Kills the guest after `limit`.
-pub fn boot(
-    vmlinuz: &Path,
-    initrd: &Path,
-    cpu: &str,
-    tag: &str,
-    log: &Path,
-    limit: Duration,
-) -> anyhow::Result<Boot> {
+pub fn boot(k: &Kernel, initrd: &Path, log: &Path, limit: Duration) -> anyhow::Result<Boot> {
     let start = Instant::now();
+    let tag = k.series;
+    let append = format!("console=ttyS0 panic=-1 rdinit=/init loglevel=4 {}", k.args);
     let mut child = Command::new("qemu-system-x86_64")
-        .args(["-accel", "tcg", "-cpu", cpu, "-smp", &smp(), "-m", "3072"])
+        .args(["-accel", "tcg", "-cpu", k.cpu, "-smp", &smp(), "-m", "3072"])
         .args(["-nographic", "-no-reboot", "-monitor", "none", "-serial", "stdio"])
         .arg("-kernel")
-        .arg(vmlinuz)
+        .arg(&k.vmlinuz)
         .arg("-initrd")
         .arg(initrd)
-        .args(["-append", "console=ttyS0 panic=-1 rdinit=/init loglevel=4"])
+        .args(["-append", append.trim_end()])
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
