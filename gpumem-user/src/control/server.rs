@@ -2,19 +2,20 @@
 //! socket file), reads request lines, hands each to the event loop with a
 //! channel for its answer, and writes the answer back. A slow or broken
 //! client loses only its own answers; a line that is not a request is
-//! answered with an error.
-use std::{os::unix::fs::PermissionsExt, path::Path};
+//! answered with an error; a client beyond [`MAX_CLIENTS`] is told the
+//! agent is busy and closed.
+use std::{os::unix::fs::PermissionsExt, path::Path, sync::Arc};
 
 use futures_util::{SinkExt, StreamExt};
 use tokio::{
     net::{UnixListener, UnixStream},
-    sync::{mpsc, oneshot},
+    sync::{mpsc, oneshot, Semaphore},
 };
 use tokio_util::codec::{Framed, LinesCodec};
 
 use super::{
     protocol::{Request, Response},
-    socket::{ControlError, MAX_LINE, TIMEOUT},
+    socket::{ControlError, ACCEPT_BACKOFF, MAX_CLIENTS, MAX_LINE, TIMEOUT},
 };
 
 /// A request from a client, with where to send the answer.
@@ -40,12 +41,41 @@ pub async fn serve(
     }
     let listener = UnixListener::bind(path).map_err(io_err)?;
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).map_err(io_err)?;
+    let clients = Arc::new(Semaphore::new(MAX_CLIENTS));
     Ok(tokio::spawn(async move {
         loop {
-            let Ok((stream, _)) = listener.accept().await else { continue };
-            tokio::spawn(converse(stream, tx.clone()));
+            let stream = match listener.accept().await {
+                Ok((stream, _)) => stream,
+                // Out of descriptors (or a client gone before it was
+                // accepted): wait for clients to close before trying again.
+                Err(_) => {
+                    tokio::time::sleep(ACCEPT_BACKOFF).await;
+                    continue;
+                }
+            };
+            match clients.clone().try_acquire_owned() {
+                Ok(permit) => {
+                    let tx = tx.clone();
+                    tokio::spawn(async move {
+                        converse(stream, tx).await;
+                        drop(permit);
+                    });
+                }
+                Err(_) => {
+                    tokio::spawn(turn_away(stream));
+                }
+            }
         }
     }))
+}
+
+/// Tells a client beyond [`MAX_CLIENTS`] why it is not served.
+async fn turn_away(stream: UnixStream) {
+    let mut lines = Framed::new(stream, LinesCodec::new_with_max_length(MAX_LINE));
+    let busy = format!(
+        "the agent is serving {MAX_CLIENTS} clients, as many as it serves at once; try again when one has closed"
+    );
+    let _ = send(&mut lines, &Response::Error(busy)).await;
 }
 
 /// Answers one client's requests until it closes, stalls or the agent

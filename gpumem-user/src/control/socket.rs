@@ -8,6 +8,12 @@ pub const DEFAULT_SOCKET: &str = "/run/gpumem/gpumem.sock";
 pub const TIMEOUT: Duration = Duration::from_secs(5);
 /// The longest request line the agent reads.
 pub const MAX_LINE: usize = 64 * 1024;
+/// Clients the agent serves at once; one more is told so and closed (each
+/// holds a file descriptor and a task until it closes or stalls).
+pub const MAX_CLIENTS: usize = 32;
+/// How long the agent waits before accepting again after accept failed
+/// (out of file descriptors: retrying at once would spin a core).
+pub const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
 
 #[derive(Debug, thiserror::Error)]
 pub enum ControlError {
