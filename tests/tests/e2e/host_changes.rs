@@ -2,7 +2,7 @@
 //! charged to it; the driver library replaced on disk (a driver upgrade)
 //! while processes still map the old one.
 use gpumem::output::{Flag, RecordEvent};
-use gpumem_tests::harness::*;
+use gpumem_tests::{harness::*, truth::Checkpoint};
 
 const MIB: u64 = 1 << 20;
 
@@ -66,6 +66,25 @@ fn a_cgroup_removed_while_charged_keeps_its_bytes_until_freed_and_its_processes_
     );
 }
 
+/// Starts the basic scenario on `libcuda`, lets it allocate once the agent
+/// has attached to the file it loaded (`libraries` files attached in all),
+/// and returns it paused at its first checkpoint, recorded by the agent.
+fn basic_once_attached(agent: &Agent, libcuda: &str, libraries: usize) -> (Workload, Checkpoint) {
+    let mut w = Workload::spawn(
+        &["--libcuda", libcuda, "--scenario", "basic", "--pause", "--hold-at-start"],
+        None,
+        &[],
+    );
+    assert_eq!(w.checkpoint().checkpoint, "loaded");
+    wait_until("the agent to attach to the file the workload loaded", || {
+        agent.status().libraries.len() == libraries
+    });
+    w.resume();
+    let c = w.checkpoint();
+    agent.wait_for_checkpoint(&c);
+    (w, c)
+}
+
 #[test]
 fn a_driver_library_replaced_on_disk_is_attached_anew_and_the_old_stays_traced_while_mapped() {
     if !privileged() {
@@ -76,32 +95,14 @@ fn a_driver_library_replaced_on_disk_is_attached_anew_and_the_old_stays_traced_w
     let lib = scratch.path().join("libcuda.so.1");
     std::fs::copy(paths().libcuda, &lib).unwrap();
     let libcuda = lib.to_str().unwrap();
-    let mut before = Workload::spawn(
-        &["--libcuda", libcuda, "--scenario", "basic", "--pause", "--hold-at-start"],
-        None,
-        &[],
-    );
-    assert_eq!(before.checkpoint().checkpoint, "loaded");
-    wait_until("the agent to attach to the file", || agent.status().libraries.len() == 2);
-    before.resume();
-    let b = before.checkpoint();
-    agent.wait_for_checkpoint(&b);
+    let (mut before, _) = basic_once_attached(&agent, libcuda, 2);
 
     // The upgrade: a new file renamed over the old path (a new inode, as
     // package managers install), while `before` still maps the old one.
     let staged = scratch.path().join("libcuda.so.1.new");
     std::fs::copy(paths().libcuda, &staged).unwrap();
     std::fs::rename(&staged, &lib).unwrap();
-    let mut after = Workload::spawn(
-        &["--libcuda", libcuda, "--scenario", "basic", "--pause", "--hold-at-start"],
-        None,
-        &[],
-    );
-    assert_eq!(after.checkpoint().checkpoint, "loaded");
-    wait_until("the agent to attach to the new file", || agent.status().libraries.len() == 3);
-    after.resume();
-    let a = after.checkpoint();
-    agent.wait_for_checkpoint(&a);
+    let (after, a) = basic_once_attached(&agent, libcuda, 3);
 
     // Both are traced exactly: the old file's process frees what it
     // allocated before the upgrade (no free untracked), the new file's
@@ -114,8 +115,8 @@ fn a_driver_library_replaced_on_disk_is_attached_anew_and_the_old_stays_traced_w
     assert_process_holds(&s, a.pid, a.held);
     before.run_to_end();
     after.run_to_end();
-    let lines = agent.wait_for_exit(b.pid);
-    agent.wait_for_exit(a.pid);
+    agent.wait_for_exit(b.pid);
+    let lines = agent.wait_for_exit(a.pid);
     for pid in [b.pid, a.pid] {
         let frees = lines.events(pid, RecordEvent::Free);
         assert_eq!(frees.len(), 2, "{frees:?}");
