@@ -44,8 +44,7 @@ pub fn process_exit(_ctx: RawTracePointContext) -> i32 {
     let leader = tgid == pid_tgid as u32;
     if leader {
         let _ = LEADER_GONE.insert(tgid, now, 0);
-        let _ = PROC_POOLS.remove(tgid);
-        let _ = PROC_NVML.remove(tgid);
+        forget_image(tgid);
     }
     // A later thread: only the killed group's own threads, which exit right
     // after their leader, not a later process that reused the pid.
@@ -69,12 +68,20 @@ pub fn process_exec(_ctx: RawTracePointContext) -> i32 {
     let pid_tgid = bpf_get_current_pid_tgid();
     // The tgid lives on in the new image (a reused pid too).
     let _ = LEADER_GONE.remove((pid_tgid >> 32) as u32);
-    let _ = PROC_POOLS.remove((pid_tgid >> 32) as u32);
-    let _ = PROC_NVML.remove((pid_tgid >> 32) as u32);
+    forget_image((pid_tgid >> 32) as u32);
     // SAFETY: plain helper call.
     let cgroup_id = unsafe { bpf_get_current_cgroup_id() };
     release(pid_tgid, event_type::EXEC, cgroup_id);
     0
+}
+
+/// Removes what the kernel learned about process `tgid`'s image beside
+/// its memory (its pools' places, its NVML handles): the image is gone
+/// (exit) or replaced (exec), and its handles and pools with it.
+#[inline(always)]
+fn forget_image(tgid: u32) {
+    let _ = PROC_POOLS.remove(tgid);
+    let _ = PROC_NVML.remove(tgid);
 }
 
 /// Removes a dying thread's `PENDING` entries, giving back what the calls
@@ -105,8 +112,7 @@ pub fn release_gone(ctx: RawTracePointContext) -> i32 {
     // SAFETY: args[0] of the raw tracepoint context the agent passed in.
     let tgid = unsafe { *(aya_ebpf::EbpfContext::as_ptr(&ctx) as *const u64) } as u32;
     if tgid != 0 {
-        let _ = PROC_POOLS.remove(tgid);
-        let _ = PROC_NVML.remove(tgid);
+        forget_image(tgid);
         release(((tgid as u64) << 32) | tgid as u64, event_type::EXIT, 0);
     }
     0
