@@ -59,17 +59,23 @@ struct SiteLine {
     ret: Option<u32>,
 }
 
-#[test]
-fn every_nvidia_entry_point_is_probed_at_its_je_past_the_stubs_compare() {
-    let Some(libs) = libraries() else { return };
+/// What `gpumem probe --json` reports for these files, each after its
+/// flag (`--libcuda`, `--libnvml`).
+fn probe(files: impl Iterator<Item = (&'static str, PathBuf)>) -> ProbeReport {
     let mut c = Command::new(paths().agent);
     c.args(["probe", "--json"]);
-    for l in &libs {
-        c.arg("--libcuda").arg(l);
+    for (flag, file) in files {
+        c.arg(flag).arg(file);
     }
     let out = c.output().expect("running gpumem probe");
     assert!(out.status.success(), "gpumem probe failed: {}", String::from_utf8_lossy(&out.stderr));
-    let report: ProbeReport = serde_json::from_slice(&out.stdout).expect("gpumem probe --json");
+    serde_json::from_slice(&out.stdout).expect("gpumem probe --json")
+}
+
+#[test]
+fn every_nvidia_entry_point_is_probed_at_its_je_past_the_stubs_compare() {
+    let Some(libs) = libraries() else { return };
+    let report = probe(libs.iter().map(|l| ("--libcuda", l.clone())));
     assert_eq!(report.libraries.len(), libs.len());
     for lib in &report.libraries {
         println!("{}: {:?}, not exported: {:?}", lib.path, lib.summary, lib.missing);
@@ -98,14 +104,7 @@ fn every_nvidia_entry_point_is_probed_at_its_je_past_the_stubs_compare() {
 #[test]
 fn nvidias_nvml_memory_queries_are_probed_without_a_second_trap() {
     let Some(libs) = libraries() else { return };
-    let mut c = Command::new(paths().agent);
-    c.args(["probe", "--json"]);
-    for l in &libs {
-        c.arg("--libnvml").arg(l.with_file_name("libnvidia-ml.so.1"));
-    }
-    let out = c.output().expect("running gpumem probe");
-    assert!(out.status.success(), "gpumem probe failed: {}", String::from_utf8_lossy(&out.stderr));
-    let report: ProbeReport = serde_json::from_slice(&out.stdout).expect("gpumem probe --json");
+    let report = probe(libs.iter().map(|l| ("--libnvml", l.with_file_name("libnvidia-ml.so.1"))));
     assert_eq!(report.libraries.len(), libs.len());
     for lib in &report.libraries {
         println!("{}: {:?}", lib.path, lib.sites);
