@@ -10,6 +10,7 @@
 //! records).
 //! `oldest` lists the live allocations a process has held longest (`gpumem
 //! top`), each with its record's time and entry point.
+mod adopt;
 pub mod holders;
 pub mod oldest;
 
@@ -165,12 +166,15 @@ impl Ledger {
             }
             Body::Alloc(c) => self.alloc(e, c),
             Body::Free(c) if !c.untracked => {
-                let freed = Live::of(c, &e.origin);
-                if let Some(p) = self.procs.get_mut(&tgid) {
-                    p.live.remove(&(ns::for_kind(c.kind), c.addr));
+                // Only what the ledger holds: after an adoption the ring
+                // still has frees of allocations gone before it.
+                let p = self.procs.get_mut(&tgid);
+                if let Some((p, freed)) =
+                    p.and_then(|p| p.live.remove(&(ns::for_kind(c.kind), c.addr)).map(|l| (p, l)))
+                {
                     p.usage.uncharge(freed.kind, freed.device, freed.size);
+                    uncharge_cgroup(&mut self.cgroups, &freed);
                 }
-                uncharge_cgroup(&mut self.cgroups, &freed);
             }
             Body::Exit(r) | Body::Exec(r) => {
                 self.remember_released(tgid, r.generation, e.origin.ts_ns);
@@ -185,23 +189,41 @@ impl Ledger {
     }
 
     fn alloc(&mut self, e: &Event, c: &Change) {
-        let p = self.procs.entry(e.origin.pid).or_default();
+        self.charge(e.origin.pid, &e.origin.comm, (ns::for_kind(c.kind), c.addr), Live::of(c, &e.origin));
+    }
+
+    /// Takes in an allocation the kernel held when this agent started (an
+    /// earlier agent's, adopted from the pinned maps), as its `alloc`
+    /// record would have; `a.ts_ns` is when it was adopted.
+    pub fn adopt(&mut self, a: &LiveAllocation<'_>) {
+        let live = Live {
+            size: a.size,
+            cgroup_id: a.cgroup_id,
+            ts_ns: a.ts_ns,
+            kind: a.kind,
+            device: a.device,
+            api: a.api,
+        };
+        self.charge(a.tgid, a.comm, a.key, live);
+    }
+
+    fn charge(&mut self, tgid: u32, comm: &str, key: (u32, u64), live: Live) {
+        let p = self.procs.entry(tgid).or_default();
         // The process's name is its first allocating thread's, kept: a
         // name that changed with each thread (a trainer's workers) would
         // make a new metrics series at every scrape. exec starts afresh.
         if p.comm.is_empty() {
-            p.comm.clone_from(&e.origin.comm);
+            p.comm = comm.to_string();
         }
-        p.cgroup_id = e.origin.cgroup_id;
-        let live = Live::of(c, &e.origin);
+        p.cgroup_id = live.cgroup_id;
         // Same rule as the kernel: an entry at this address is an
         // allocation whose free was never seen; its charge goes.
-        if let Some(stale) = p.live.insert((ns::for_kind(c.kind), c.addr), live) {
+        if let Some(stale) = p.live.insert(key, live) {
             p.usage.uncharge(stale.kind, stale.device, stale.size);
             uncharge_cgroup(&mut self.cgroups, &stale);
         }
-        p.usage.charge(c.kind, c.device, c.size);
-        self.cgroups.entry(e.origin.cgroup_id).or_default().charge(c.kind, c.device, c.size);
+        p.usage.charge(live.kind, live.device, live.size);
+        self.cgroups.entry(live.cgroup_id).or_default().charge(live.kind, live.device, live.size);
     }
 
     /// Records applied so far that changed what is held.

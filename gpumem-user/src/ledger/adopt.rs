@@ -1,0 +1,68 @@
+//! The ledger rebuilt from the kernel's live allocations, for an agent
+//! that adopts an earlier one's pinned maps (`gpumem run --persist`). The
+//! ring buffer still holds records the earlier agent did not read; they
+//! are applied after this, and change nothing twice: an `alloc` at an
+//! address held replaces it with itself, a `free` of an address no longer
+//! held is ignored, an `exit` finds its process already gone.
+use std::collections::HashMap;
+
+use gpumem_common::{LiveAlloc, LiveKey, DEVICE_UNKNOWN};
+
+use super::{Ledger, LiveAllocation};
+
+impl Ledger {
+    /// A ledger holding `held` (the kernel's live allocations of current
+    /// process images), each dated `now_ns`; process names from `/proc`.
+    pub fn adopted(held: &[(LiveKey, LiveAlloc)], now_ns: u64) -> Self {
+        let mut ledger = Self::default();
+        let mut comms: HashMap<u32, String> = HashMap::new();
+        for (k, a) in held {
+            let comm = comms.entry(k.tgid).or_insert_with(|| comm_of(k.tgid));
+            ledger.adopt(&LiveAllocation {
+                tgid: k.tgid,
+                comm,
+                key: (k.ns, k.addr),
+                size: a.size,
+                kind: a.kind,
+                cgroup_id: a.cgroup_id,
+                device: (a.device != DEVICE_UNKNOWN).then_some(a.device),
+                ts_ns: now_ns,
+                api: a.api,
+            });
+        }
+        ledger
+    }
+}
+
+/// `/proc/PID/comm` (empty if the process is gone).
+fn comm_of(tgid: u32) -> String {
+    std::fs::read_to_string(format!("/proc/{tgid}/comm"))
+        .map(|c| c.trim_end().to_string())
+        .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use gpumem_common::{kind, ns};
+
+    use super::*;
+
+    #[test]
+    fn adopted_allocations_are_held_once_per_address() {
+        let key = |addr| LiveKey { tgid: 7, ns: ns::DEVICE_PTR, addr };
+        let alloc = |size, cgroup_id| LiveAlloc {
+            size,
+            cgroup_id,
+            kind: kind::DEVICE,
+            device: 1,
+            ..Default::default()
+        };
+        let held = [(key(0x1000), alloc(100, 3)), (key(0x2000), alloc(50, 3)), (key(0x1000), alloc(100, 3))];
+        let ledger = Ledger::adopted(&held, 5);
+        let p = ledger.process(7).expect("process adopted");
+        assert_eq!((p.usage.bytes, p.live_count()), (150, 2));
+        assert_eq!(p.usage.split.get(&(kind::DEVICE, Some(1))), Some(&150));
+        assert_eq!(ledger.cgroup(3).map(|u| u.bytes), Some(150));
+        assert!(ledger.live_allocations().iter().all(|a| a.ts_ns == 5));
+    }
+}
