@@ -41,6 +41,10 @@ pub enum Command {
     /// signals from BPF, uprobe register writes (needed by deny); with
     /// --libcuda, where each probe would sit in that library.
     Probe(ProbeArgs),
+    /// Remove what `gpumem run --persist` left in the kernel: every pinned
+    /// probe (detached) and map, so nothing of gpumem stays (as root, with
+    /// no agent running).
+    Detach(DetachArgs),
     /// Attach empty programs at every probe site (for `cargo xtask bench`).
     #[command(hide = true)]
     Floor(FloorArgs),
@@ -125,6 +129,28 @@ pub struct RunArgs {
     /// names and cgroup paths: bind to loopback or a node-local address.
     #[arg(long, value_name = "ADDR:PORT")]
     pub metrics: Option<std::net::SocketAddr>,
+    /// Keep gpumem in the kernel when the agent stops (however it stops):
+    /// probes attached, maps (usage, live allocations, limits and their
+    /// usage) pinned under --pin-dir, so the kernel goes on counting and
+    /// enforcing. The next `run --persist` of the same build adopts them,
+    /// with their rules (--limit and --config apply over them as a SIGHUP
+    /// would); `gpumem detach` removes them.
+    #[arg(long)]
+    pub persist: bool,
+    /// Where --persist pins (in bpffs, mounted at /sys/fs/bpf if need be).
+    /// Without --persist, the agent refuses to start while pins are there.
+    #[arg(long, value_name = "DIR", default_value = crate::bpf::persist::DEFAULT_ROOT)]
+    pub pin_dir: PathBuf,
+}
+
+#[derive(Debug, Parser)]
+pub struct DetachArgs {
+    /// Where `gpumem run --persist` pinned.
+    #[arg(long, value_name = "DIR", default_value = crate::bpf::persist::DEFAULT_ROOT)]
+    pub pin_dir: PathBuf,
+    /// A running agent's control socket (detach refuses if one answers).
+    #[arg(long, value_name = "PATH", default_value = DEFAULT_SOCKET)]
+    pub socket: PathBuf,
 }
 
 #[derive(Debug, Parser)]

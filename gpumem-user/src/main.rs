@@ -24,6 +24,7 @@ fn main() -> std::process::ExitCode {
             Command::Top(args) => cmd::top::top(args).await,
             Command::Limit(args) => cmd::limit::limit(args).await,
             Command::Probe(args) => cmd::probe::probe(args),
+            Command::Detach(args) => cmd::detach::detach(args),
             Command::Floor(args) => cmd::floor::floor(args).await,
         }
     });

@@ -60,9 +60,16 @@ pub struct Agent {
 }
 
 impl Agent {
-    pub fn new(sink: Records, kernel: KernelMaps, limits: Limits, attached: &[AttachReport]) -> Self {
+    /// `ledger`: empty, or what an adopted earlier agent's maps held.
+    pub fn new(
+        sink: Records,
+        kernel: KernelMaps,
+        limits: Limits,
+        ledger: Ledger,
+        attached: &[AttachReport],
+    ) -> Self {
         let mut agent = Self {
-            ledger: Ledger::default(),
+            ledger,
             enricher: Enricher::default(),
             devices: Devices::open(),
             limits,
@@ -182,6 +189,6 @@ impl Agent {
 
     /// SIGHUP: applies a reread policy.
     pub fn reload(&mut self, policy: &Policy) {
-        self.limits.reload(policy, &self.ledger.live_allocations());
+        self.limits.reload(policy, &self.ledger.live_allocations(), "SIGHUP");
     }
 }

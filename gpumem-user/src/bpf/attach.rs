@@ -1,7 +1,12 @@
 //! Attaching the probe table to a library at the sites `placement` chose,
 //! and detaching it. Nothing of a library stays attached when attaching it
-//! fails.
+//! fails. With `--persist`, each library's links are pinned (see
+//! `persist`), and a library whose links an earlier agent pinned is
+//! adopted, not attached again.
+use std::path::Path;
+
 use aya::programs::{
+    links::FdLink,
     uprobe::{UProbeAttachLocation, UProbeAttachPoint, UProbeLinkId, UProbeScope},
     ProgramError, UProbe,
 };
@@ -26,6 +31,9 @@ pub struct AttachReport {
     /// Symbols at the same address as an earlier row: probed once, by the
     /// earlier row, or every call would count twice.
     pub aliases: Vec<(&'static str, &'static str)>,
+    /// Its probes were pinned by an earlier agent and are adopted as they
+    /// are (`--persist`).
+    pub adopted: bool,
 }
 
 impl AttachReport {
@@ -59,11 +67,18 @@ impl Tracer {
             let (path, symbols) = (lib.path.display().to_string(), plan.missing_required.join(", "));
             return Err(BpfError::MissingRequired { path, symbols });
         }
+        let pin_dir = self.pins.as_ref().filter(|_| programs.is_none()).map(|p| p.library(lib.dev, lib.ino));
+        let adopted = pin_dir.as_ref().is_some_and(|d| d.is_dir());
         let mut links: Vec<Link> = Vec::new();
-        for placed in &plan.placed {
-            if let Err(e) = self.attach_row(placed, programs, lib, &mut links) {
-                self.detach_links(links);
-                return Err(e);
+        if !adopted {
+            for placed in &plan.placed {
+                if let Err(e) = self.attach_row(placed, programs, lib, &mut links) {
+                    self.detach_links(links);
+                    return Err(e);
+                }
+            }
+            if let Some(dir) = &pin_dir {
+                self.pin_links(dir, std::mem::take(&mut links))?;
             }
         }
         self.links.push((lib.clone(), links));
@@ -72,7 +87,39 @@ impl Tracer {
             attached: plan.placed.iter().map(|p| (p.probe.symbol(), p.site)).collect(),
             missing: plan.missing,
             aliases: plan.aliases,
+            adopted,
         })
+    }
+
+    /// Pins `links` in `dir`, one file each; on failure none of them stays
+    /// attached or pinned.
+    fn pin_links(&mut self, dir: &Path, links: Vec<Link>) -> Result<(), BpfError> {
+        std::fs::create_dir(dir)
+            .map_err(|e| BpfError::Persist(format!("creating {}: {e}", dir.display())))?;
+        let mut rest = links.into_iter().enumerate();
+        while let Some((i, (program, link))) = rest.next() {
+            if let Err(e) = self.pin_one(program, link, &dir.join(format!("{i}_{program}"))) {
+                self.detach_links(rest.map(|(_, l)| l).collect());
+                // Unpinning detaches the ones already pinned.
+                if let Err(undo) = super::persist::remove(dir) {
+                    tracing::warn!("{undo}");
+                }
+                return Err(e);
+            }
+        }
+        Ok(())
+    }
+
+    fn pin_one(&mut self, name: &'static str, link: UProbeLinkId, path: &Path) -> Result<(), BpfError> {
+        let prog: &mut UProbe = super::program(&mut self.ebpf, name)?;
+        let link = prog.take_link(link).map_err(|e| BpfError::Program { name, source: Box::new(e) })?;
+        let link = FdLink::try_from(link).map_err(|e| {
+            BpfError::Persist(format!(
+                "the kernel made no bpf link for `{name}` ({e}); --persist needs kernel 5.15+"
+            ))
+        })?;
+        link.pin(path).map_err(|e| BpfError::Persist(format!("pinning {}: {e}", path.display())))?;
+        Ok(())
     }
 
     /// Attaches one row's entry and return programs at its site in `lib`,

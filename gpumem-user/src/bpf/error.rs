@@ -35,4 +35,8 @@ pub enum BpfError {
     Log(#[source] Box<aya_log::Error>),
     #[error("opening map `{name}` failed")]
     Map { name: &'static str, source: Box<aya::maps::MapError> },
+    #[error("keeping gpumem's state in the kernel (--persist) failed: {0}")]
+    Persist(String),
+    #[error(transparent)]
+    Pins(#[from] super::persist::PersistError),
 }

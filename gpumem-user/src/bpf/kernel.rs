@@ -10,7 +10,7 @@ use aya::{
     maps::{HashMap as BpfHashMap, MapData, PerCpuArray},
     programs::ProgramFd,
 };
-use gpumem_common::{map_name, stat, ProcUsage};
+use gpumem_common::{map_name, stat, LiveAlloc, LiveKey, ProcUsage};
 
 use super::{error::BpfError, Tracer};
 
@@ -59,6 +59,20 @@ impl KernelMaps {
     /// Bytes held per cgroup id, as the kernel counts them.
     pub fn cgroups(&self) -> HashMap<u64, u64> {
         self.cgroups.iter().flatten().collect()
+    }
+
+    /// The live allocations the kernel holds now, each of its process's
+    /// current image (entries of images that exited or exec'd are left in
+    /// `LIVE` until their address is reused, and are not held): what an
+    /// agent adopting pinned maps starts its ledger from.
+    pub fn held(&self, tracer: &mut Tracer) -> Result<Vec<(LiveKey, LiveAlloc)>, BpfError> {
+        let live: BpfHashMap<MapData, LiveKey, LiveAlloc> = tracer.take_map(map_name::LIVE)?;
+        let procs: HashMap<u32, ProcUsage> = self.procs.iter().flatten().collect();
+        Ok(live
+            .iter()
+            .flatten()
+            .filter(|(k, a)| procs.get(&k.tgid).is_some_and(|p| p.generation == a.generation))
+            .collect())
     }
 
     pub fn stats(&self) -> Stats {

@@ -10,6 +10,7 @@ mod error;
 pub mod kernel;
 pub mod log;
 mod parallel_load;
+pub mod persist;
 pub mod placement;
 pub mod probes;
 pub mod site;
@@ -17,16 +18,18 @@ pub mod site;
 mod stack_check;
 pub mod symbols;
 
+use std::path::Path;
+
 use aya::{
     programs::{
-        raw_trace_point::RawTracePointLinkId, uprobe::UProbeLinkId, ProgramError, RawTracePoint,
-        RawTracePointRunOptions, TestRun, UProbe,
+        links::FdLink, raw_trace_point::RawTracePointLinkId, uprobe::UProbeLinkId, ProgramError,
+        RawTracePoint, RawTracePointRunOptions, TestRun, UProbe,
     },
     Ebpf, EbpfLoader,
 };
 
 pub use self::error::BpfError;
-use self::{discover::Library, site::Emulation};
+use self::{discover::Library, persist::Pins, site::Emulation};
 
 /// The eBPF object, built by `build.rs`.
 static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/gpumem"));
@@ -66,10 +69,15 @@ impl Default for Options {
     }
 }
 
-/// The loaded object with its attachments. Dropping it detaches everything.
+/// The loaded object with its attachments. Dropping it detaches everything
+/// but what is pinned (`--persist`).
 pub struct Tracer {
     ebpf: Ebpf,
+    /// Each library attached, with the links this agent owns (none where
+    /// they are pinned).
     links: Vec<(Library, Vec<Link>)>,
+    /// Where maps and links are pinned (`--persist`).
+    pins: Option<Pins>,
     _tracepoint_links: Vec<RawTracePointLinkId>,
     /// What the running kernel emulates at a probe site (see `site`).
     emulation: Emulation,
@@ -91,10 +99,23 @@ impl Tracer {
     /// for [`Self::register_write_refusal`], which decides how to open it
     /// for good before the costly part, [`Self::load_programs`].
     pub fn open(options: Options) -> Result<Self, BpfError> {
+        Self::open_pinned(options, None)
+    }
+
+    /// [`Self::open`], with every map pinned under `persist_root` (the
+    /// maps an earlier agent of the same build pinned there are reused: see
+    /// `persist`).
+    pub fn open_pinned(options: Options, persist_root: Option<&Path>) -> Result<Self, BpfError> {
         let object = if options.bpf_log { OBJECT_LOG } else { OBJECT };
         if object.is_empty() {
             return Err(BpfError::NoObject);
         }
+        let pins = persist_root
+            .map(|root| {
+                let id = persist::identity(object, options.deny_by_registers, options.ring_bytes);
+                Pins::open(root, &id)
+            })
+            .transpose()?;
         let deny = u8::from(options.deny_by_registers);
         let mut loader = EbpfLoader::new();
         loader
@@ -103,10 +124,16 @@ impl Tracer {
         if options.bpf_log {
             loader.override_global(aya_log::LEVEL, &log::LEVEL, true);
         }
+        if let Some(pins) = &pins {
+            for name in persist::map_names(object)? {
+                loader.map_pin_path(name, pins.map(name));
+            }
+        }
         let ebpf = loader.load(object).map_err(|e| BpfError::Load(Box::new(e)))?;
         Ok(Self {
             ebpf,
             links: Vec::new(),
+            pins,
             _tracepoint_links: Vec::new(),
             emulation: Emulation::current(),
             view_refusal: Some("the programs are not loaded yet".into()),
@@ -127,18 +154,37 @@ impl Tracer {
         let ebpf = &mut self.ebpf;
         let mut tracepoint_links = Vec::new();
         for &(name, tracepoint) in probes::TRACEPOINTS {
+            let pin = self.pins.as_ref().map(|p| p.tracepoint(name));
+            if pin.as_ref().is_some_and(|p| p.exists()) {
+                continue; // an earlier agent's, adopted
+            }
             let prog: &mut RawTracePoint = program(ebpf, name)?;
             let link = prog
                 .attach(tracepoint)
                 .map_err(|e| BpfError::Tracepoint { tracepoint, source: Box::new(e) })?;
-            tracepoint_links.push(link);
+            match pin {
+                Some(pin) => {
+                    let link =
+                        prog.take_link(link).map_err(|e| BpfError::Program { name, source: Box::new(e) })?;
+                    FdLink::from(link)
+                        .pin(&pin)
+                        .map_err(|e| BpfError::Persist(format!("pinning {}: {e}", pin.display())))?;
+                }
+                None => tracepoint_links.push(link),
+            }
         }
         self._tracepoint_links = tracepoint_links;
         Ok(())
     }
 
-    /// Detaches every probe from every library. Dropping the tracer
-    /// afterwards unloads the programs.
+    /// Where maps and links are pinned (`--persist`), and whether an
+    /// earlier agent left them.
+    pub fn pins(&self) -> Option<&Pins> {
+        self.pins.as_ref()
+    }
+
+    /// Detaches every probe this agent owns from every library (pinned
+    /// ones stay). Dropping the tracer afterwards unloads the programs.
     pub fn detach_all(&mut self) {
         for (_, links) in std::mem::take(&mut self.links) {
             self.detach_links(links);

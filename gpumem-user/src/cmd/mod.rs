@@ -1,4 +1,5 @@
 //! One module per subcommand.
+pub mod detach;
 pub mod floor;
 pub mod limit;
 pub mod probe;

@@ -49,6 +49,29 @@ impl Limits {
         Ok((Self { table, carried: Carried::default(), names }, installed))
     }
 
+    /// Takes over the rules an earlier agent of this build left in the
+    /// kernel, with their usage (`--persist`), then applies `policy` where
+    /// one was given as a reload would (`why` says which). Returns the
+    /// rules in force.
+    pub fn adopt(
+        tracer: &mut Tracer,
+        policy: Option<&Policy>,
+        cgroup_root: Option<PathBuf>,
+        deny_reason: Option<String>,
+        live: &[LiveAllocation<'_>],
+    ) -> Result<(Self, Vec<Installed>), LimitError> {
+        let default_action = policy.map_or(Action::Audit, |p| p.default_action);
+        let mut table = LimitTable::open(tracer, cgroup_root, deny_reason, default_action)?;
+        let adopted = table.adopt()?;
+        let names = table.names();
+        let mut limits = Self { table, carried: Carried::default(), names };
+        if let Some(policy) = policy {
+            limits.reload(policy, live, "start-up policy over the adopted limits");
+        }
+        let in_force = limits.table.installed();
+        Ok((limits, if policy.is_some() { in_force } else { adopted }))
+    }
+
     /// Sets a limit at run time (see `LimitTable::set`); a new target's
     /// live allocations (among `live`) are carried in its base until freed.
     pub fn set(&mut self, limit: &Limit, live: &[LiveAllocation<'_>]) -> Result<Installed, LimitError> {
@@ -114,23 +137,23 @@ impl Limits {
         }
     }
 
-    /// Applies a reread policy (SIGHUP): rules no longer in it are
-    /// cleared, new and changed ones set; each change, and each rule that
-    /// cannot be applied, is said.
-    pub fn reload(&mut self, policy: &Policy, live: &[LiveAllocation<'_>]) {
+    /// Applies a reread policy (SIGHUP; `why` begins what is said): rules
+    /// no longer in it are cleared, new and changed ones set; each change,
+    /// and each rule that cannot be applied, is said.
+    pub fn reload(&mut self, policy: &Policy, live: &[LiveAllocation<'_>], why: &str) {
         self.table.set_default_action(policy.default_action);
         for target in self.table.targets() {
             if !policy.limits.iter().any(|l| l.target == target) {
                 match self.clear(&target) {
-                    Ok(_) => tracing::info!("SIGHUP: limit cleared on {target}"),
-                    Err(e) => tracing::warn!("SIGHUP: {}", crate::chain(&e)),
+                    Ok(_) => tracing::info!("{why}: limit cleared on {target}"),
+                    Err(e) => tracing::warn!("{why}: {}", crate::chain(&e)),
                 }
             }
         }
         for limit in &policy.limits {
             match self.set(limit, live) {
-                Ok(i) => tracing::info!("SIGHUP: {}", describe("limit", &i)),
-                Err(e) => tracing::warn!("SIGHUP: {}", crate::chain(&e)),
+                Ok(i) => tracing::info!("{why}: {}", describe("limit", &i)),
+                Err(e) => tracing::warn!("{why}: {}", crate::chain(&e)),
             }
         }
     }

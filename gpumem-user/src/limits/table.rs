@@ -226,6 +226,11 @@ impl LimitTable {
             .collect()
     }
 
+    /// The rules in force.
+    pub fn installed(&self) -> Vec<Installed> {
+        self.slots.iter().filter(|(_, a)| *a).map(|(i, _)| i.clone()).collect()
+    }
+
     /// Names of every rule ever installed, by slot, for the records.
     pub fn names(&self) -> HashMap<u32, (String, Action)> {
         self.slots.iter().map(|(i, _)| (i.slot, (i.limit.target.to_string(), i.action))).collect()
@@ -363,5 +368,6 @@ fn comm_key(comm: &str) -> [u8; TASK_COMM_LEN] {
     key
 }
 
+mod adopt;
 #[cfg(test)]
 mod tests;

@@ -195,6 +195,34 @@ impl Agent {
         })
     }
 
+    /// SIGKILL (nothing of the agent runs after it: no drain, no detach),
+    /// and every record it wrote.
+    pub fn kill(mut self) -> Vec<Line> {
+        let mut child = self.child.take().unwrap();
+        child.kill().expect("killing the agent");
+        child.wait().expect("waiting for the agent");
+        self.lines()
+    }
+
+    /// The agent's run, expected to fail before it is ready: how it exited
+    /// and its stderr.
+    pub fn start_failing(extra: &[&str]) -> (ExitStatus, String) {
+        let p = paths();
+        let socket = scratch().path().join("gpumem.sock");
+        let out = Command::new(&p.agent)
+            .arg("run")
+            .arg("--libcuda")
+            .arg(&p.libcuda)
+            .arg("--duration")
+            .arg("5")
+            .arg("--socket")
+            .arg(&socket)
+            .args(extra)
+            .output()
+            .expect("running the agent");
+        (out.status, String::from_utf8_lossy(&out.stderr).into_owned())
+    }
+
     /// SIGINT, then the agent's exit status and every record it wrote.
     pub fn stop(mut self) -> (ExitStatus, Vec<Line>) {
         let mut child = self.child.take().unwrap();

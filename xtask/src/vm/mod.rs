@@ -23,7 +23,7 @@ use crate::{
 /// tracing, threads and processes allocating at random (no run skipped),
 /// and what a limited process is told the card has (view=limit, where
 /// stock kernels let programs write user memory).
-pub const SUITES: &[&str] = &["concurrency", "limits", "trace_exact", "view"];
+pub const SUITES: &[&str] = &["concurrency", "limits", "persist", "trace_exact", "view"];
 
 /// The end-to-end test binary's name (`tests/tests/e2e`).
 const E2E: &str = "e2e";

@@ -1,5 +1,7 @@
-//! `gpumem run`: find libcuda, load and attach (`setup.rs`), then run the
-//! event loop (`event_loop.rs`) until told to stop, and detach.
+//! `gpumem run`: find libcuda, load and attach (`setup.rs`) or adopt what
+//! an earlier `--persist` agent left pinned, then run the event loop
+//! (`event_loop.rs`) until told to stop, and detach (or, with `--persist`,
+//! leave everything attached and pinned).
 mod event_loop;
 mod setup;
 
@@ -10,10 +12,19 @@ use tokio::io::{unix::AsyncFd, Interest};
 
 use crate::{
     agent::Agent,
-    bpf::{discover, kernel::KernelMaps, probes::Library},
+    bpf::{
+        attach::AttachReport,
+        discover::{self, LibrarySet},
+        kernel::KernelMaps,
+        persist,
+        probes::Library,
+        Tracer,
+    },
     cli::RunArgs,
-    limits::{describe, Limits},
+    ledger::Ledger,
+    output::lines::monotonic_ns,
     privileges,
+    sink::records::Records,
 };
 
 /// The line (on stderr) tests and scripts wait for before they start a
@@ -23,9 +34,49 @@ pub const READY: &str = "gpumem: ready";
 pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     privileges::check()?;
     setup::raise_memlock();
+    if !args.persist {
+        persist::refuse_unadopted(&args.pin_dir)?;
+    }
     let libs = discover::libraries(&args.libcuda, &args.libnvml)?;
     let sink = setup::open_sink(args.output.as_deref(), args.format)?;
-    let (mut tracer, deny_reason) = setup::open_tracer(&args)?;
+    let pinned_before = persist::pinned(&args.pin_dir);
+    let mut state = match start(&args, &libs, sink) {
+        Ok(s) => s,
+        Err(e) => {
+            if args.persist && !pinned_before {
+                // Nothing half-pinned stays behind a failed start.
+                let _ = persist::remove(&args.pin_dir);
+            }
+            return Err(e);
+        }
+    };
+    let result = event_loop::run(&mut state, &args).await;
+    let _ = std::fs::remove_file(&args.socket);
+    result?;
+    event_loop::drain(state.ring.get_mut(), &mut state.agent)?;
+    state.agent.check_health(|tgid| state.tracer.release_gone(tgid)).context("writing records")?;
+    state.agent.write_usage().context("writing the final usage records")?;
+    match state.tracer.pins() {
+        Some(pins) => tracing::info!(
+            "left attached: {} library file(s) and the maps pinned at {}; the kernel goes on counting and \
+             enforcing, `gpumem run --persist` adopts it, `gpumem detach` removes it",
+            pins.libraries(),
+            pins.dir().display()
+        ),
+        None => {
+            state.tracer.detach_all();
+            drop(state);
+            tracing::info!("detached");
+        }
+    }
+    Ok(())
+}
+
+/// Everything before the event loop. With --persist, an earlier agent's
+/// pins of this build are adopted: the ledger starts from the kernel's live
+/// allocations, the limits from its rules and their usage.
+fn start(args: &RunArgs, libs: &LibrarySet, sink: Records) -> anyhow::Result<event_loop::State> {
+    let (mut tracer, deny_reason) = setup::open_tracer(args)?;
     if let Some(why) = tracer.view_refusal() {
         tracing::info!(
             "limited processes see the card as it is (view=limit is unavailable, libnvidia-ml is not \
@@ -33,11 +84,35 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         );
     }
     let bpf_log = args.bpf_log.then(|| tracer.take_log()).transpose()?;
-    let policy = setup::policy(&args)?;
-    let (limits, installed) = Limits::install(&mut tracer, &policy, setup::cgroup_root(), deny_reason)?;
-    for i in &installed {
-        tracing::info!("{}", describe("limit", i));
+    let kernel = KernelMaps::take(&mut tracer)?;
+    let adopted = tracer.pins().is_some_and(|p| p.adopted());
+    let ledger = match adopted {
+        true => Ledger::adopted(&kernel.held(&mut tracer)?, monotonic_ns()),
+        false => Ledger::default(),
+    };
+    let limits = setup::limits(args, &mut tracer, deny_reason, adopted, &ledger)?;
+    if let Some(pins) = tracer.pins().filter(|p| p.adopted()) {
+        let procs = ledger.processes();
+        tracing::info!(
+            "adopted the gpumem state pinned at {}: {} live allocation(s) of {} process(es), {} limit(s)",
+            pins.dir().display(),
+            procs.iter().map(|(_, p)| p.live_count()).sum::<usize>(),
+            procs.len(),
+            limits.list().len()
+        );
     }
+    let attached = attach_all(&mut tracer, libs)?;
+    let ring: RingBuf<MapData> = tracer.take_map(map_name::EVENTS)?;
+    // SAFETY: the RingBuf owns its map fd, which stays open and unchanged
+    // until the AsyncFd (which owns the RingBuf) is dropped.
+    let ring = unsafe { AsyncFd::register_with_interest(ring, Interest::READABLE) }
+        .map_err(|e| anyhow::anyhow!("watching the ring buffer: {e}"))?;
+    let agent = Agent::new(sink, kernel, limits, ledger, &attached);
+    Ok(event_loop::State { agent, tracer, ring, bpf_log, rejected: Default::default() })
+}
+
+/// Attaches (or adopts) every library found at start-up.
+fn attach_all(tracer: &mut Tracer, libs: &LibrarySet) -> anyhow::Result<Vec<AttachReport>> {
     let mut attached = Vec::new();
     for lib in &libs.libs {
         if !tracer.serves(lib.kind) {
@@ -59,22 +134,5 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         setup::say_attached(&report);
         attached.push(report);
     }
-    let ring: RingBuf<MapData> = tracer.take_map(map_name::EVENTS)?;
-    // SAFETY: the RingBuf owns its map fd, which stays open and unchanged
-    // until the AsyncFd (which owns the RingBuf) is dropped.
-    let ring = unsafe { AsyncFd::register_with_interest(ring, Interest::READABLE) }
-        .map_err(|e| anyhow::anyhow!("watching the ring buffer: {e}"))?;
-    let kernel = KernelMaps::take(&mut tracer)?;
-    let agent = Agent::new(sink, kernel, limits, &attached);
-    let mut state = event_loop::State { agent, tracer, ring, bpf_log, rejected: Default::default() };
-    let result = event_loop::run(&mut state, &args).await;
-    let _ = std::fs::remove_file(&args.socket);
-    result?;
-    event_loop::drain(state.ring.get_mut(), &mut state.agent)?;
-    state.agent.check_health(|tgid| state.tracer.release_gone(tgid)).context("writing records")?;
-    state.agent.write_usage().context("writing the final usage records")?;
-    state.tracer.detach_all();
-    drop(state);
-    tracing::info!("detached");
-    Ok(())
+    Ok(attached)
 }

@@ -13,7 +13,12 @@ use crate::{
     },
     cli::{Format, RunArgs},
     enrich::cgroup::host_cgroup2_mount,
-    limits::policy::config::{self, Policy},
+    ledger::Ledger,
+    limits::{
+        describe,
+        policy::config::{self, Policy},
+        Limits,
+    },
     sink::{json::JsonSink, records::Records, text::TextSink, Sink},
 };
 
@@ -35,17 +40,43 @@ pub fn policy(args: &RunArgs) -> anyhow::Result<Policy> {
 /// live (see gpumem-ebpf's deny.rs), so a deny limit set at run time works
 /// too. Asked before the programs are verified, so that they are verified
 /// once.
+/// With --persist, the object is opened for good with its maps pinned
+/// (an earlier agent's of the same build adopted, see `bpf::persist`).
 pub fn open_tracer(args: &RunArgs) -> anyhow::Result<(Tracer, Option<String>)> {
     let mut options =
         Options { deny_by_registers: false, ring_bytes: args.ring_buffer, bpf_log: args.bpf_log };
     let mut tracer = Tracer::open(options)?;
     let deny_reason = tracer.register_write_refusal();
-    if deny_reason.is_none() {
-        options.deny_by_registers = true;
-        tracer = Tracer::open(options)?;
+    options.deny_by_registers = deny_reason.is_none();
+    if options.deny_by_registers || args.persist {
+        tracer = Tracer::open_pinned(options, args.persist.then_some(args.pin_dir.as_path()))?;
     }
     tracer.load_programs()?;
     Ok((tracer, deny_reason))
+}
+
+/// The limits: installed from the policy, or, adopting pinned state, the
+/// kernel's rules taken over with their usage and the policy (where one
+/// was given) applied over them as a SIGHUP would.
+pub fn limits(
+    args: &RunArgs,
+    tracer: &mut Tracer,
+    deny_reason: Option<String>,
+    adopted: bool,
+    ledger: &Ledger,
+) -> anyhow::Result<Limits> {
+    let policy = policy(args)?;
+    let (limits, installed) = if adopted {
+        let given = args.config.is_some() || !args.limits.is_empty() || args.default_action.is_some();
+        let live = ledger.live_allocations();
+        Limits::adopt(tracer, given.then_some(&policy), cgroup_root(), deny_reason, &live)?
+    } else {
+        Limits::install(tracer, &policy, cgroup_root(), deny_reason)?
+    };
+    for i in &installed {
+        tracing::info!("{}", describe(if adopted { "limit (adopted)" } else { "limit" }, i));
+    }
+    Ok(limits)
 }
 
 pub fn open_sink(output: Option<&Path>, format: Format) -> anyhow::Result<Records> {
@@ -70,7 +101,8 @@ pub fn open_sink(output: Option<&Path>, format: Format) -> anyhow::Result<Record
 pub fn say_attached(r: &AttachReport) {
     let path = r.library.path.display();
     tracing::info!(
-        "attached {} probe(s) to {path} (dev {}, inode {})",
+        "{} {} probe(s) to {path} (dev {}, inode {})",
+        if r.adopted { "adopted the pinned" } else { "attached" },
         r.attached.len(),
         r.library.dev,
         r.library.ino

@@ -1,0 +1,45 @@
+//! A bpffs directory of the test's own for `gpumem run --persist`, and the
+//! `gpumem detach` that empties it. Whatever a failed test left pinned is
+//! removed when the guard drops, so no probe outlives the test.
+use std::{path::PathBuf, process::Output};
+
+use super::env::{paths, test_name};
+
+pub struct PinDir {
+    pub dir: PathBuf,
+}
+
+impl PinDir {
+    /// `/sys/fs/bpf/gpumem-test-<name>`, emptied of an earlier run's pins.
+    pub fn new(name: &str) -> Self {
+        let dir = PathBuf::from(format!("/sys/fs/bpf/gpumem-test-{name}"));
+        let _ = gpumem::bpf::persist::remove(&dir);
+        Self { dir }
+    }
+
+    pub fn arg(&self) -> &str {
+        self.dir.to_str().expect("a UTF-8 pin directory")
+    }
+
+    /// `gpumem run` arguments that persist here.
+    pub fn run_args(&self) -> [&str; 3] {
+        ["--persist", "--pin-dir", self.arg()]
+    }
+
+    /// Runs `gpumem detach` on this directory.
+    pub fn detach(&self) -> Output {
+        let socket = format!("/tmp/gpumem-{}-no-agent.sock", test_name());
+        std::process::Command::new(paths().agent)
+            .args(["detach", "--pin-dir", self.arg(), "--socket", &socket])
+            .output()
+            .expect("running gpumem detach")
+    }
+}
+
+impl Drop for PinDir {
+    fn drop(&mut self) {
+        if let Err(e) = gpumem::bpf::persist::remove(&self.dir) {
+            eprintln!("removing the test's pins at {}: {e}", self.dir.display());
+        }
+    }
+}

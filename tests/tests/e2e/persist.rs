@@ -1,0 +1,152 @@
+//! `gpumem run --persist`: the agent killed with a limit in force, the
+//! kernel enforcing and counting with no agent, a restarted agent adopting
+//! the pinned state with totals exact; another build refused; `gpumem
+//! detach` leaving nothing attached.
+use gpumem::output::{Flag, Line, RecordEvent};
+use gpumem_tests::{harness::*, truth::Checkpoint};
+use std::os::unix::process::ExitStatusExt;
+
+use nix::sys::signal::Signal;
+
+const MIB: u64 = 1 << 20;
+
+fn steps(cg: &Cgroup, size: u64, n: u32, pause: bool) -> Workload {
+    let (size, n) = (size.to_string(), n.to_string());
+    let mut args = vec!["--scenario", "steps", "--size", &size, "--iterations", &n];
+    if pause {
+        args.push("--pause");
+    }
+    Workload::spawn(&args, Some(cg), &[])
+}
+
+/// Process, cgroup and limit all hold `held`, in the ledger and the kernel.
+fn assert_holds(agent: &Agent, cg: &Cgroup, procs: &[(u32, u64)], held: u64) {
+    let s = agent.status();
+    for &(pid, bytes) in procs {
+        assert_process_holds(&s, pid, bytes);
+    }
+    assert_cgroup_holds(&s, cg, held);
+    let limits = agent.limits();
+    let rule = rule(&limits, &format!("cgroup:{}", cg.path)).expect("the limit is in force");
+    assert_eq!(rule.usage, held, "{limits:?}");
+}
+
+#[test]
+fn a_killed_agent_leaves_the_limit_enforced_and_its_successor_adopts_the_exact_totals() {
+    if !privileged() {
+        return;
+    }
+    let pins = PinDir::new("restart");
+    let cg = Cgroup::create("persist");
+    let limit = format!("cgroup:{}=16MiB", cg.path);
+    let args = [&pins.run_args()[..], &["--limit", &limit]].concat();
+
+    let first = Agent::start(&args);
+    let mut basic = Workload::spawn(&["--scenario", "basic", "--pause"], Some(&cg), &[]);
+    let b1 = basic.checkpoint();
+    let mut grower = steps(&cg, 4 * MIB, 3, true);
+    let g1 = grower.checkpoint();
+    first.wait_for_checkpoint(&b1);
+    first.wait_for_checkpoint(&g1);
+    let before = first.kill();
+
+    // No agent runs: the kernel counts the next step and stops a process
+    // that would cross the limit (4.07 + 8 MiB held, + 8 MiB > 16 MiB).
+    grower.resume();
+    let g2 = grower.checkpoint();
+    let (seen, status) = steps(&cg, 8 * MIB, 2, false).until_exit();
+    assert!(seen.is_empty(), "{seen:?}");
+    assert_eq!(status.signal(), Some(Signal::SIGKILL as i32), "{status:?}");
+
+    let second = Agent::start(&args);
+    assert!(second.stderr().contains("adopted the gpumem state pinned at"), "{}", second.stderr());
+    assert!(second.stderr().contains("adopted the pinned"), "{}", second.stderr());
+    assert_holds(&second, &cg, &[(b1.pid, b1.held), (g2.pid, g2.held)], b1.held + g2.held);
+
+    // Frees of allocations made before the restart are matched, not
+    // `untracked`; a new step is charged on top.
+    basic.resume();
+    let b2 = basic.checkpoint();
+    grower.resume();
+    let g3 = grower.checkpoint();
+    wait_across(&before, &second, &b2);
+    let lines = wait_across(&before, &second, &g3);
+    let frees = lines.events(b2.pid, RecordEvent::Free);
+    assert_eq!(frees.len(), 2, "{frees:?}");
+    assert!(frees.iter().all(|f| !f.flags.contains(&Flag::Untracked)), "{frees:?}");
+    assert_holds(&second, &cg, &[(b2.pid, b2.held), (g3.pid, g3.held)], b2.held + g3.held);
+
+    basic.run_to_end();
+    grower.run_to_end();
+    second.wait_for_exit(b2.pid);
+    second.wait_for_exit(g3.pid);
+    second.wait_for_state(
+        "the cgroup and its limit to hold nothing",
+        || held(&second, &cg),
+        |h| *h == (0, 0),
+    );
+    let (status, _) = second.stop();
+    assert!(status.success(), "{status:?}");
+    assert!(pins.dir.is_dir(), "a --persist agent that stops leaves its pins");
+    detach_leaves_nothing(&pins, &cg);
+}
+
+/// Waits until the records of both agents together hold checkpoint `c`'s
+/// calls, each once: what the first wrote before it was killed, and what
+/// the second read, the calls made while no agent ran among them (they
+/// waited in the pinned ring buffer).
+fn wait_across(before: &[Line], agent: &Agent, c: &Checkpoint) -> Vec<Line> {
+    let calls = [(Rec::Alloc, c.allocs), (Rec::Free, c.frees), (Rec::AllocFailed, c.failed)];
+    agent.wait_for(&format!("the records of checkpoint {c:?} across both agents"), |lines| {
+        calls.iter().all(|&(event, n)| (before.count(c.pid, event) + lines.count(c.pid, event)) as u64 == n)
+    })
+}
+
+/// What the cgroup holds in the kernel and under its limit.
+fn held(agent: &Agent, cg: &Cgroup) -> (u64, u64) {
+    let kernel = cgroup_entry(&agent.status(), cg.id).map_or(0, |e| e.kernel_bytes);
+    let limits = agent.limits();
+    (kernel, rule(&limits, &format!("cgroup:{}", cg.path)).map_or(0, |r| r.usage))
+}
+
+/// `gpumem detach` removes every pin, and with them the probes: a process
+/// crossing the limit the pins enforced runs to its end.
+fn detach_leaves_nothing(pins: &PinDir, cg: &Cgroup) {
+    let out = pins.detach();
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{said}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(said.contains("detached") && said.contains("probe link(s)"), "{said}");
+    assert!(!pins.dir.exists(), "{} left behind", pins.dir.display());
+    steps(cg, 8 * MIB, 3, false).finish();
+    let out = pins.detach();
+    assert!(String::from_utf8_lossy(&out.stdout).contains("nothing of gpumem is pinned"));
+}
+
+#[test]
+fn another_build_is_refused_and_a_plain_agent_will_not_start_beside_pins() {
+    if !privileged() {
+        return;
+    }
+    let pins = PinDir::new("refusals");
+    let agent = Agent::start(&pins.run_args());
+    let (status, _) = agent.stop();
+    assert!(status.success());
+    assert!(pins.dir.is_dir());
+
+    // Another ring size is another build's layout: refused, saying what to do.
+    let other = [&pins.run_args()[..], &["--ring-buffer", "8MiB"]].concat();
+    let (status, err) = Agent::start_failing(&other);
+    assert!(!status.success(), "{err}");
+    assert!(err.contains("another build") && err.contains("gpumem detach"), "{err}");
+
+    let (status, err) = Agent::start_failing(&["--pin-dir", pins.arg()]);
+    assert!(!status.success(), "{err}");
+    assert!(err.contains("start with --persist to adopt it"), "{err}");
+
+    // Both refusals left the pins as they were: the same build adopts them.
+    let again = Agent::start(&pins.run_args());
+    assert!(again.stderr().contains("adopted the gpumem state"), "{}", again.stderr());
+    drop(again);
+    assert!(pins.detach().status.success());
+    assert!(!pins.dir.exists());
+}
