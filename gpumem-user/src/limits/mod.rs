@@ -50,26 +50,27 @@ impl Limits {
     }
 
     /// Takes over the rules an earlier agent of this build left in the
-    /// kernel, with their usage (`--persist`), then applies `policy` where
-    /// one was given as a reload would (`why` says which). Returns the
-    /// rules in force.
+    /// kernel, with their usage (`--persist`), then, where the user gave
+    /// rules at start (`apply_rules`), applies `policy` over them as a
+    /// reload would. `policy`'s default action holds either way. Returns
+    /// the rules in force.
     pub fn adopt(
         tracer: &mut Tracer,
-        policy: Option<&Policy>,
+        policy: &Policy,
+        apply_rules: bool,
         cgroup_root: Option<PathBuf>,
         deny_reason: Option<String>,
         live: &[LiveAllocation<'_>],
     ) -> Result<(Self, Vec<Installed>), LimitError> {
-        let default_action = policy.map_or(Action::Audit, |p| p.default_action);
-        let mut table = LimitTable::open(tracer, cgroup_root, deny_reason, default_action)?;
-        let adopted = table.adopt()?;
+        let mut table = LimitTable::open(tracer, cgroup_root, deny_reason, policy.default_action)?;
+        table.adopt()?;
         let names = table.names();
         let mut limits = Self { table, carried: Carried::default(), names };
-        if let Some(policy) = policy {
+        if apply_rules {
             limits.reload(policy, live, "start-up policy over the adopted limits");
         }
         let in_force = limits.table.installed();
-        Ok((limits, if policy.is_some() { in_force } else { adopted }))
+        Ok((limits, in_force))
     }
 
     /// Sets a limit at run time (see `LimitTable::set`); a new target's

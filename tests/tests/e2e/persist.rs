@@ -146,6 +146,13 @@ fn another_build_is_refused_and_a_plain_agent_will_not_start_beside_pins() {
     // Both refusals left the pins as they were: the same build adopts them.
     let again = Agent::start(&pins.run_args());
     assert!(again.stderr().contains("adopted the gpumem state"), "{}", again.stderr());
+    // Adopting with no rules given keeps the agent's default action.
+    let (ok, _, err) = again.limit(&["set", "comm:persist-none=1GiB"]);
+    assert!(ok, "{err}");
+    assert_eq!(
+        rule(&again.limits(), "comm:persist-none").map(|r| r.action.clone()).as_deref(),
+        Some("signal:9")
+    );
     drop(again);
     assert!(pins.detach().status.success());
     assert!(!pins.dir.exists());

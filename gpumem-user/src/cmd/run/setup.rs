@@ -69,7 +69,7 @@ pub fn limits(
     let (limits, installed) = if adopted {
         let given = args.config.is_some() || !args.limits.is_empty() || args.default_action.is_some();
         let live = ledger.live_allocations();
-        Limits::adopt(tracer, given.then_some(&policy), cgroup_root(), deny_reason, &live)?
+        Limits::adopt(tracer, &policy, given, cgroup_root(), deny_reason, &live)?
     } else {
         Limits::install(tracer, &policy, cgroup_root(), deny_reason)?
     };

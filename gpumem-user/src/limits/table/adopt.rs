@@ -16,25 +16,19 @@ impl LimitTable {
     /// Takes over the rules in the kernel's maps: each slot's rule, named by
     /// the target its index entry points at. A cleared slot (or one whose
     /// cgroup is gone) stays out of force and keeps releasing what was
-    /// counted under it. Returns the rules in force.
-    pub fn adopt(&mut self) -> Result<Vec<Installed>, LimitError> {
+    /// counted under it.
+    pub fn adopt(&mut self) -> Result<(), LimitError> {
         let mut targets = self.indexed_targets();
-        let read = |slot: u32| self.rules.get(&slot, 0).unwrap_or_default();
-        let used = (0..MAX_LIMITS).rev().find(|&s| read(s) != LimitRule::default()).map_or(0, |s| s + 1);
-        let mut in_force = Vec::new();
-        for slot in 0..used {
-            let rule = read(slot);
+        let rules: Vec<LimitRule> =
+            (0..MAX_LIMITS).map(|s| self.rules.get(&s, 0).unwrap_or_default()).collect();
+        let used = rules.iter().rposition(|r| *r != LimitRule::default()).map_or(0, |s| s + 1);
+        for (slot, rule) in (0..).zip(&rules[..used]) {
             let target = targets.remove(&slot);
             let active = rule.active != 0 && target.is_some();
             let target = target.unwrap_or_else(|| Target::Comm(format!("(cleared slot {slot})")));
-            let installed = installed(slot, target, &rule);
-            if active {
-                in_force.push(installed.clone());
-            }
-            self.slots.push((installed, active));
+            self.slots.push((installed(slot, target, rule), active));
         }
-        self.update_in_force()?;
-        Ok(in_force)
+        self.update_in_force()
     }
 
     /// Which target each indexed slot limits.
