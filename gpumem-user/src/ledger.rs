@@ -168,12 +168,11 @@ impl Ledger {
             Body::Free(c) if !c.untracked => {
                 // Only what the ledger holds: after an adoption the ring
                 // still has frees of allocations gone before it.
-                let p = self.procs.get_mut(&tgid);
-                if let Some((p, freed)) =
-                    p.and_then(|p| p.live.remove(&(ns::for_kind(c.kind), c.addr)).map(|l| (p, l)))
-                {
-                    p.usage.uncharge(freed.kind, freed.device, freed.size);
-                    uncharge_cgroup(&mut self.cgroups, &freed);
+                if let Some(p) = self.procs.get_mut(&tgid) {
+                    if let Some(freed) = p.live.remove(&(ns::for_kind(c.kind), c.addr)) {
+                        p.usage.uncharge(freed.kind, freed.device, freed.size);
+                        uncharge_cgroup(&mut self.cgroups, &freed);
+                    }
                 }
             }
             Body::Exit(r) | Body::Exec(r) => {

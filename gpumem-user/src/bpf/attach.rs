@@ -118,8 +118,7 @@ impl Tracer {
                 "the kernel made no bpf link for `{name}` ({e}); --persist needs kernel 5.15+"
             ))
         })?;
-        link.pin(path).map_err(|e| BpfError::Persist(format!("pinning {}: {e}", path.display())))?;
-        Ok(())
+        Ok(super::persist::pin(link, path)?)
     }
 
     /// Attaches one row's entry and return programs at its site in `lib`,

@@ -166,9 +166,7 @@ impl Tracer {
                 Some(pin) => {
                     let link =
                         prog.take_link(link).map_err(|e| BpfError::Program { name, source: Box::new(e) })?;
-                    FdLink::from(link)
-                        .pin(&pin)
-                        .map_err(|e| BpfError::Persist(format!("pinning {}: {e}", pin.display())))?;
+                    persist::pin(FdLink::from(link), &pin)?;
                 }
                 None => tracepoint_links.push(link),
             }

@@ -53,6 +53,8 @@ pub enum PersistError {
          its own time, or something else holds them (check with `bpftool prog`)"
     )]
     Detaching { left: usize, secs: u64 },
+    #[error("pinning {path}: {why}")]
+    Pin { path: String, why: String },
     #[error("reading the maps of gpumem's eBPF object: {0}")]
     Object(String),
     #[error("{what} {path}: {source}")]
@@ -154,10 +156,17 @@ pub fn pinned(root: &Path) -> bool {
 /// Refuses to start without `--persist` where pins are left: two sets of
 /// programs would count and enforce side by side.
 pub fn refuse_unadopted(root: &Path) -> Result<(), PersistError> {
-    match builds(root) {
-        Ok(found) if !found.is_empty() => Err(PersistError::Pinned(root.display().to_string())),
-        _ => Ok(()),
+    match pinned(root) {
+        true => Err(PersistError::Pinned(root.display().to_string())),
+        false => Ok(()),
     }
+}
+
+/// Pins `link` at `path`: it stays attached until the pin is removed.
+pub fn pin(link: FdLink, path: &Path) -> Result<(), PersistError> {
+    link.pin(path)
+        .map(drop)
+        .map_err(|e| PersistError::Pin { path: path.display().to_string(), why: e.to_string() })
 }
 
 /// Checks that `root` is (or will be) on bpffs, mounting it at
