@@ -81,6 +81,14 @@ enum Cmd {
         /// Only these columns (repeatable): 6.1, 6.12, 6.18, sid.
         #[arg(long = "kernel")]
         kernels: Vec<String>,
+        /// Only the end-to-end tests whose names contain this (repeatable),
+        /// in place of the matrix's suites; known failures named here run.
+        #[arg(long = "test")]
+        tests: Vec<String>,
+        /// Run the selection this many times in each kernel, stopping at
+        /// the first failure: for races a kernel shows now and then.
+        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1000))]
+        repeat: u32,
     },
 }
 
@@ -98,7 +106,7 @@ fn main() -> std::process::ExitCode {
         Cmd::Nvidia => nvidia::print(),
         Cmd::Prometheus => prometheus::server().map(|p| println!("{}", p.display())),
         Cmd::GpuKit => gpu_kit::gpu_kit(),
-        Cmd::Vm { kernels } => test::vm_only(&kernels),
+        Cmd::Vm { kernels, tests, repeat } => test::vm_only(&kernels, &vm::Selection { tests, repeat }),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

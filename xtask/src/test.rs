@@ -67,7 +67,7 @@ pub fn test() -> anyhow::Result<()> {
     )?;
     let vm_ok = if is_root() {
         println!("== the kernel matrix under QEMU");
-        let results = crate::vm::matrix(&built, &[])?;
+        let results = crate::vm::matrix(&built, &[], &crate::vm::Selection::default())?;
         report_matrix(&results, &mut tally)
     } else {
         println!("SKIPPED the kernel matrix: booting kernels and loading eBPF in them needs root");
@@ -124,7 +124,7 @@ pub fn deploy_only() -> anyhow::Result<()> {
 }
 
 /// `cargo xtask vm`: the matrix alone.
-pub fn vm_only(only: &[String]) -> anyhow::Result<()> {
+pub fn vm_only(only: &[String], selection: &crate::vm::Selection) -> anyhow::Result<()> {
     if !is_root() {
         anyhow::bail!(
             "the kernel matrix loads eBPF inside the VMs as root and installs QEMU: run it as root"
@@ -132,7 +132,7 @@ pub fn vm_only(only: &[String]) -> anyhow::Result<()> {
     }
     let built = build()?;
     let mut tally = Tally::default();
-    let results = crate::vm::matrix(&built, only)?;
+    let results = crate::vm::matrix(&built, only, selection)?;
     let ok = report_matrix(&results, &mut tally);
     println!("{} passed, {} failed", tally.passed, tally.failed);
     if !ok {

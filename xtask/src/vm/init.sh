@@ -30,8 +30,13 @@ done < /etc/gpumem-skips
 # The suites (modules of the end-to-end binary) that run here.
 suites="$(cat /etc/gpumem-suites)"
 rc=0
-echo "GPUMEM-VM-RUN e2e $suites"
-/tests/e2e --test-threads=1 $suites $skips || rc=1
+round=1
+repeat="$(cat /etc/gpumem-repeat)"
+while [ "$rc" = 0 ] && [ "$round" -le "$repeat" ]; do
+    echo "GPUMEM-VM-RUN e2e round $round of $repeat: $suites"
+    /tests/e2e --test-threads=1 $suites $skips || rc=1
+    round=$((round + 1))
+done
 echo "GPUMEM-VM-END rc=$rc"
 sync
 poweroff -f

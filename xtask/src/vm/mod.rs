@@ -8,7 +8,11 @@ mod kernels;
 mod python;
 mod qemu;
 
-use std::{path::PathBuf, process::Stdio, time::Duration};
+use std::{
+    path::{Path, PathBuf},
+    process::Stdio,
+    time::Duration,
+};
 
 use anyhow::{bail, Context};
 
@@ -24,6 +28,36 @@ use crate::{
 /// and what a limited process is told the card has (view=limit, where
 /// stock kernels let programs write user memory).
 pub const SUITES: &[&str] = &["concurrency", "limits", "persist", "trace_exact", "view"];
+
+/// What runs in each kernel: the matrix's suites once (the default), or
+/// the tests named, `repeat` times.
+pub struct Selection {
+    /// Filters on the end-to-end tests' names; empty: [`SUITES`], less the
+    /// known failures.
+    pub tests: Vec<String>,
+    pub repeat: u32,
+}
+
+impl Default for Selection {
+    fn default() -> Self {
+        Self { tests: Vec::new(), repeat: 1 }
+    }
+}
+
+impl Selection {
+    /// The guest's files: the filters, one a line, and the known failures
+    /// to skip (none when tests are named: to reproduce them).
+    fn files(&self) -> (String, String) {
+        if !self.tests.is_empty() {
+            return (self.tests.iter().map(|t| format!("{t}\n")).collect(), String::new());
+        }
+        let skips = kernels::KNOWN_FAILURES
+            .iter()
+            .map(|(prefix, test, why)| format!("{prefix} {test} {why}\n"))
+            .collect();
+        (SUITES.iter().map(|s| format!("{s}::\n")).collect(), skips)
+    }
+}
 
 /// The end-to-end test binary's name (`tests/tests/e2e`).
 const E2E: &str = "e2e";
@@ -124,9 +158,33 @@ fn guest_files(built: &Built, busybox: PathBuf) -> anyhow::Result<Vec<(PathBuf, 
     ])
 }
 
+/// Builds the guests' initramfs under `dir` for `selection`; its path.
+fn initrd(built: &Built, busybox: PathBuf, selection: &Selection, dir: &Path) -> anyhow::Result<PathBuf> {
+    let files = guest_files(built, busybox)?;
+    let trees = python::trees(&built.setup.python, &root())?;
+    let python = built.setup.python.display().to_string();
+    std::fs::create_dir_all(dir)?;
+    let initrd = dir.join("initramfs.cpio.gz");
+    let (suites, skips) = selection.files();
+    let repeat = selection.repeat.to_string();
+    initramfs::build(
+        &initramfs::Contents { files, trees },
+        include_str!("init.sh"),
+        &[
+            ("etc/gpumem-skips", &skips),
+            ("etc/gpumem-suites", &suites),
+            ("etc/gpumem-python", &python),
+            ("etc/gpumem-repeat", &repeat),
+        ],
+        &dir.join("stage"),
+        &initrd,
+    )?;
+    Ok(initrd)
+}
+
 /// Runs the matrix (only the columns named in `only`, if any) and returns
 /// one result per kernel.
-pub fn matrix(built: &Built, only: &[String]) -> anyhow::Result<Vec<KernelResult>> {
+pub fn matrix(built: &Built, only: &[String], selection: &Selection) -> anyhow::Result<Vec<KernelResult>> {
     ensure_tool("qemu-system-x86_64", "qemu-system-x86")?;
     let busybox = ensure_tool("busybox", "busybox-static")?;
     let kernels: Vec<_> = kernels::kernels()?
@@ -136,24 +194,8 @@ pub fn matrix(built: &Built, only: &[String]) -> anyhow::Result<Vec<KernelResult
     if kernels.is_empty() {
         bail!("no kernel of the matrix is named {only:?}; the columns are {:?}", kernels::columns());
     }
-    let files = guest_files(built, busybox)?;
-    let trees = python::trees(&built.setup.python, &root())?;
-    let python = built.setup.python.display().to_string();
     let dir = target_dir().join("vm");
-    std::fs::create_dir_all(&dir)?;
-    let initrd = dir.join("initramfs.cpio.gz");
-    let skips: String = kernels::KNOWN_FAILURES
-        .iter()
-        .map(|(prefix, test, why)| format!("{prefix} {test} {why}\n"))
-        .collect();
-    let suites: String = SUITES.iter().map(|s| format!("{s}::\n")).collect();
-    initramfs::build(
-        &initramfs::Contents { files, trees },
-        include_str!("init.sh"),
-        &[("etc/gpumem-skips", &skips), ("etc/gpumem-suites", &suites), ("etc/gpumem-python", &python)],
-        &dir.join("stage"),
-        &initrd,
-    )?;
+    let initrd = initrd(built, busybox, selection, &dir)?;
     let mut results = Vec::new();
     for k in kernels {
         println!("== kernel {} ({}) under QEMU", k.series, k.release);
