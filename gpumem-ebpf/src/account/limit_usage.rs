@@ -6,7 +6,10 @@ use gpumem_common::{limit_list, Pending, ProcUsage, LIMITS_PER_CALL, MAX_LIMITS,
 
 use crate::{
     account::held,
-    base::{atomic::add_nofetch, bounded},
+    base::{
+        atomic::{add_nofetch, exchange},
+        bounded,
+    },
     maps::{LIMITS, LIMIT_BASE, LIMIT_STATE},
 };
 
@@ -14,21 +17,26 @@ use crate::{
 /// or the kernel skipped the return's run and the thread calls again):
 /// gives back what its entry reserved under limits. `p` is the call's
 /// `PENDING` entry of a reserving API (an allocation), armed or not (a
-/// returned call reserves nothing more).
+/// returned call reserves nothing more). The entry is disarmed in the same
+/// atomic step that reads it, so of a thread's exit and the agent's
+/// recovery of a thread whose exit the kernel skipped, one gives back.
 #[inline(always)]
-pub fn abandon(p: *const Pending) {
-    // SAFETY: checked map value pointer of a reserving API, whose entry
-    // keeps the allocation variant; fields read once.
-    let (armed, slots, reserved) = unsafe {
+pub fn abandon(p: *mut Pending) {
+    // SAFETY: checked map value pointer; `armed` and its pad are the
+    // entry's first 8 bytes, 8-byte aligned (the entry holds u64s).
+    let word = unsafe { exchange(core::ptr::addr_of_mut!((*p).armed).cast::<u64>(), 0) };
+    if word as u32 != 1 {
+        return;
+    }
+    // SAFETY: as above; the entry keeps the allocation variant, written
+    // before it was armed.
+    let (slots, reserved) = unsafe {
         (
-            core::ptr::read_volatile(core::ptr::addr_of!((*p).armed)),
             core::ptr::read_volatile(core::ptr::addr_of!((*p).call.alloc.limit_slots)),
             core::ptr::read_volatile(core::ptr::addr_of!((*p).call.alloc.size)),
         )
     };
-    if armed == 1 {
-        release(slots, reserved);
-    }
+    release(slots, reserved);
 }
 
 /// Adds `delta` (wrapping: may be negative) to every limit in `slots`;

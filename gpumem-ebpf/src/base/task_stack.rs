@@ -25,10 +25,9 @@
 //! (`gpumem-user/src/bpf/stack_check.rs`) checks the built objects: every
 //! uprobe program holds the tail call whatever the compiler does.
 //! (Raw tracepoint programs need none: the kernel guards each with a
-//! per-program recursion check. A process whose exit it skips is released
-//! by the agent while the kernel still counts memory for it,
-//! `dropped.missed_exits`; what such a skip can leave elsewhere is listed
-//! with the known failures in xtask's `vm/kernels.rs`.)
+//! per-program recursion check, and skips a run it trips; what a skipped
+//! exit leaves, the agent finishes: see `release_gone` in
+//! families/exit.rs.)
 //!
 //! Every uprobe program is defined by [`on_task_stack`], whose name is
 //! checked at compile time against its entry in `gpumem_common::program`.

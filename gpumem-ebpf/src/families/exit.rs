@@ -37,7 +37,7 @@ pub fn process_exit(_ctx: RawTracePointContext) -> i32 {
     let pid_tgid = bpf_get_current_pid_tgid();
     let tgid = (pid_tgid >> 32) as u32;
     if CALLERS.get_ptr(tgid).is_some() || LEADER_GONE.get_ptr(tgid).is_some() {
-        forget_pending(pid_tgid);
+        let _ = forget_pending(pid_tgid);
     }
     // SAFETY: plain helper call.
     let now = unsafe { bpf_ktime_get_ns() };
@@ -86,34 +86,55 @@ fn forget_image(tgid: u32) {
 
 /// Removes a dying thread's `PENDING` entries, giving back what the calls
 /// it was inside (killed before their return) had reserved under limits:
-/// no return will commit or roll that back now.
+/// no return will commit or roll that back now. Returns how many it found.
 #[inline(always)]
-fn forget_pending(pid_tgid: u64) {
+fn forget_pending(pid_tgid: u64) -> i32 {
+    let mut found = 0;
     let mut api = 1;
     while api <= id::MAX {
         let key = PendingKey { pid_tgid, api, _pad: 0 };
-        if let Some(p) = PENDING.get_ptr(key) {
+        if let Some(p) = PENDING.get_ptr_mut(key) {
             if id::reserves(api) {
                 limit_usage::abandon(p);
             }
             let _ = PENDING.remove(key);
+            found += 1;
         }
         api += 1;
     }
+    found
 }
 
-/// Never attached: the agent runs it (BPF_PROG_TEST_RUN, the tgid in
-/// args[0]) for a process that is gone while the kernel still counts
-/// memory for it, because the kernel skipped `process_exit`'s run (it does
-/// when a run of the same program is preempted on that CPU, seen on 7.x
-/// kernels). Releases it as its exit would have, with an `exit` record.
+/// Never attached: the agent runs it (BPF_PROG_TEST_RUN) for what a
+/// skipped run of `process_exit` left behind. From 7.0 a tracepoint's
+/// callbacks run preemptible (under SRCU-fast with migration disabled,
+/// kernel commit a46023d5616e), while `__bpf_trace_run` still keeps one
+/// recursion counter per program per CPU (`prog->active`): a run preempted
+/// on a CPU makes the kernel skip the same program's run for every other
+/// task exiting on that CPU meanwhile (counted in `recursion_misses`,
+/// `dropped.skipped_runs`). No attach type for an exit hook is free of
+/// such a check (fentry's trampolines keep the same counter, kprobes a
+/// per-CPU one the agent's own map syscalls hold), so the agent finds
+/// what each skipped run left and this program finishes it, exactly as
+/// the exit would have:
+/// - args[0], a process that is gone while the kernel still counts memory
+///   for it: released, with an `exit` record;
+/// - args[1], a thread (pid_tgid) that is gone while `PENDING` still holds
+///   calls of it: forgotten, what they reserved under limits given back.
+///
+/// Either may be 0 (none). Returns how many calls it forgot.
 #[raw_tracepoint(tracepoint = "sched_process_exit")]
 pub fn release_gone(ctx: RawTracePointContext) -> i32 {
-    // SAFETY: args[0] of the raw tracepoint context the agent passed in.
-    let tgid = unsafe { *(aya_ebpf::EbpfContext::as_ptr(&ctx) as *const u64) } as u32;
+    let args = aya_ebpf::EbpfContext::as_ptr(&ctx) as *const u64;
+    // SAFETY: args[0] and args[1] of the raw tracepoint context the agent
+    // passed in (16 bytes).
+    let (tgid, thread) = unsafe { (*args as u32, *args.add(1)) };
     if tgid != 0 {
         forget_image(tgid);
         release(((tgid as u64) << 32) | tgid as u64, event_type::EXIT, 0);
+    }
+    if thread != 0 {
+        return forget_pending(thread);
     }
     0
 }

@@ -25,7 +25,7 @@ use gpumem_common::CUDA_ERROR_OUT_OF_MEMORY;
 
 use self::{denied::Denied, recent::Recent};
 use crate::{
-    bpf::{attach::AttachReport, kernel::KernelMaps},
+    bpf::{attach::AttachReport, kernel::KernelMaps, Gone},
     decode::{decode, Body, Change, Event, Taken},
     enrich::{devices::Devices, Enricher},
     health::Health,
@@ -170,11 +170,11 @@ impl Agent {
         self.sink.flush()
     }
 
-    /// The health step: releases processes whose exit the kernel skipped
+    /// The health step: finishes what exits the kernel skipped left
     /// (through `release`, which runs the kernel's release program), then
     /// writes a `dropped` line if any counter moved (while the output fails,
     /// at its first flush that succeeds).
-    pub fn check_health(&mut self, release: impl FnMut(u32) -> bool) -> io::Result<()> {
+    pub fn check_health(&mut self, release: impl FnMut(Gone) -> Option<u32>) -> io::Result<()> {
         self.health.recover_missed_exits(&self.kernel, release);
         if self.sink.failing() {
             // Said once the output takes lines again, with every count.

@@ -10,7 +10,7 @@ use aya::{
     maps::{HashMap as BpfHashMap, MapData, PerCpuArray},
     programs::ProgramFd,
 };
-use gpumem_common::{map_name, stat, LiveAlloc, LiveKey, ProcUsage};
+use gpumem_common::{map_name, stat, LiveAlloc, LiveKey, Pending, PendingKey, ProcUsage};
 
 use super::{error::BpfError, Tracer};
 
@@ -19,6 +19,8 @@ pub struct KernelMaps {
     procs: BpfHashMap<MapData, u32, ProcUsage>,
     cgroups: BpfHashMap<MapData, u64, u64>,
     stats: PerCpuArray<MapData, u64>,
+    /// Calls in flight, per thread and API.
+    pending: BpfHashMap<MapData, PendingKey, Pending>,
     /// Every loaded program, for the runs the kernel skipped.
     programs: Vec<ProgramFd>,
 }
@@ -47,6 +49,7 @@ impl KernelMaps {
             procs: tracer.take_map(map_name::PROC_USAGE)?,
             cgroups: tracer.take_map(map_name::CGROUP_USAGE)?,
             stats: tracer.take_map(map_name::STATS)?,
+            pending: tracer.take_map(map_name::PENDING)?,
             programs: tracer.program_fds(),
         })
     }
@@ -54,6 +57,12 @@ impl KernelMaps {
     /// Bytes held per process, as the kernel counts them.
     pub fn processes(&self) -> HashMap<u32, u64> {
         self.procs.iter().flatten().map(|(tgid, u)| (tgid, u.bytes)).collect()
+    }
+
+    /// The threads (pid_tgid) with entries in `PENDING`: each called the
+    /// driver and has not exited, or its exit's run was skipped.
+    pub fn threads_with_calls(&self) -> std::collections::BTreeSet<u64> {
+        self.pending.keys().flatten().map(|k| k.pid_tgid).collect()
     }
 
     /// Bytes held per cgroup id, as the kernel counts them.

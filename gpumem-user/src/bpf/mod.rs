@@ -47,6 +47,16 @@ where
         .map_err(|e| BpfError::Program { name, source: Box::new(e) })
 }
 
+/// What an exit the kernel skipped left, for the kernel's release program
+/// to finish (`Tracer::release_gone`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Gone {
+    /// A process that exited while the kernel still counts memory for it.
+    Process(u32),
+    /// A thread (pid_tgid) that exited with calls still in flight.
+    Thread(u64),
+}
+
 type Link = (&'static str, UProbeLinkId);
 
 /// How the object is loaded.
@@ -258,17 +268,19 @@ impl Tracer {
         self.links.iter().map(|(l, _)| l)
     }
 
-    /// Releases, in the kernel, what process `tgid` held, as its exit
-    /// would have (an `exit` record follows): for a process that is gone
-    /// while the kernel still counts memory for it. False if the kernel
-    /// refused to run the program.
-    pub fn release_gone(&self, tgid: u32) -> bool {
-        let Some(Ok(prog)) = self.ebpf.program(probes::RELEASE_GONE).map(<&RawTracePoint>::try_from) else {
-            return false;
-        };
+    /// Finishes, in the kernel, what a skipped exit left (see
+    /// [`Gone`]): a process's release, as its exit would have done
+    /// (an `exit` record follows), or a thread's calls in flight. Gives
+    /// back the program's result (the calls it forgot), None if the kernel
+    /// refused to run it.
+    pub fn release_gone(&self, gone: Gone) -> Option<u32> {
+        let prog = self.ebpf.program(probes::RELEASE_GONE).map(<&RawTracePoint>::try_from)?.ok()?;
         let mut opts = RawTracePointRunOptions::new();
-        opts.args[0] = u64::from(tgid);
-        prog.test_run(opts).is_ok()
+        match gone {
+            Gone::Process(tgid) => opts.args[0] = u64::from(tgid),
+            Gone::Thread(pid_tgid) => opts.args[1] = pid_tgid,
+        }
+        prog.test_run(opts).ok().map(|r| r.return_value)
     }
 
     /// A handle on every loaded program (for the kernel's per-program

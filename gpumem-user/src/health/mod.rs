@@ -1,10 +1,17 @@
 //! The agent's health: records applied and malformed, the kernel's
 //! counters of what it could not do, and the recovery of exits the kernel
 //! skipped. Both are explicit steps of the event loop (`gpumem run`): a
-//! `dropped` line whenever a counter moved, and the release of processes
-//! that are gone while the kernel still counts memory for them.
+//! `dropped` line whenever a counter moved, and the recovery of exits the
+//! kernel skipped (`gone`: who has exited).
+mod gone;
+
+use std::{collections::BTreeMap, path::Path};
+
 use crate::{
-    bpf::kernel::{KernelMaps, Stats},
+    bpf::{
+        kernel::{KernelMaps, Stats},
+        Gone,
+    },
     decode::DecodeError,
     output::{monotonic_ns, DroppedEvent, DroppedLine},
 };
@@ -19,6 +26,9 @@ pub struct Health {
     /// Processes found gone while the kernel still counted memory for them
     /// (their exit's program run was skipped), released by the agent.
     missed_exits: u64,
+    /// Threads found gone while the kernel still held calls of theirs in
+    /// flight (their exit's run was skipped), forgotten by the agent.
+    missed_thread_exits: u64,
     /// The counters as the last `dropped` line reported them.
     reported: Reported,
 }
@@ -28,6 +38,7 @@ struct Reported {
     stats: Stats,
     malformed: u64,
     missed_exits: u64,
+    missed_thread_exits: u64,
     unwritten: u64,
 }
 
@@ -57,15 +68,38 @@ impl Health {
         self.malformed
     }
 
-    /// Releases, through `release` (which runs the kernel's release
-    /// program for a tgid and says whether it ran), every process the
-    /// kernel still counts memory for that no longer exists: the kernel
-    /// skipped its exit. Its `exit` record comes through the ring buffer
-    /// as a normal one would.
-    pub fn recover_missed_exits(&mut self, kernel: &KernelMaps, mut release: impl FnMut(u32) -> bool) {
+    /// Finishes in the kernel, through `release` (which runs the kernel's
+    /// release program and gives back its result, None if the kernel
+    /// refused), what each exit the kernel skipped left: every process the
+    /// kernel still counts memory for that has exited (its `exit` record
+    /// comes through the ring buffer as a normal one would), and every
+    /// thread that has exited with calls still in `PENDING` (what they
+    /// reserved under limits goes back).
+    pub fn recover_missed_exits(
+        &mut self,
+        kernel: &KernelMaps,
+        mut release: impl FnMut(Gone) -> Option<u32>,
+    ) {
+        let proc_root = Path::new("/proc");
         for tgid in kernel.processes().into_keys() {
-            if procfs::process::Process::new(tgid as i32).is_err() && release(tgid) {
+            if gone::process_gone(proc_root, tgid) && release(Gone::Process(tgid)).is_some() {
                 self.missed_exits += 1;
+            }
+        }
+        let mut threads: BTreeMap<u32, Vec<u32>> = BTreeMap::new();
+        for pid_tgid in kernel.threads_with_calls() {
+            threads.entry((pid_tgid >> 32) as u32).or_default().push(pid_tgid as u32);
+        }
+        for (tgid, tids) in threads {
+            let whole = gone::process_gone(proc_root, tgid);
+            for tid in tids {
+                if !whole && !gone::thread_gone(proc_root, tgid, tid) {
+                    continue;
+                }
+                let pid_tgid = (u64::from(tgid) << 32) | u64::from(tid);
+                if release(Gone::Thread(pid_tgid)).is_some_and(|forgot| forgot > 0) {
+                    self.missed_thread_exits += 1;
+                }
             }
         }
     }
@@ -73,7 +107,13 @@ impl Health {
     /// A `dropped` line when any counter moved since the last one
     /// (`unwritten`: lines the output could not take, see `sink`).
     pub fn report(&mut self, stats: Stats, unwritten: u64) -> Option<DroppedLine> {
-        let now = Reported { stats, malformed: self.malformed, missed_exits: self.missed_exits, unwritten };
+        let now = Reported {
+            stats,
+            malformed: self.malformed,
+            missed_exits: self.missed_exits,
+            missed_thread_exits: self.missed_thread_exits,
+            unwritten,
+        };
         if now == self.reported {
             return None;
         }
@@ -89,6 +129,7 @@ impl Health {
             skipped_runs: stats.skipped_runs,
             malformed: self.malformed,
             missed_exits: self.missed_exits,
+            missed_thread_exits: self.missed_thread_exits,
             unwritten,
         };
         self.reported = now;

@@ -246,6 +246,9 @@ pub struct DroppedLine {
     /// Processes gone without their exit seen (a skipped run), released
     /// by the agent since it started.
     pub missed_exits: u64,
+    /// Threads gone with calls still in flight in the kernel (a skipped
+    /// run of their exit), whose reservations the agent gave back.
+    pub missed_thread_exits: u64,
     /// Lines the output could not take (a full disk) and dropped, since
     /// the agent started.
     #[serde(default)]

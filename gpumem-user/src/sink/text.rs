@@ -142,7 +142,7 @@ fn holders(h: &Holders) -> String {
 fn dropped(d: &DroppedLine) -> String {
     format!(
         "{:>12}  DROPPED      {} records lost ({} in total); map_full {} unmatched {} slots_full {} unreadable {} \
-         skipped_runs {} malformed {} missed_exits {} unwritten {}",
+         skipped_runs {} malformed {} missed_exits {} missed_thread_exits {} unwritten {}",
         d.ts_ns / 1000,
         d.records,
         d.total,
@@ -153,6 +153,7 @@ fn dropped(d: &DroppedLine) -> String {
         d.skipped_runs,
         d.malformed,
         d.missed_exits,
+        d.missed_thread_exits,
         d.unwritten
     )
 }

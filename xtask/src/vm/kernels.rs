@@ -58,15 +58,7 @@ pub const MATRIX: &[Series] = &[
 /// Tests that fail on kernels whose release starts with the prefix, for a
 /// reason not yet fixed: the guest says SKIPPED with the reason instead of
 /// running them. (release prefix, test name, reason.)
-pub const KNOWN_FAILURES: &[(&str, &str, &str)] = &[(
-    "7.",
-    "racing_processes_under_one_cgroup_limit_never_pass_it_together",
-    "now and then 7.x skips a run of one of gpumem's exit-side programs (dropped.skipped_runs 1, the kernel's \
-         recursion_misses: the uprobe programs have no such check, so the exit or exec raw tracepoint, or the \
-         agent's release run) while the threads of SIGKILLed processes exit together; a charge one of those \
-         threads made after its group's release then stays in the limit's usage (1 MiB seen), which the test \
-         waits to fall to 0",
-)];
+pub const KNOWN_FAILURES: &[(&str, &str, &str)] = &[];
 
 /// The columns' names.
 pub fn columns() -> Vec<&'static str> {

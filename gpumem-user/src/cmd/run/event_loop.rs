@@ -102,7 +102,7 @@ pub async fn run(s: &mut State, args: &RunArgs) -> anyhow::Result<()> {
                 }
                 _ = health.tick() => {
                     let tracer = &s.tracer;
-                    s.agent.check_health(|tgid| tracer.release_gone(tgid)).context("writing records")?;
+                    s.agent.check_health(|gone| tracer.release_gone(gone)).context("writing records")?;
                 }
                 _ = rescan.tick(), if args.rescan_every().is_some() => setup::attach_new(&mut s.tracer, &mut s.agent, &mut s.rejected),
                 _ = usage.tick(), if args.interval.is_some() => s.agent.write_usage().context("writing records")?,

@@ -54,7 +54,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     let _ = std::fs::remove_file(&args.socket);
     result?;
     event_loop::drain(state.ring.get_mut(), &mut state.agent)?;
-    state.agent.check_health(|tgid| state.tracer.release_gone(tgid)).context("writing records")?;
+    state.agent.check_health(|gone| state.tracer.release_gone(gone)).context("writing records")?;
     state.agent.write_usage().context("writing the final usage records")?;
     match state.tracer.pins() {
         Some(pins) => tracing::info!(
