@@ -2,42 +2,13 @@
 //! entry by the limit decision (`limits.rs`), committed at the size the
 //! driver charged or rolled back at its return, given back by frees and by
 //! the process's release (each byte once, see held.rs).
-use gpumem_common::{limit_list, Pending, ProcUsage, LIMITS_PER_CALL, MAX_LIMITS, PROC_LIMIT_SLOTS};
+use gpumem_common::{limit_list, ProcUsage, LIMITS_PER_CALL, MAX_LIMITS, PROC_LIMIT_SLOTS};
 
 use crate::{
     account::held,
-    base::{
-        atomic::{add_nofetch, exchange},
-        bounded,
-    },
+    base::{atomic::add_nofetch, bounded},
     maps::{LIMITS, LIMIT_BASE, LIMIT_STATE},
 };
-
-/// A call whose return will never run (its thread was killed inside it,
-/// or the kernel skipped the return's run and the thread calls again):
-/// gives back what its entry reserved under limits. `p` is the call's
-/// `PENDING` entry of a reserving API (an allocation), armed or not (a
-/// returned call reserves nothing more). The entry is disarmed in the same
-/// atomic step that reads it, so of a thread's exit and the agent's
-/// recovery of a thread whose exit the kernel skipped, one gives back.
-#[inline(always)]
-pub fn abandon(p: *mut Pending) {
-    // SAFETY: checked map value pointer; `armed` and its pad are the
-    // entry's first 8 bytes, 8-byte aligned (the entry holds u64s).
-    let word = unsafe { exchange(core::ptr::addr_of_mut!((*p).armed).cast::<u64>(), 0) };
-    if word as u32 != 1 {
-        return;
-    }
-    // SAFETY: as above; the entry keeps the allocation variant, written
-    // before it was armed.
-    let (slots, reserved) = unsafe {
-        (
-            core::ptr::read_volatile(core::ptr::addr_of!((*p).call.alloc.limit_slots)),
-            core::ptr::read_volatile(core::ptr::addr_of!((*p).call.alloc.size)),
-        )
-    };
-    release(slots, reserved);
-}
 
 /// Adds `delta` (wrapping: may be negative) to every limit in `slots`;
 /// re-arms soft-limit records when usage falls back under them.

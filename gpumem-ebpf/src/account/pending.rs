@@ -4,28 +4,62 @@ use gpumem_common::{stat, CallState, Pending, PendingKey};
 
 use crate::{
     account::limit_usage,
-    base::counters::count,
+    base::{atomic::exchange, counters::count},
     maps::{CALLERS, PENDING},
 };
 
 /// Takes the entry-time state of this thread's call to `api` (and
-/// disarms it); None, counted, when there is none (its entry was missed).
+/// disarms it); None, counted, when there is none (its entry was missed,
+/// or the agent forgot it, taking the thread for gone).
 #[inline(always)]
 pub fn take(api: u32) -> Option<Pending> {
-    let slot = PENDING.get_ptr_mut(key(api));
-    // SAFETY: checked map value pointer; only this thread uses its key.
-    let p = slot.map(|s| unsafe { core::ptr::read_volatile(s) }).filter(|p| p.armed == 1);
-    match (slot, p) {
-        (Some(slot), Some(p)) => {
-            // SAFETY: as above.
-            unsafe { core::ptr::write_volatile(core::ptr::addr_of_mut!((*slot).armed), 0) };
-            Some(p)
-        }
-        _ => {
-            count(stat::UNMATCHED_RETURNS);
-            None
-        }
+    let Some(slot) = PENDING.get_ptr_mut(key(api)) else {
+        count(stat::UNMATCHED_RETURNS);
+        return None;
+    };
+    // SAFETY: checked map value pointer; its state was written by this
+    // thread before it was armed.
+    let p = unsafe { core::ptr::read_volatile(slot) };
+    if !disarm(slot) {
+        count(stat::UNMATCHED_RETURNS);
+        return None;
     }
+    Some(p)
+}
+
+/// Disarms a `PENDING` entry; whether it was armed. One atomic exchange of
+/// the entry's first 8 bytes (`armed` and its pad): of the thread's
+/// return or exit and the agent's recovery of a thread it found gone (see
+/// families/exit.rs `release_gone`), exactly one sees it armed.
+#[inline(always)]
+pub fn disarm(p: *mut Pending) -> bool {
+    // SAFETY: checked map value pointer; the entry holds u64s, so it is
+    // 8-byte aligned, and `armed` is its first field.
+    let word = unsafe { exchange(core::ptr::addr_of_mut!((*p).armed).cast::<u64>(), 0) };
+    // bpfel: `armed` is the low half; the pad is always 0.
+    word as u32 == 1
+}
+
+/// A call whose return will never run (its thread was killed inside it,
+/// or the kernel skipped the return's run and the thread calls again):
+/// disarms its entry `p` of a reserving API (an allocation) and gives back
+/// what the entry reserved under limits; whether it was armed (a returned
+/// call reserves nothing more).
+#[inline(always)]
+pub fn abandon(p: *mut Pending) -> bool {
+    if !disarm(p) {
+        return false;
+    }
+    // SAFETY: checked map value pointer; the entry keeps the allocation
+    // variant, written before it was armed.
+    let (slots, reserved) = unsafe {
+        (
+            core::ptr::read_volatile(core::ptr::addr_of!((*p).call.alloc.limit_slots)),
+            core::ptr::read_volatile(core::ptr::addr_of!((*p).call.alloc.size)),
+        )
+    };
+    limit_usage::release(slots, reserved);
+    true
 }
 
 /// Remembers the entry-time state of this thread's call to `api`: in place
@@ -52,7 +86,7 @@ fn remember(api: u32, call: CallState, reserves: bool) {
     let armed = Pending { armed: 1, _pad: 0, call };
     if let Some(slot) = PENDING.get_ptr_mut(key) {
         if reserves {
-            limit_usage::abandon(slot);
+            let _ = abandon(slot);
         }
         // SAFETY: checked map value pointer; only this thread uses its key.
         unsafe { core::ptr::write_volatile(slot, armed) };

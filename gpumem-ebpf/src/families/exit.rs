@@ -18,7 +18,7 @@ use aya_ebpf::{
 use gpumem_common::{event_type, id, PendingKey, Release, PROC_CGROUP_SLOTS};
 
 use crate::{
-    account::{held, limit_usage, usage},
+    account::{held, limit_usage, pending, usage},
     base::{
         atomic::sub,
         bounded,
@@ -86,7 +86,8 @@ fn forget_image(tgid: u32) {
 
 /// Removes a dying thread's `PENDING` entries, giving back what the calls
 /// it was inside (killed before their return) had reserved under limits:
-/// no return will commit or roll that back now. Returns how many it found.
+/// no return will commit or roll that back now. Returns how many of them
+/// were calls in flight (armed).
 #[inline(always)]
 fn forget_pending(pid_tgid: u64) -> i32 {
     let mut found = 0;
@@ -94,11 +95,9 @@ fn forget_pending(pid_tgid: u64) -> i32 {
     while api <= id::MAX {
         let key = PendingKey { pid_tgid, api, _pad: 0 };
         if let Some(p) = PENDING.get_ptr_mut(key) {
-            if id::reserves(api) {
-                limit_usage::abandon(p);
-            }
+            let armed = if id::reserves(api) { pending::abandon(p) } else { pending::disarm(p) };
             let _ = PENDING.remove(key);
-            found += 1;
+            found += i32::from(armed);
         }
         api += 1;
     }
@@ -122,7 +121,7 @@ fn forget_pending(pid_tgid: u64) -> i32 {
 /// - args[1], a thread (pid_tgid) that is gone while `PENDING` still holds
 ///   calls of it: forgotten, what they reserved under limits given back.
 ///
-/// Either may be 0 (none). Returns how many calls it forgot.
+/// Either may be 0 (none). Returns how many calls in flight it forgot.
 #[raw_tracepoint(tracepoint = "sched_process_exit")]
 pub fn release_gone(ctx: RawTracePointContext) -> i32 {
     let args = aya_ebpf::EbpfContext::as_ptr(&ctx) as *const u64;

@@ -59,10 +59,19 @@ impl KernelMaps {
         self.procs.iter().flatten().map(|(tgid, u)| (tgid, u.bytes)).collect()
     }
 
-    /// The threads (pid_tgid) with entries in `PENDING`: each called the
-    /// driver and has not exited, or its exit's run was skipped.
-    pub fn threads_with_calls(&self) -> std::collections::BTreeSet<u64> {
-        self.pending.keys().flatten().map(|k| k.pid_tgid).collect()
+    /// The threads with entries in `PENDING`, by process (tgid: tids):
+    /// each called the driver and has not exited, or its exit's run was
+    /// skipped.
+    pub fn threads_with_calls(&self) -> std::collections::BTreeMap<u32, Vec<u32>> {
+        let mut threads: std::collections::BTreeMap<u32, Vec<u32>> = Default::default();
+        for k in self.pending.keys().flatten() {
+            threads.entry((k.pid_tgid >> 32) as u32).or_default().push(k.pid_tgid as u32);
+        }
+        for tids in threads.values_mut() {
+            tids.sort_unstable();
+            tids.dedup(); // one key per API a thread called
+        }
+        threads
     }
 
     /// Bytes held per cgroup id, as the kernel counts them.

@@ -2,23 +2,65 @@
 //! before it finishes, in the kernel, an exit whose program run the kernel
 //! skipped. A zombie counts as gone: its driver state (memory, calls in
 //! flight) went at its exit; only its parent's `wait` is left.
-use std::path::Path;
+use std::{collections::BTreeSet, io::ErrorKind, path::Path};
 
-/// Whether thread `tid` of process `tgid` has exited.
-pub fn thread_gone(proc_root: &Path, tgid: u32, tid: u32) -> bool {
-    let stat = proc_root.join(format!("{tgid}/task/{tid}/stat"));
-    std::fs::read_to_string(stat).map_or(true, |text| state(&text).is_none_or(exited))
+/// A process's threads as /proc shows them.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Tasks {
+    /// Every thread has exited (no entry, or only a zombie leader).
+    Gone,
+    /// /proc could not be read (not "no such process"): asked again at the
+    /// next health step, nothing is taken for gone meanwhile.
+    Unknown,
+    /// The threads that have not exited.
+    Running(BTreeSet<u32>),
 }
 
-/// Whether every thread of process `tgid` has exited (a leader that left
-/// with `pthread_exit` is a zombie while its other threads run on).
-pub fn process_gone(proc_root: &Path, tgid: u32) -> bool {
-    let Ok(tasks) = std::fs::read_dir(proc_root.join(format!("{tgid}/task"))) else {
-        return true;
+impl Tasks {
+    /// Whether thread `tid` of this process has exited.
+    pub fn thread_gone(&self, tid: u32) -> bool {
+        match self {
+            Tasks::Gone => true,
+            Tasks::Unknown => false,
+            Tasks::Running(tids) => !tids.contains(&tid),
+        }
+    }
+}
+
+/// Process `tgid`'s threads: those listed under /proc/<tgid>/task, less a
+/// zombie leader (one that left with `pthread_exit` while others run on,
+/// or a process its parent has not waited for). Other threads leave the
+/// list as they exit. Only "no such file" counts as gone.
+pub fn tasks(proc_root: &Path, tgid: u32) -> Tasks {
+    let dir = match std::fs::read_dir(proc_root.join(format!("{tgid}/task"))) {
+        Ok(dir) => dir,
+        Err(e) if e.kind() == ErrorKind::NotFound => return Tasks::Gone,
+        Err(_) => return Tasks::Unknown,
     };
-    tasks
-        .filter_map(|t| t.ok()?.file_name().to_str()?.parse::<u32>().ok())
-        .all(|tid| thread_gone(proc_root, tgid, tid))
+    let mut tids = BTreeSet::new();
+    for entry in dir {
+        let Ok(entry) = entry else { return Tasks::Unknown };
+        if let Some(tid) = entry.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) {
+            tids.insert(tid);
+        }
+    }
+    if tids.contains(&tgid) {
+        match std::fs::read_to_string(proc_root.join(format!("{tgid}/task/{tgid}/stat"))) {
+            Ok(text) if state(&text).is_some_and(exited) => {
+                tids.remove(&tgid);
+            }
+            Ok(_) => {}
+            Err(e) if e.kind() == ErrorKind::NotFound => {
+                tids.remove(&tgid);
+            }
+            Err(_) => return Tasks::Unknown,
+        }
+    }
+    if tids.is_empty() {
+        Tasks::Gone
+    } else {
+        Tasks::Running(tids)
+    }
 }
 
 /// The state letter of a `/proc/<pid>/stat` line: the field after the
@@ -54,10 +96,23 @@ mod tests {
     fn this_thread_is_not_gone_and_a_missing_one_is() {
         let root = Path::new("/proc");
         let me = std::process::id();
-        assert!(!thread_gone(root, me, me));
-        assert!(!process_gone(root, me));
-        assert!(thread_gone(root, me, u32::MAX));
-        assert!(process_gone(root, u32::MAX));
+        let mine = tasks(root, me);
+        assert!(matches!(&mine, Tasks::Running(t) if t.contains(&me)), "{mine:?}");
+        assert!(!mine.thread_gone(me));
+        assert!(mine.thread_gone(u32::MAX));
+        assert_eq!(tasks(root, u32::MAX), Tasks::Gone);
+    }
+
+    #[test]
+    fn an_unreadable_proc_takes_nobody_for_gone() {
+        // A file where a directory should be: not "no such file".
+        let root = std::env::temp_dir().join(format!("gpumem-gone-{}", std::process::id()));
+        std::fs::create_dir_all(root.join("7")).unwrap();
+        std::fs::write(root.join("7/task"), "").unwrap();
+        let t = tasks(&root, 7);
+        std::fs::remove_dir_all(&root).unwrap();
+        assert_eq!(t, Tasks::Unknown);
+        assert!(!t.thread_gone(7));
     }
 
     proptest! {

@@ -5,7 +5,9 @@
 //! kernel skipped (`gone`: who has exited).
 mod gone;
 
-use std::{collections::BTreeMap, path::Path};
+use std::path::Path;
+
+use self::gone::Tasks;
 
 use crate::{
     bpf::{
@@ -82,20 +84,13 @@ impl Health {
     ) {
         let proc_root = Path::new("/proc");
         for tgid in kernel.processes().into_keys() {
-            if gone::process_gone(proc_root, tgid) && release(Gone::Process(tgid)).is_some() {
+            if gone::tasks(proc_root, tgid) == Tasks::Gone && release(Gone::Process(tgid)).is_some() {
                 self.missed_exits += 1;
             }
         }
-        let mut threads: BTreeMap<u32, Vec<u32>> = BTreeMap::new();
-        for pid_tgid in kernel.threads_with_calls() {
-            threads.entry((pid_tgid >> 32) as u32).or_default().push(pid_tgid as u32);
-        }
-        for (tgid, tids) in threads {
-            let whole = gone::process_gone(proc_root, tgid);
-            for tid in tids {
-                if !whole && !gone::thread_gone(proc_root, tgid, tid) {
-                    continue;
-                }
+        for (tgid, tids) in kernel.threads_with_calls() {
+            let tasks = gone::tasks(proc_root, tgid);
+            for tid in tids.into_iter().filter(|&tid| tasks.thread_gone(tid)) {
                 let pid_tgid = (u64::from(tgid) << 32) | u64::from(tid);
                 if release(Gone::Thread(pid_tgid)).is_some_and(|forgot| forgot > 0) {
                     self.missed_thread_exits += 1;

@@ -248,6 +248,7 @@ pub struct DroppedLine {
     pub missed_exits: u64,
     /// Threads gone with calls still in flight in the kernel (a skipped
     /// run of their exit), whose reservations the agent gave back.
+    #[serde(default)]
     pub missed_thread_exits: u64,
     /// Lines the output could not take (a full disk) and dropped, since
     /// the agent started.
