@@ -5,7 +5,7 @@
 //! kernel skipped (`gone`: who has exited).
 mod gone;
 
-use std::path::Path;
+use std::{collections::BTreeMap, path::Path};
 
 use self::gone::Tasks;
 
@@ -83,14 +83,18 @@ impl Health {
         mut release: impl FnMut(Gone) -> Option<u32>,
     ) {
         let proc_root = Path::new("/proc");
-        for tgid in kernel.processes().into_keys() {
-            if gone::tasks(proc_root, tgid) == Tasks::Gone && release(Gone::Process(tgid)).is_some() {
+        let held = kernel.processes();
+        let threads = kernel.threads_with_calls();
+        // Each process's /proc entry read once, for both questions.
+        let tasks: BTreeMap<u32, Tasks> =
+            held.keys().chain(threads.keys()).map(|&tgid| (tgid, gone::tasks(proc_root, tgid))).collect();
+        for tgid in held.into_keys() {
+            if tasks[&tgid] == Tasks::Gone && release(Gone::Process(tgid)).is_some() {
                 self.missed_exits += 1;
             }
         }
-        for (tgid, tids) in kernel.threads_with_calls() {
-            let tasks = gone::tasks(proc_root, tgid);
-            for tid in tids.into_iter().filter(|&tid| tasks.thread_gone(tid)) {
+        for (tgid, tids) in threads {
+            for tid in tids.into_iter().filter(|&tid| tasks[&tgid].thread_gone(tid)) {
                 let pid_tgid = (u64::from(tgid) << 32) | u64::from(tid);
                 if release(Gone::Thread(pid_tgid)).is_some_and(|forgot| forgot > 0) {
                     self.missed_thread_exits += 1;
