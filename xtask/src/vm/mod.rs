@@ -182,6 +182,38 @@ fn initrd(built: &Built, busybox: PathBuf, selection: &Selection, dir: &Path) ->
     Ok(initrd)
 }
 
+/// Boots `k`, once more if the guest never reached its `/init` (QEMU or
+/// the kernel failed before any test ran: nothing of ours was tried), and
+/// says why with the console's last lines, which would otherwise be lost
+/// with the machine.
+fn boot(k: &kernels::Kernel, initrd: &Path, log: &Path) -> anyhow::Result<qemu::Boot> {
+    let first = qemu::boot(k, initrd, log, PER_KERNEL)?;
+    if first.started() || first.timed_out {
+        return Ok(first);
+    }
+    let tag = k.series;
+    println!(
+        "[{tag}] the guest never reached /init: QEMU ended ({}) after {:.1} s; the console's last lines:",
+        first.status,
+        first.wall.as_secs_f64()
+    );
+    for line in first.tail(40) {
+        println!("[{tag}] | {line}");
+    }
+    println!("[{tag}] booting it once more");
+    let again = qemu::boot(k, initrd, log, PER_KERNEL)?;
+    if !again.started() {
+        println!(
+            "[{tag}] again it never reached /init: QEMU ended ({}); the console's last lines:",
+            again.status
+        );
+        for line in again.tail(40) {
+            println!("[{tag}] | {line}");
+        }
+    }
+    Ok(again)
+}
+
 /// Runs the matrix (only the columns named in `only`, if any) and returns
 /// one result per kernel.
 pub fn matrix(built: &Built, only: &[String], selection: &Selection) -> anyhow::Result<Vec<KernelResult>> {
@@ -200,7 +232,7 @@ pub fn matrix(built: &Built, only: &[String], selection: &Selection) -> anyhow::
     for k in kernels {
         println!("== kernel {} ({}) under QEMU", k.series, k.release);
         let log = dir.join(format!("{}.log", k.series));
-        let boot = qemu::boot(&k, &initrd, &log, PER_KERNEL)?;
+        let boot = boot(&k, &initrd, &log)?;
         let mut tally = Tally::default();
         let (mut writes, mut user_writes) = (None, None);
         for l in &boot.lines {

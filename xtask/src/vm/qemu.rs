@@ -3,7 +3,7 @@
 use std::{
     io::{BufRead, BufReader, Write},
     path::Path,
-    process::{Command, Stdio},
+    process::{Child, Command, Stdio},
     sync::mpsc,
     time::{Duration, Instant},
 };
@@ -25,16 +25,26 @@ pub struct Boot {
     pub finished: bool,
     pub timed_out: bool,
     pub wall: Duration,
+    /// QEMU's exit status, as it said it.
+    pub status: String,
 }
 
-/// Boots `vmlinuz` with `initrd`, echoing the guest's own output (from
-/// its first GPUMEM-VM- line on) to stdout prefixed with `tag`, and keeping
-/// the whole console in `log`. Kills the guest after `limit`.
-pub fn boot(k: &Kernel, initrd: &Path, log: &Path, limit: Duration) -> anyhow::Result<Boot> {
-    let start = Instant::now();
-    let tag = k.series;
+impl Boot {
+    /// Whether the guest reached gpumem's `/init` (its first line).
+    pub fn started(&self) -> bool {
+        self.lines.iter().any(|l| l.starts_with("GPUMEM-VM-"))
+    }
+
+    /// The console's last `n` lines.
+    pub fn tail(&self, n: usize) -> &[String] {
+        &self.lines[self.lines.len().saturating_sub(n)..]
+    }
+}
+
+/// QEMU booting `k` with `initrd`, its console on stdout.
+fn spawn(k: &Kernel, initrd: &Path) -> anyhow::Result<Child> {
     let append = format!("console=ttyS0 panic=-1 rdinit=/init loglevel=4 {}", k.args);
-    let mut child = Command::new("qemu-system-x86_64")
+    Command::new("qemu-system-x86_64")
         .args(["-accel", "tcg", "-cpu", k.cpu, "-smp", &smp(), "-m", "3072"])
         .args(["-nographic", "-no-reboot", "-monitor", "none", "-serial", "stdio"])
         .arg("-kernel")
@@ -46,12 +56,18 @@ pub fn boot(k: &Kernel, initrd: &Path, log: &Path, limit: Duration) -> anyhow::R
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .context("starting qemu-system-x86_64")?;
+        .context("starting qemu-system-x86_64")
+}
+
+/// The lines QEMU writes (the guest's console and QEMU's own errors), as
+/// they come; the channel closes when QEMU has exited.
+fn console(child: &mut Child) -> mpsc::Receiver<String> {
     let (tx, rx) = mpsc::channel();
-    for stream in [
-        Box::new(child.stdout.take().expect("piped")) as Box<dyn std::io::Read + Send>,
-        Box::new(child.stderr.take().expect("piped")),
-    ] {
+    let streams = [
+        child.stdout.take().map(|s| Box::new(s) as Box<dyn std::io::Read + Send>),
+        child.stderr.take().map(|s| Box::new(s) as Box<dyn std::io::Read + Send>),
+    ];
+    for stream in streams.into_iter().flatten() {
         let tx = tx.clone();
         std::thread::spawn(move || {
             for line in BufReader::new(stream).lines().map_while(Result::ok) {
@@ -59,9 +75,25 @@ pub fn boot(k: &Kernel, initrd: &Path, log: &Path, limit: Duration) -> anyhow::R
             }
         });
     }
-    drop(tx);
+    rx
+}
+
+/// Boots `vmlinuz` with `initrd`, echoing the guest's own output (from
+/// its first GPUMEM-VM- line on) to stdout prefixed with `tag`, and keeping
+/// the whole console in `log`. Kills the guest after `limit`.
+pub fn boot(k: &Kernel, initrd: &Path, log: &Path, limit: Duration) -> anyhow::Result<Boot> {
+    let start = Instant::now();
+    let tag = k.series;
+    let mut child = spawn(k, initrd)?;
+    let rx = console(&mut child);
     let mut file = std::fs::File::create(log).with_context(|| format!("creating {}", log.display()))?;
-    let mut boot = Boot { lines: Vec::new(), finished: false, timed_out: false, wall: Duration::ZERO };
+    let mut boot = Boot {
+        lines: Vec::new(),
+        finished: false,
+        timed_out: false,
+        wall: Duration::ZERO,
+        status: String::new(),
+    };
     let mut echo = false;
     loop {
         let left = limit.saturating_sub(start.elapsed());
@@ -84,7 +116,10 @@ pub fn boot(k: &Kernel, initrd: &Path, log: &Path, limit: Duration) -> anyhow::R
             Err(mpsc::RecvTimeoutError::Disconnected) => break,
         }
     }
-    let _ = child.wait();
+    boot.status = match child.wait() {
+        Ok(status) => status.to_string(),
+        Err(e) => format!("unknown ({e})"),
+    };
     boot.wall = start.elapsed();
     Ok(boot)
 }
