@@ -48,6 +48,10 @@ enum Cmd {
         /// A reduced run (fewer repetitions and pairs).
         #[arg(long)]
         quick: bool,
+        /// Only attaching and detaching 1 and 20 libraries (writes
+        /// target/bench/attach.json and prints its table).
+        #[arg(long)]
+        attach_only: bool,
     },
     /// Lint, build, then run the unit tests, the deployment files' checks,
     /// the privileged end-to-end tests on this kernel and the limit and
@@ -100,7 +104,7 @@ fn main() -> std::process::ExitCode {
         Cmd::BuildAndRun { args } => artifacts::build_and_run(&args),
         Cmd::Demo => demo::demo(),
         Cmd::Lint => lint::lint(),
-        Cmd::Bench { quick } => bench::bench(quick),
+        Cmd::Bench { quick, attach_only } => bench::bench(quick, attach_only),
         Cmd::Test => test::test(),
         Cmd::DeployCheck => test::deploy_only(),
         Cmd::Nvidia => nvidia::print(),

@@ -9,8 +9,10 @@
 //! whose entry points are NVIDIA-shaped stubs. Then the same
 //! configurations on NVIDIA's own 550 library beside a reference library
 //! whose entry points the kernel emulates (`nvidia`), one agent under load
-//! (`load`), and what the verifier walked for its programs (`verifier`). Writes
+//! (`load`), attaching and detaching 1 and 20 libraries (`attach`), and what
+//! the verifier walked for its programs (`verifier`). Writes
 //! target/bench/report.md and target/bench/report.json (`report`).
+mod attach;
 mod load;
 mod nvidia;
 mod report;
@@ -76,12 +78,18 @@ impl Collected {
     }
 }
 
-pub fn bench(quick: bool) -> anyhow::Result<()> {
+pub fn bench(quick: bool, attach_only: bool) -> anyhow::Result<()> {
     if !is_root() {
         bail!("cargo xtask bench loads eBPF programs: run it as root");
     }
     let b = build()?;
     let (reps, pairs, mixed_pairs) = if quick { (3, 20_000, 4_000) } else { (7, 100_000, 20_000) };
+    if attach_only {
+        let attach = attach::measure(&b, reps)?;
+        std::fs::write(b.out.join("attach.json"), serde_json::to_string_pretty(&attach.json())?)?;
+        println!("{}", attach.markdown());
+        return Ok(());
+    }
     let bpftrace = bpftrace();
     let script = b.out.join("gpumem.bt");
     std::fs::write(&script, bpftrace_script(&b.libcuda))?;
@@ -98,6 +106,7 @@ pub fn bench(quick: bool) -> anyhow::Result<()> {
     let _ = std::fs::remove_file(b.out.join("events.jsonl"));
     eprintln!("xtask: bench: the agent under load");
     let load = load::measure(&b, quick)?;
+    let attach = attach::measure(&b, reps)?;
     let run = report::Run {
         reps,
         pairs,
@@ -108,5 +117,5 @@ pub fn bench(quick: bool) -> anyhow::Result<()> {
         runtime_missing: c.runtime_missing,
         bpftrace_missing: bpftrace.err(),
     };
-    report::write(&b.out, &c.samples, &run, &load, &nvidia)
+    report::write(&b.out, &c.samples, &run, &load, &nvidia, &attach)
 }

@@ -46,6 +46,7 @@ pub fn write(
     run: &Run,
     load: &AgentLoad,
     nvidia: &super::nvidia::Section,
+    attach: &super::attach::Section,
 ) -> anyhow::Result<()> {
     let machine = format!(
         "{} cores, kernel {}",
@@ -54,8 +55,9 @@ pub fn write(
     );
     let mut json = report_json(&machine, samples, run, load);
     json["nvidia"] = nvidia.json();
+    json["attach"] = attach.json();
     std::fs::write(out.join("report.json"), serde_json::to_string_pretty(&json)?)?;
-    let md = report_md(&machine, samples, run, load) + &nvidia.markdown();
+    let md = report_md(&machine, samples, run, load) + &nvidia.markdown() + &attach.markdown();
     std::fs::write(out.join("report.md"), &md)?;
     println!("{md}");
     println!("written: {} and report.json", out.join("report.md").display());

@@ -14,7 +14,7 @@ use super::setup::Built;
 use crate::util::interrupt;
 
 /// A tracer running for one configuration; stopped on drop.
-pub struct Tracer(pub Option<Child>);
+pub struct Tracer(pub Option<Child>, pub Vec<String>);
 
 impl Tracer {
     pub fn start(mut c: Command, ready: &str) -> anyhow::Result<(Self, Duration)> {
@@ -47,11 +47,16 @@ impl Tracer {
                 }
             }
         }
-        Ok((Self(Some(child)), t0.elapsed()))
+        Ok((Self(Some(child), seen), t0.elapsed()))
     }
 }
 
 impl Tracer {
+    /// What it printed before it said it was ready.
+    pub fn seen(&self) -> &[String] {
+        &self.1
+    }
+
     pub fn pid(&self) -> Option<u32> {
         self.0.as_ref().map(Child::id)
     }

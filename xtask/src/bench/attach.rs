@@ -1,0 +1,148 @@
+//! Attaching and detaching: the agent started with 1 and with 20 copies of
+//! the simulated driver (each its own inode, as container images give),
+//! timed from its start to `gpumem: ready` (programs loaded and verified,
+//! every probe attached) and from SIGINT to its exit (every probe
+//! detached: the kernel's uprobe teardown, which a stop waits for).
+use std::{path::PathBuf, process::Command, time::Instant};
+
+use anyhow::Context;
+use serde_json::{json, Value};
+
+use super::{
+    setup::{median, Built},
+    tracer::Tracer,
+};
+use crate::util::interrupt;
+
+/// The library counts measured.
+const COUNTS: [usize; 2] = [1, 20];
+
+/// One library count's medians.
+#[derive(Debug, serde::Serialize)]
+pub struct Row {
+    pub libraries: usize,
+    /// Probes (uprobes and uretprobes) the agent said it attached.
+    pub probes: usize,
+    pub repetitions: usize,
+    pub attach_ms: Option<f64>,
+    pub detach_ms: Option<f64>,
+}
+
+pub struct Section {
+    pub rows: Vec<Row>,
+}
+
+/// `count` copies of the simulated driver under `out/attach/`.
+fn copies(b: &Built, count: usize) -> anyhow::Result<Vec<PathBuf>> {
+    (0..count)
+        .map(|i| {
+            let dir = b.out.join("attach").join(format!("lib{i}"));
+            std::fs::create_dir_all(&dir)?;
+            let path = dir.join("libcuda.so.1");
+            std::fs::copy(&b.libcuda, &path)
+                .with_context(|| format!("copying the driver to {}", path.display()))?;
+            Ok(path)
+        })
+        .collect()
+}
+
+/// Probes attached, from the agent's start-up lines
+/// (`gpumem: attached N probe(s) to ...`).
+fn probes(lines: &[String]) -> usize {
+    lines
+        .iter()
+        .filter_map(|l| l.strip_prefix("gpumem: attached ")?.split_whitespace().next()?.parse::<usize>().ok())
+        .sum()
+}
+
+/// One start and stop: (ms to attached, ms to detached, probes).
+fn once(b: &Built, libs: &[PathBuf]) -> anyhow::Result<(f64, f64, usize)> {
+    let mut c = Command::new(&b.agent);
+    c.arg("run").args(["--rescan", "0", "--output"]).arg(b.out.join("attach").join("events.jsonl"));
+    c.arg("--socket").arg(b.out.join("attach").join("gpumem.sock"));
+    for lib in libs {
+        c.arg("--libcuda").arg(lib);
+    }
+    let (mut tracer, started) = Tracer::start(c, "gpumem: ready")?;
+    let probes = probes(tracer.seen());
+    let mut child = tracer.0.take().context("the agent is not running")?;
+    let stop = Instant::now();
+    interrupt(child.id());
+    let status = child.wait().context("waiting for the agent to stop")?;
+    let stopped = stop.elapsed();
+    anyhow::ensure!(status.success(), "the agent stopped with {status}");
+    Ok((started.as_secs_f64() * 1000.0, stopped.as_secs_f64() * 1000.0, probes))
+}
+
+/// Measures each library count: `reps` times for one library, once for
+/// many (its stop alone takes minutes while each probe detaches on its own).
+pub fn measure(b: &Built, reps: usize) -> anyhow::Result<Section> {
+    let mut rows = Vec::new();
+    for count in COUNTS {
+        let libs = copies(b, count)?;
+        let n = if count == 1 { reps } else { 1 };
+        let (mut attach, mut detach, mut probes) = (Vec::new(), Vec::new(), 0);
+        for i in 0..n {
+            eprintln!("xtask: bench: attach and detach, {count} librar{}, {}/{n}", plural(count), i + 1);
+            let (a, d, p) = once(b, &libs)?;
+            attach.push(a);
+            detach.push(d);
+            probes = p;
+        }
+        rows.push(Row {
+            libraries: count,
+            probes,
+            repetitions: n,
+            attach_ms: median(attach),
+            detach_ms: median(detach),
+        });
+    }
+    let _ = std::fs::remove_dir_all(b.out.join("attach"));
+    Ok(Section { rows })
+}
+
+fn plural(n: usize) -> &'static str {
+    if n == 1 {
+        "y"
+    } else {
+        "ies"
+    }
+}
+
+impl Section {
+    pub fn json(&self) -> Value {
+        json!(self.rows)
+    }
+
+    pub fn markdown(&self) -> String {
+        let f = |v: Option<f64>| v.map_or("–".to_string(), |v| format!("{v:.0}"));
+        let mut md = "\nAttaching and detaching (start to `ready`; SIGINT to exit), median:\n\n| libraries | probes | repetitions | attach (ms) | detach (ms) |\n| --- | --- | --- | --- | --- |\n".to_string();
+        for r in &self.rows {
+            md += &format!(
+                "| {} | {} | {} | {} | {} |\n",
+                r.libraries,
+                r.probes,
+                r.repetitions,
+                f(r.attach_ms),
+                f(r.detach_ms)
+            );
+        }
+        md
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn probes_are_summed_over_the_start_up_lines() {
+        let lines: Vec<String> = [
+            "gpumem: attached 40 probe(s) to /a/libcuda.so.1 (dev 1, inode 2)",
+            "gpumem: warning: NVML is not available",
+            "gpumem: attached 38 probe(s) to /b/libcuda.so.1 (dev 1, inode 3)",
+        ]
+        .map(String::from)
+        .to_vec();
+        assert_eq!(super::probes(&lines), 78);
+        assert_eq!(super::probes(&[]), 0);
+    }
+}
