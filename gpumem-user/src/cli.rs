@@ -3,7 +3,11 @@ use std::{path::PathBuf, time::Duration};
 
 use clap::{Parser, Subcommand, ValueEnum};
 
+mod duration;
+
+pub use self::duration::{parse_duration, parse_duration_or_off, parse_refresh, DurationError};
 use crate::{
+    bpf::LinkMode,
     control::DEFAULT_SOCKET,
     limits::policy::{size::parse_ring_size, Action, Limit},
 };
@@ -121,6 +125,12 @@ pub struct RunArgs {
     /// removes the logging from the programs.
     #[arg(long)]
     pub bpf_log: bool,
+    /// How the probes are linked: multi-uprobe links (one per program and
+    /// library, kernel 6.6+: a stop detaches in milliseconds), single ones
+    /// (one per probe: about 100 ms each to detach, seconds per library),
+    /// or auto (multi where the kernel has them).
+    #[arg(long, value_name = "MODE", default_value = "auto")]
+    pub uprobe_links: LinkMode,
     /// Serve Prometheus metrics at http://ADDR:PORT/metrics (off unless
     /// asked): memory held per process and cgroup by device and kind,
     /// limits and their usage, limit decisions, failed allocations, records
@@ -266,58 +276,6 @@ pub enum LimitAction {
     },
 }
 
-/// The longest duration any option takes (a century: beyond it the
-/// timers' arithmetic would overflow).
-const LONGEST: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
-
-/// Why a duration given on the command line is refused.
-#[derive(Debug, thiserror::Error)]
-pub enum DurationError {
-    #[error("`{0}`: give a positive duration (seconds, or e.g. 90s, 5m)")]
-    NotPositive(String),
-    #[error("`{text}` is not a duration ({source}): give seconds, or e.g. 90s, 5m")]
-    Unreadable { text: String, source: humantime::DurationError },
-    #[error("`{0}`: give a positive duration of at most a century")]
-    OutOfRange(String),
-    #[error("`{0}`: give at most 1s (the view refreshes at least once a second)")]
-    TooSlow(String),
-}
-
-/// A positive duration: a number of seconds (`1.5`) or a humantime
-/// duration (`90s`, `5m`, `250ms`).
-pub fn parse_duration(s: &str) -> Result<Duration, DurationError> {
-    let t = s.trim();
-    let d = match t.parse::<f64>() {
-        Ok(secs) if secs.is_finite() && secs > 0.0 && secs < LONGEST.as_secs_f64() => {
-            Duration::from_secs_f64(secs)
-        }
-        Ok(_) => return Err(DurationError::NotPositive(s.into())),
-        Err(_) => humantime::parse_duration(t)
-            .map_err(|source| DurationError::Unreadable { text: s.into(), source })?,
-    };
-    if d.is_zero() || d > LONGEST {
-        return Err(DurationError::OutOfRange(s.into()));
-    }
-    Ok(d)
-}
-
-/// [`parse_duration`], where 0 means off (zero).
-pub fn parse_duration_or_off(s: &str) -> Result<Duration, DurationError> {
-    if s.trim().parse::<f64>() == Ok(0.0) {
-        return Ok(Duration::ZERO);
-    }
-    parse_duration(s)
-}
-
-/// [`parse_duration`], at most a second: `gpumem top`'s refresh.
-pub fn parse_refresh(s: &str) -> Result<Duration, DurationError> {
-    let d = parse_duration(s)?;
-    if d > Duration::from_secs(1) {
-        return Err(DurationError::TooSlow(s.into()));
-    }
-    Ok(d)
-}
-
 impl RunArgs {
     /// How often to look for new libraries; None: never.
     pub fn rescan_every(&self) -> Option<Duration> {
@@ -351,17 +309,6 @@ mod tests {
         for bad in ["0", "-1", "soon", "inf", "1e30"] {
             let err = Cli::try_parse_from(["gpumem", "run", "--duration", bad]).unwrap_err().to_string();
             assert!(err.contains(bad), "{err}");
-        }
-    }
-
-    proptest::proptest! {
-        /// Any text is a positive duration of at most a century, or a
-        /// reason; never a panic.
-        #[test]
-        fn any_duration_text_parses_or_is_refused(text in ".{0,16}") {
-            if let Ok(d) = parse_duration(&text) {
-                proptest::prop_assert!(!d.is_zero() && d <= LONGEST);
-            }
         }
     }
 

@@ -34,6 +34,8 @@ pub struct AttachReport {
     /// Its probes were pinned by an earlier agent and are adopted as they
     /// are (`--persist`).
     pub adopted: bool,
+    /// The multi-uprobe links holding its probes (0: one link per probe).
+    pub multi_links: usize,
 }
 
 impl AttachReport {
@@ -70,13 +72,18 @@ impl Tracer {
         let pin_dir = self.pins.as_ref().filter(|_| programs.is_none()).map(|p| p.library(lib.dev, lib.ino));
         let adopted = pin_dir.as_ref().is_some_and(|d| d.is_dir());
         let mut links: Vec<Link> = Vec::new();
+        let mut multi_links = 0;
         if !adopted {
-            for placed in &plan.placed {
-                if let Err(e) = self.attach_row(placed, programs, lib, &mut links) {
-                    self.detach_links(links);
-                    return Err(e);
-                }
+            let attached = if self.multi.is_some() {
+                self.attach_multi(&plan.placed, programs, lib, &mut links)
+            } else {
+                plan.placed.iter().try_for_each(|placed| self.attach_row(placed, programs, lib, &mut links))
+            };
+            if let Err(e) = attached {
+                self.detach_links(links);
+                return Err(e);
             }
+            multi_links = links.iter().filter(|l| matches!(l, Link::Multi(..))).count();
             if let Some(dir) = &pin_dir {
                 self.pin_links(dir, std::mem::take(&mut links))?;
             }
@@ -88,6 +95,7 @@ impl Tracer {
             missing: plan.missing,
             aliases: plan.aliases,
             adopted,
+            multi_links,
         })
     }
 
@@ -97,8 +105,15 @@ impl Tracer {
         std::fs::create_dir(dir)
             .map_err(|e| BpfError::Persist(format!("creating {}: {e}", dir.display())))?;
         let mut rest = links.into_iter().enumerate();
-        while let Some((i, (program, link))) = rest.next() {
-            if let Err(e) = self.pin_one(program, link, &dir.join(format!("{i}_{program}"))) {
+        while let Some((i, link)) = rest.next() {
+            let path = dir.join(format!("{i}_{}", link.program()));
+            let pinned = match link {
+                Link::Single(program, link) => self.pin_one(program, link, &path),
+                Link::Multi(program, fd) => super::multi::pin(&fd, &path).map_err(|e| {
+                    BpfError::Persist(format!("pinning `{program}`'s link at {}: {e}", path.display()))
+                }),
+            };
+            if let Err(e) = pinned {
                 self.detach_links(rest.map(|(_, l)| l).collect());
                 // Unpinning detaches the ones already pinned.
                 if let Err(undo) = super::persist::remove(dir) {
@@ -142,7 +157,23 @@ impl Tracer {
                     source: Box::new(source),
                 }
             })?;
-            links.push((program, link));
+            links.push(Link::Single(program, link));
+        }
+        Ok(())
+    }
+
+    /// Attaches a library's placed rows with one multi-uprobe link per
+    /// program, adding them to `links`.
+    fn attach_multi(
+        &mut self,
+        placed: &[Placed],
+        programs: Option<(&'static str, &'static str)>,
+        lib: &Library,
+        links: &mut Vec<Link>,
+    ) -> Result<(), BpfError> {
+        let multi = self.multi.as_ref().ok_or(BpfError::Multi("the programs are not loaded".into()))?;
+        for l in super::multi::group(placed, programs) {
+            links.push(Link::Multi(l.program, multi.link(l.program, &lib.path, &l.sites, l.ret)?));
         }
         Ok(())
     }
@@ -162,18 +193,26 @@ impl Tracer {
         prog.attach(point, &lib.path, UProbeScope::AllProcesses)
     }
 
-    /// Detaches `links`. Each uprobe detach waits for a kernel grace
-    /// period under a lock the kernel holds across detaches: about 85 ms a
-    /// probe here, however many threads close them (measured with strace;
-    /// closing from parallel threads did not help). A multi-uprobe link
-    /// would pay once, but aya 0.14 cannot create one.
+    /// Detaches `links`. Each single uprobe's detach waits for a kernel
+    /// grace period under a lock the kernel holds across detaches: about
+    /// 100 ms a probe here, however many threads close them (measured with
+    /// strace). Multi links pay one grace period each and are closed side
+    /// by side (see `multi`).
     pub(super) fn detach_links(&mut self, links: Vec<Link>) {
-        for (program, link) in links.into_iter().rev() {
-            if let Some(Ok(prog)) = self.ebpf.program_mut(program).map(<&mut UProbe>::try_from) {
-                // A detach that fails leaves nothing to undo: the link goes
-                // with its program when the object is dropped.
-                let _ = prog.detach(link);
+        let mut multi = Vec::new();
+        for link in links.into_iter().rev() {
+            match link {
+                Link::Single(program, link) => {
+                    if let Some(Ok(prog)) = self.ebpf.program_mut(program).map(<&mut UProbe>::try_from) {
+                        // A detach that fails leaves nothing to undo: the
+                        // link goes with its program when the object is
+                        // dropped.
+                        let _ = prog.detach(link);
+                    }
+                }
+                Link::Multi(_, fd) => multi.push(fd),
             }
         }
+        super::multi::close_all(multi);
     }
 }

@@ -37,6 +37,8 @@ pub enum BpfError {
     Map { name: &'static str, source: Box<aya::maps::MapError> },
     #[error("keeping gpumem's state in the kernel (--persist) failed: {0}")]
     Persist(String),
+    #[error("multi-uprobe links: {0}")]
+    Multi(String),
     #[error(transparent)]
     Pins(#[from] super::persist::PersistError),
 }

@@ -9,6 +9,7 @@ pub mod discover;
 mod error;
 pub mod kernel;
 pub mod log;
+mod multi;
 mod parallel_load;
 pub mod persist;
 pub mod placement;
@@ -28,13 +29,18 @@ use aya::{
     Ebpf, EbpfLoader,
 };
 
-pub use self::error::BpfError;
 use self::{discover::Library, persist::Pins, site::Emulation};
+pub use self::{error::BpfError, multi::LinkMode};
 
 /// The eBPF object, built by `build.rs`.
 static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/gpumem"));
 /// The same, with the programs' diagnostic log (`--bpf-log`).
 static OBJECT_LOG: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/gpumem-log"));
+
+/// Whether this kernel loads programs for multi-uprobe links; else why not.
+pub fn multi_links() -> Result<(), String> {
+    multi::supported()
+}
 
 /// Program `name` of the object, as its type.
 fn program<'a, P>(ebpf: &'a mut Ebpf, name: &'static str) -> Result<&'a mut P, BpfError>
@@ -57,7 +63,21 @@ pub enum Gone {
     Thread(u64),
 }
 
-type Link = (&'static str, UProbeLinkId);
+/// One attachment this agent owns.
+pub(crate) enum Link {
+    /// A single uprobe (aya's perf link) of a program.
+    Single(&'static str, UProbeLinkId),
+    /// A multi-uprobe link: every site of one program in one library.
+    Multi(&'static str, std::os::fd::OwnedFd),
+}
+
+impl Link {
+    fn program(&self) -> &'static str {
+        match self {
+            Self::Single(p, _) | Self::Multi(p, _) => p,
+        }
+    }
+}
 
 /// How the object is loaded.
 #[derive(Debug, Clone, Copy)]
@@ -71,11 +91,18 @@ pub struct Options {
     /// Load the object whose programs log their decisions (`--bpf-log`);
     /// the other has no logging compiled in.
     pub bpf_log: bool,
+    /// How uprobes are linked (`--uprobe-links`).
+    pub links: LinkMode,
 }
 
 impl Default for Options {
     fn default() -> Self {
-        Self { deny_by_registers: false, ring_bytes: gpumem_common::EVENTS_BYTES, bpf_log: false }
+        Self {
+            deny_by_registers: false,
+            ring_bytes: gpumem_common::EVENTS_BYTES,
+            bpf_log: false,
+            links: LinkMode::default(),
+        }
     }
 }
 
@@ -83,6 +110,14 @@ impl Default for Options {
 /// but what is pinned (`--persist`).
 pub struct Tracer {
     ebpf: Ebpf,
+    /// The ELF `ebpf` was loaded from (the multi-link programs are
+    /// relocated from it).
+    object: &'static [u8],
+    /// The uprobe programs, where they are loaded for multi-uprobe links
+    /// (see `multi`); None: aya loaded them for single links.
+    multi: Option<multi::MultiPrograms>,
+    /// How uprobes are linked, and whether the object logs (`--bpf-log`).
+    links_mode: (LinkMode, bool),
     /// Each library attached, with the links this agent owns (none where
     /// they are pinned).
     links: Vec<(Library, Vec<Link>)>,
@@ -142,6 +177,9 @@ impl Tracer {
         let ebpf = loader.load(object).map_err(|e| BpfError::Load(Box::new(e)))?;
         Ok(Self {
             ebpf,
+            object,
+            multi: None,
+            links_mode: (options.links, options.bpf_log),
             links: Vec::new(),
             pins,
             _tracepoint_links: Vec::new(),
@@ -158,8 +196,23 @@ impl Tracer {
     /// Loads (verifies) every program and attaches the exit and exec
     /// tracepoints.
     pub fn load_programs(&mut self) -> Result<(), BpfError> {
-        let ebpf = &mut self.ebpf;
-        parallel_load::load_programs(ebpf, &probes::programs())?;
+        let names = probes::programs();
+        match multi::chosen(self.links_mode.0, self.links_mode.1)? {
+            true => {
+                let is_uprobe =
+                    |n: &&str| matches!(self.ebpf.program(n), Some(aya::programs::Program::UProbe(_)));
+                let (uprobes, rest): (Vec<&'static str>, Vec<&'static str>) =
+                    names.iter().copied().partition(is_uprobe);
+                // The view program is relocated with them, loaded later
+                // (`load_view`).
+                let later = [probes::VIEW_RETURN];
+                self.multi = Some(multi::MultiPrograms::load(self.object, &self.ebpf, &uprobes, &later)?);
+                parallel_load::load_programs(&mut self.ebpf, &rest)?;
+            }
+            false => {
+                parallel_load::load_programs(&mut self.ebpf, &names)?;
+            }
+        }
         self.view_refusal = self.load_view();
         let ebpf = &mut self.ebpf;
         let mut tracepoint_links = Vec::new();
@@ -232,13 +285,16 @@ impl Tracer {
     /// without CAP_SYS_ADMIN: None if it loaded, else the reason.
     fn load_view(&mut self) -> Option<String> {
         let name = probes::VIEW_RETURN;
-        let prog: &mut UProbe = match self.ebpf.program_mut(name).map(<&mut UProbe>::try_from) {
-            Some(Ok(p)) => p,
-            _ => return Some(format!("the eBPF object has no program `{name}`")),
+        let loaded = match &mut self.multi {
+            Some(multi) => multi.add(name).map_err(|e| e.to_string()),
+            None => match self.ebpf.program_mut(name).map(<&mut UProbe>::try_from) {
+                Some(Ok(p)) => p.load().map_err(|e| format!("{e:#}")),
+                _ => return Some(format!("the eBPF object has no program `{name}`")),
+            },
         };
-        let text = match prog.load() {
+        let text = match loaded {
             Ok(()) => return None,
-            Err(e) => format!("{e:#}"),
+            Err(text) => text,
         };
         if !text.contains("bpf_probe_write_user") {
             // Not the kernel's refusal of the helper: gpumem's own fault.

@@ -77,6 +77,14 @@ pub fn capabilities() -> Vec<Capability> {
         "uprobe programs may call bpf_send_signal",
         "uprobe programs may not call bpf_send_signal: limits cannot use action signal",
     ));
+    caps.push(match crate::bpf::multi_links() {
+        Ok(()) => cap(
+            "uprobe_multi",
+            true,
+            "multi-uprobe links can be made: one link per program and library, detached in milliseconds",
+        ),
+        Err(why) => cap("uprobe_multi", false, format!("{why}: single links, about 100 ms each to detach")),
+    });
     match Tracer::load() {
         Ok(mut tracer) => {
             caps.push(match tracer.register_write_refusal() {

@@ -90,6 +90,10 @@ impl Agent {
         Self { child: Some(child), output, socket, stderr, _scratch: scratch }
     }
 
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().expect("the agent runs").id()
+    }
+
     pub fn stderr(&self) -> String {
         self.stderr.lock().unwrap().join("\n")
     }

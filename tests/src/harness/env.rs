@@ -69,6 +69,12 @@ pub fn register_write_refusal() -> Option<String> {
     capability_refusal("uprobe_register_writes")
 }
 
+/// None when this kernel has multi-uprobe links, else the reason `gpumem
+/// probe` gives.
+pub fn multi_link_refusal() -> Option<String> {
+    capability_refusal("uprobe_multi")
+}
+
 /// None when this kernel lets uprobe programs write user memory (what
 /// `view=limit` needs), else the reason `gpumem probe` gives.
 pub fn user_write_refusal() -> Option<String> {

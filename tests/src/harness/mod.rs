@@ -4,7 +4,7 @@
 //! the test (`cgroup`, `workload`), reading the agent's typed records
 //! (`records`), waiting for conditions (`poll`), a disk that fills
 //! (`tmpfs`), a real container runtime (`podman`), a real
-//! terminal (`tmux`), a bpffs directory for `--persist` (`pins`), HTTP and a real Prometheus server (`http`, `prometheus`),
+//! terminal (`tmux`), a bpffs directory for `--persist` (`pins`), the bpf links a process holds (`links`), HTTP and a real Prometheus server (`http`, `prometheus`),
 //! and what a test needs to know of where it runs (`env`). Every wait is for a
 //! condition, with a deadline that fails the test with context.
 mod agent;
@@ -12,6 +12,7 @@ mod card;
 mod cgroup;
 mod env;
 pub mod http;
+mod links;
 mod pins;
 mod podman;
 mod poll;
@@ -26,9 +27,10 @@ pub use self::{
     card::{card_held, SimCard, CONTEXT_COST},
     cgroup::Cgroup,
     env::{
-        paths, privileged, provided, register_write_refusal, scratch, skip, test_name, user_write_refusal,
-        Paths,
+        multi_link_refusal, paths, privileged, provided, register_write_refusal, scratch, skip, test_name,
+        user_write_refusal, Paths,
     },
+    links::{link_exists, links_of, BpfLink},
     pins::PinDir,
     podman::{Container, Podman},
     poll::{poll, wait_until, DEADLINE},

@@ -25,9 +25,10 @@ use crate::{
 /// The suites (modules of the end-to-end test binary) that run on every
 /// kernel: limits (signal, audit, deny or its refusal, races), exact
 /// tracing, threads and processes allocating at random (no run skipped),
-/// and what a limited process is told the card has (view=limit, where
-/// stock kernels let programs write user memory).
-pub const SUITES: &[&str] = &["concurrency", "limits", "persist", "trace_exact", "view"];
+/// multi-uprobe links or their fallback, and what a limited process is
+/// told the card has (view=limit, where stock kernels let programs write
+/// user memory).
+pub const SUITES: &[&str] = &["concurrency", "limits", "links", "persist", "trace_exact", "view"];
 
 /// What runs in each kernel: the matrix's suites once (the default), or
 /// the tests named, `repeat` times.

@@ -43,8 +43,12 @@ pub fn policy(args: &RunArgs) -> anyhow::Result<Policy> {
 /// With --persist, the object is opened for good with its maps pinned
 /// (an earlier agent's of the same build adopted, see `bpf::persist`).
 pub fn open_tracer(args: &RunArgs) -> anyhow::Result<(Tracer, Option<String>)> {
-    let mut options =
-        Options { deny_by_registers: false, ring_bytes: args.ring_buffer, bpf_log: args.bpf_log };
+    let mut options = Options {
+        deny_by_registers: false,
+        ring_bytes: args.ring_buffer,
+        bpf_log: args.bpf_log,
+        links: args.uprobe_links,
+    };
     let mut tracer = Tracer::open(options)?;
     let deny_reason = tracer.register_write_refusal();
     options.deny_by_registers = deny_reason.is_none();
@@ -100,8 +104,12 @@ pub fn open_sink(output: Option<&Path>, format: Format) -> anyhow::Result<Record
 
 pub fn say_attached(r: &AttachReport) {
     let path = r.library.path.display();
+    let links = match r.multi_links {
+        0 => String::new(),
+        n => format!(" through {n} multi-uprobe links"),
+    };
     tracing::info!(
-        "{} {} probe(s) to {path} (dev {}, inode {})",
+        "{} {} probe(s) to {path}{links} (dev {}, inode {})",
         if r.adopted { "adopted the pinned" } else { "attached" },
         r.attached.len(),
         r.library.dev,

@@ -1,0 +1,132 @@
+//! The two bpf(2) commands aya 0.14 cannot make for a multi-uprobe link:
+//! loading a kprobe-type program with `expected_attach_type =
+//! BPF_TRACE_UPROBE_MULTI`, and `BPF_LINK_CREATE` with its offsets and
+//! cookies (kernel 6.6+).
+use std::{
+    ffi::CString,
+    io,
+    os::fd::{AsRawFd, FromRawFd, OwnedFd},
+    path::Path,
+};
+
+use aya_obj::generated::{
+    bpf_attach_type, bpf_attr, bpf_cmd, bpf_insn, bpf_prog_type, BPF_F_UPROBE_MULTI_RETURN,
+};
+
+/// bpf(2) with `attr`; a new descriptor or the kernel's error.
+fn bpf_fd(cmd: bpf_cmd, attr: &mut bpf_attr) -> io::Result<OwnedFd> {
+    // SAFETY: `attr` is a whole, zero-initialised bpf_attr whose pointers
+    // point at buffers that outlive the call.
+    let ret = unsafe {
+        nix::libc::syscall(
+            nix::libc::SYS_bpf,
+            cmd as nix::libc::c_long,
+            attr as *mut bpf_attr,
+            std::mem::size_of::<bpf_attr>(),
+        )
+    };
+    if ret < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let fd =
+        i32::try_from(ret).map_err(|_| io::Error::other("bpf(2) returned an out-of-range descriptor"))?;
+    // SAFETY: the kernel just gave us this descriptor.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// A verifier's refusal with its log's last lines.
+#[derive(Debug)]
+pub struct LoadError {
+    pub error: io::Error,
+    pub log: String,
+}
+
+/// Loads `insns` as a uprobe program for multi-uprobe links, named `name`
+/// (the kernel keeps the first 15 bytes). On refusal the load is repeated
+/// with the verifier's log on, to say why.
+pub fn load(name: &str, insns: &[bpf_insn]) -> Result<OwnedFd, LoadError> {
+    match load_with_log(name, insns, 0, &mut []) {
+        Ok(fd) => Ok(fd),
+        Err(first) => {
+            let mut log = vec![0u8; 16 << 20];
+            let error = match load_with_log(name, insns, 1, &mut log) {
+                Ok(fd) => return Ok(fd),
+                Err(e) => e,
+            };
+            let end = log.iter().position(|&b| b == 0).unwrap_or(log.len());
+            let text = String::from_utf8_lossy(&log[..end]);
+            let tail: Vec<&str> = text.lines().rev().take(20).collect();
+            let log = tail.into_iter().rev().collect::<Vec<_>>().join("\n");
+            Err(LoadError { error: if log.is_empty() { first } else { error }, log })
+        }
+    }
+}
+
+fn load_with_log(name: &str, insns: &[bpf_insn], level: u32, log: &mut [u8]) -> io::Result<OwnedFd> {
+    let license = c"GPL";
+    // SAFETY: an all-zero bpf_attr is its documented empty value.
+    let mut attr: bpf_attr = unsafe { std::mem::zeroed() };
+    // SAFETY: writing the program-load member of a zeroed union.
+    let u = unsafe { &mut attr.__bindgen_anon_3 };
+    u.prog_type = bpf_prog_type::BPF_PROG_TYPE_KPROBE as u32;
+    u.expected_attach_type = bpf_attach_type::BPF_TRACE_UPROBE_MULTI as u32;
+    u.insn_cnt = u32::try_from(insns.len()).map_err(|_| io::Error::other("program too long"))?;
+    u.insns = insns.as_ptr() as u64;
+    u.license = license.as_ptr() as u64;
+    for (dst, src) in u.prog_name.iter_mut().zip(name.bytes().take(15)) {
+        *dst = src as nix::libc::c_char;
+    }
+    if level > 0 {
+        u.log_level = level;
+        u.log_size = u32::try_from(log.len()).unwrap_or(u32::MAX);
+        u.log_buf = log.as_mut_ptr() as u64;
+    }
+    bpf_fd(bpf_cmd::BPF_PROG_LOAD, &mut attr)
+}
+
+/// One multi-uprobe link of `prog` on `path`: a probe at each offset
+/// (file offsets into the library) with the cookie at the same index;
+/// `ret`: uretprobes.
+pub fn link(prog: &OwnedFd, path: &Path, offsets: &[u64], cookies: &[u64], ret: bool) -> io::Result<OwnedFd> {
+    assert_eq!(offsets.len(), cookies.len(), "one cookie per offset");
+    let path = CString::new(path.as_os_str().as_encoded_bytes()).map_err(io::Error::other)?;
+    // SAFETY: an all-zero bpf_attr is its documented empty value.
+    let mut attr: bpf_attr = unsafe { std::mem::zeroed() };
+    // SAFETY: writing the link-create member of a zeroed union.
+    let l = unsafe { &mut attr.link_create };
+    l.__bindgen_anon_1.prog_fd = prog.as_raw_fd() as u32;
+    l.attach_type = bpf_attach_type::BPF_TRACE_UPROBE_MULTI as u32;
+    // SAFETY: writing the uprobe_multi member of a zeroed union.
+    let m = unsafe { &mut l.__bindgen_anon_3.uprobe_multi };
+    m.path = path.as_ptr() as u64;
+    m.offsets = offsets.as_ptr() as u64;
+    m.cookies = cookies.as_ptr() as u64;
+    m.cnt = u32::try_from(offsets.len()).map_err(|_| io::Error::other("too many offsets"))?;
+    m.flags = if ret { BPF_F_UPROBE_MULTI_RETURN } else { 0 };
+    bpf_fd(bpf_cmd::BPF_LINK_CREATE, &mut attr)
+}
+
+/// Pins `link` at `path` on bpffs (`BPF_OBJ_PIN`).
+pub fn pin(link: &OwnedFd, path: &Path) -> io::Result<()> {
+    let path = CString::new(path.as_os_str().as_encoded_bytes()).map_err(io::Error::other)?;
+    // SAFETY: an all-zero bpf_attr is its documented empty value.
+    let mut attr: bpf_attr = unsafe { std::mem::zeroed() };
+    // SAFETY: writing the object-pin member of a zeroed union.
+    let p = unsafe { &mut attr.__bindgen_anon_4 };
+    p.pathname = path.as_ptr() as u64;
+    p.bpf_fd = link.as_raw_fd() as u32;
+    // BPF_OBJ_PIN returns 0, not a descriptor.
+    // SAFETY: as in `bpf_fd`.
+    let ret = unsafe {
+        nix::libc::syscall(
+            nix::libc::SYS_bpf,
+            bpf_cmd::BPF_OBJ_PIN as nix::libc::c_long,
+            &mut attr as *mut bpf_attr,
+            std::mem::size_of::<bpf_attr>(),
+        )
+    };
+    if ret < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}

@@ -1,0 +1,93 @@
+//! How the probes are linked: multi-uprobe links (one per program and
+//! library) where the kernel has them, single ones where it has not or
+//! where asked; a stop leaves no link of the agent's in the kernel either
+//! way, and what goes through the links is counted exactly.
+use gpumem_tests::harness::*;
+
+/// Probes and multi links the agent said it attached to the simulated
+/// driver (`attached N probe(s) to PATH[ through M multi-uprobe links]`).
+fn said_attached(agent: &Agent) -> (usize, usize) {
+    let stderr = agent.stderr();
+    let line = stderr.lines().find(|l| l.contains(" probe(s) to ")).unwrap_or_else(|| panic!("{stderr}"));
+    let number_after = |word: &str| -> Option<usize> {
+        let at = line.find(word)? + word.len();
+        line[at..].split_whitespace().next()?.parse().ok()
+    };
+    let probes = number_after("attached ").unwrap_or_else(|| panic!("{line}"));
+    (probes, number_after(" through ").unwrap_or(0))
+}
+
+/// The agent's uprobe links now; a workload's allocations counted exactly
+/// through them; after SIGINT none of them is left in the kernel.
+fn traces_exactly_and_detaches_all(agent: Agent) -> Vec<BpfLink> {
+    let links: Vec<BpfLink> = links_of(agent.pid())
+        .into_iter()
+        .filter(|l| l.kind != "raw_tracepoint" && l.kind != "tracing")
+        .collect();
+    let cg = Cgroup::create("links");
+    let mut w = Workload::spawn(&["--scenario", "basic", "--pause"], Some(&cg), &[]);
+    let (pid, c) = (w.pid(), w.checkpoint());
+    agent.wait_for_checkpoint(&c);
+    assert_process_holds(&agent.status(), pid, c.held);
+    w.resume();
+    w.finish();
+    agent.wait_for_exit(pid);
+    let (status, _) = agent.stop();
+    assert!(status.success(), "the agent stopped with {status}");
+    let left: Vec<_> = links.iter().filter(|l| link_exists(l.id)).collect();
+    assert!(left.is_empty(), "links left in the kernel after the stop: {left:?}");
+    links
+}
+
+#[test]
+fn multi_links_hold_every_probe_where_the_kernel_has_them_and_a_stop_leaves_none() {
+    if !privileged() {
+        return;
+    }
+    let refusal = multi_link_refusal();
+    let agent = Agent::start(&[]);
+    let (probes, multi) = said_attached(&agent);
+    let links = traces_exactly_and_detaches_all(agent);
+    match refusal {
+        None => {
+            assert!(links.iter().all(BpfLink::is_multi_uprobe), "{links:?}");
+            assert_eq!(links.len(), multi, "one descriptor per link said");
+            let held: usize = links.iter().map(|l| l.probes).sum();
+            assert_eq!(held, 2 * probes, "each probe's entry and return, once: {links:?}");
+            assert!(multi < probes, "{multi} links for {probes} probes");
+        }
+        Some(why) => {
+            println!("this kernel has no multi-uprobe links ({why}): single links, checked as such");
+            assert_eq!(multi, 0);
+            assert!(!links.iter().any(BpfLink::is_multi_uprobe), "{links:?}");
+            assert_eq!(links.len(), 2 * probes, "{links:?}");
+        }
+    }
+}
+
+#[test]
+fn single_links_on_request_and_multi_refused_by_name_where_the_kernel_has_none() {
+    if !privileged() {
+        return;
+    }
+    let agent = Agent::start(&["--uprobe-links", "single"]);
+    let (probes, multi) = said_attached(&agent);
+    assert_eq!(multi, 0);
+    let links = traces_exactly_and_detaches_all(agent);
+    assert!(!links.iter().any(BpfLink::is_multi_uprobe), "{links:?}");
+    assert_eq!(links.len(), 2 * probes, "one link per entry and return: {links:?}");
+    match multi_link_refusal() {
+        None => {
+            let agent = Agent::start(&["--uprobe-links", "multi"]);
+            assert!(said_attached(&agent).1 > 0);
+        }
+        Some(_) => {
+            let (status, stderr) = Agent::start_failing(&["--uprobe-links", "multi"]);
+            assert!(!status.success());
+            assert!(
+                stderr.contains("multi-uprobe links") && stderr.contains("--uprobe-links single"),
+                "{stderr}"
+            );
+        }
+    }
+}
