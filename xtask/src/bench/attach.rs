@@ -2,7 +2,10 @@
 //! the simulated driver (each its own inode, as container images give),
 //! timed from its start to `gpumem: ready` (programs loaded and verified,
 //! every probe attached) and from SIGINT to its exit (every probe
-//! detached: the kernel's uprobe teardown, which a stop waits for).
+//! detached: the kernel's uprobe teardown, which a stop waits for). With
+//! multi-uprobe links (`--uprobe-links multi`, where the kernel has them)
+//! and, for one library, single links beside them (20 libraries of single
+//! links take minutes to stop).
 use std::{path::PathBuf, process::Command, time::Instant};
 
 use anyhow::Context;
@@ -14,12 +17,13 @@ use super::{
 };
 use crate::util::interrupt;
 
-/// The library counts measured.
-const COUNTS: [usize; 2] = [1, 20];
+/// What is measured: (`--uprobe-links`, libraries).
+const CASES: [(&str, usize); 3] = [("multi", 1), ("multi", 20), ("single", 1)];
 
-/// One library count's medians.
+/// One case's medians.
 #[derive(Debug, serde::Serialize)]
 pub struct Row {
+    pub links: &'static str,
     pub libraries: usize,
     /// Probes (uprobes and uretprobes) the agent said it attached.
     pub probes: usize,
@@ -30,6 +34,8 @@ pub struct Row {
 
 pub struct Section {
     pub rows: Vec<Row>,
+    /// Why multi links were not measured.
+    pub multi_refusal: Option<String>,
 }
 
 /// `count` copies of the simulated driver under `out/attach/`.
@@ -56,9 +62,10 @@ fn probes(lines: &[String]) -> usize {
 }
 
 /// One start and stop: (ms to attached, ms to detached, probes).
-fn once(b: &Built, libs: &[PathBuf]) -> anyhow::Result<(f64, f64, usize)> {
+fn once(b: &Built, links: &str, libs: &[PathBuf]) -> anyhow::Result<(f64, f64, usize)> {
     let mut c = Command::new(&b.agent);
-    c.arg("run").args(["--rescan", "0", "--output"]).arg(b.out.join("attach").join("events.jsonl"));
+    c.args(["run", "--uprobe-links", links, "--rescan", "0", "--output"]);
+    c.arg(b.out.join("attach").join("events.jsonl"));
     c.arg("--socket").arg(b.out.join("attach").join("gpumem.sock"));
     for lib in libs {
         c.arg("--libcuda").arg(lib);
@@ -74,31 +81,48 @@ fn once(b: &Built, libs: &[PathBuf]) -> anyhow::Result<(f64, f64, usize)> {
     Ok((started.as_secs_f64() * 1000.0, stopped.as_secs_f64() * 1000.0, probes))
 }
 
-/// Measures each library count: `reps` times for one library, once for
-/// many (its stop alone takes minutes while each probe detaches on its own).
+/// Measures each case `reps` times; multi links only where the kernel
+/// has them (None: why not).
 pub fn measure(b: &Built, reps: usize) -> anyhow::Result<Section> {
+    let multi = multi_refusal(b);
     let mut rows = Vec::new();
-    for count in COUNTS {
+    for (links, count) in CASES {
+        if links == "multi" && multi.is_some() {
+            continue;
+        }
         let libs = copies(b, count)?;
-        let n = if count == 1 { reps } else { 1 };
         let (mut attach, mut detach, mut probes) = (Vec::new(), Vec::new(), 0);
-        for i in 0..n {
-            eprintln!("xtask: bench: attach and detach, {count} librar{}, {}/{n}", plural(count), i + 1);
-            let (a, d, p) = once(b, &libs)?;
+        for i in 0..reps {
+            eprintln!(
+                "xtask: bench: attach and detach, {links} links, {count} librar{}, {}/{reps}",
+                plural(count),
+                i + 1
+            );
+            let (a, d, p) = once(b, links, &libs)?;
             attach.push(a);
             detach.push(d);
             probes = p;
         }
-        rows.push(Row {
-            libraries: count,
-            probes,
-            repetitions: n,
-            attach_ms: median(attach),
-            detach_ms: median(detach),
-        });
+        let (attach_ms, detach_ms) = (median(attach), median(detach));
+        rows.push(Row { links, libraries: count, probes, repetitions: reps, attach_ms, detach_ms });
     }
     let _ = std::fs::remove_dir_all(b.out.join("attach"));
-    Ok(Section { rows })
+    Ok(Section { rows, multi_refusal: multi })
+}
+
+/// Why the kernel makes no multi-uprobe links, from `gpumem probe`.
+fn multi_refusal(b: &Built) -> Option<String> {
+    let out = match Command::new(&b.agent).args(["probe", "--json"]).output() {
+        Ok(out) => out,
+        Err(e) => return Some(format!("gpumem probe did not run: {e}")),
+    };
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+    let caps = v["capabilities"].as_array().cloned().unwrap_or_default();
+    match caps.iter().find(|c| c["name"] == "uprobe_multi") {
+        Some(c) if c["available"] == true => None,
+        Some(c) => Some(c["reason"].as_str().unwrap_or("unavailable").to_string()),
+        None => Some("gpumem probe reports no uprobe_multi capability".into()),
+    }
 }
 
 fn plural(n: usize) -> &'static str {
@@ -111,21 +135,25 @@ fn plural(n: usize) -> &'static str {
 
 impl Section {
     pub fn json(&self) -> Value {
-        json!(self.rows)
+        json!({ "rows": self.rows, "multi_refusal": self.multi_refusal })
     }
 
     pub fn markdown(&self) -> String {
         let f = |v: Option<f64>| v.map_or("–".to_string(), |v| format!("{v:.0}"));
-        let mut md = "\nAttaching and detaching (start to `ready`; SIGINT to exit), median:\n\n| libraries | probes | repetitions | attach (ms) | detach (ms) |\n| --- | --- | --- | --- | --- |\n".to_string();
+        let mut md = "\nAttaching and detaching (start to `ready`; SIGINT to exit), median:\n\n| links | libraries | probes | repetitions | attach (ms) | detach (ms) |\n| --- | --- | --- | --- | --- | --- |\n".to_string();
         for r in &self.rows {
             md += &format!(
-                "| {} | {} | {} | {} | {} |\n",
+                "| {} | {} | {} | {} | {} | {} |\n",
+                r.links,
                 r.libraries,
                 r.probes,
                 r.repetitions,
                 f(r.attach_ms),
                 f(r.detach_ms)
             );
+        }
+        if let Some(why) = &self.multi_refusal {
+            md += &format!("\nMulti-uprobe links not measured: {why}\n");
         }
         md
     }
