@@ -116,8 +116,9 @@ pub struct Tracer {
     /// The uprobe programs, where they are loaded for multi-uprobe links
     /// (see `multi`); None: aya loaded them for single links.
     multi: Option<multi::MultiPrograms>,
-    /// How uprobes are linked, and whether the object logs (`--bpf-log`).
-    links_mode: (LinkMode, bool),
+    /// Whether the uprobe programs are loaded for multi-uprobe links
+    /// (decided at open: pinned maps hold the choice, see `persist`).
+    multi_links: bool,
     /// Each library attached, with the links this agent owns (none where
     /// they are pinned).
     links: Vec<(Library, Vec<Link>)>,
@@ -129,6 +130,14 @@ pub struct Tracer {
     /// Why the program answering memory queries with a limit's view did
     /// not load (None: it did; see [`Self::view_refusal`]).
     view_refusal: Option<String>,
+}
+
+impl Drop for Tracer {
+    /// Whatever way the agent ends, its own links close side by side (the
+    /// pinned ones stay), before the programs and maps go.
+    fn drop(&mut self) {
+        self.detach_all();
+    }
 }
 
 impl Tracer {
@@ -155,9 +164,13 @@ impl Tracer {
         if object.is_empty() {
             return Err(BpfError::NoObject);
         }
+        // Part of the build's identity: a pinned prog array (TASK_STACK)
+        // takes only programs of the attach type it first held.
+        let multi_links = multi::chosen(options.links, options.bpf_log)?;
         let pins = persist_root
             .map(|root| {
-                let id = persist::identity(object, options.deny_by_registers, options.ring_bytes);
+                let id =
+                    persist::identity(object, options.deny_by_registers, options.ring_bytes, multi_links);
                 Pins::open(root, &id)
             })
             .transpose()?;
@@ -179,7 +192,7 @@ impl Tracer {
             ebpf,
             object,
             multi: None,
-            links_mode: (options.links, options.bpf_log),
+            multi_links,
             links: Vec::new(),
             pins,
             _tracepoint_links: Vec::new(),
@@ -197,7 +210,7 @@ impl Tracer {
     /// tracepoints.
     pub fn load_programs(&mut self) -> Result<(), BpfError> {
         let names = probes::programs();
-        match multi::chosen(self.links_mode.0, self.links_mode.1)? {
+        match self.multi_links {
             true => {
                 let is_uprobe =
                     |n: &&str| matches!(self.ebpf.program(n), Some(aya::programs::Program::UProbe(_)));
@@ -247,9 +260,10 @@ impl Tracer {
     /// Detaches every probe this agent owns from every library (pinned
     /// ones stay). Dropping the tracer afterwards unloads the programs.
     pub fn detach_all(&mut self) {
-        for (_, links) in std::mem::take(&mut self.links) {
-            self.detach_links(links);
-        }
+        // Every library's links in one batch: multi links close side by
+        // side across libraries too.
+        let all = std::mem::take(&mut self.links).into_iter().flat_map(|(_, links)| links).collect();
+        self.detach_links(all);
     }
 
     /// Whether this kernel lets uprobe programs write registers (what

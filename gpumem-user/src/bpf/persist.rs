@@ -67,9 +67,10 @@ fn io_err<'a>(what: &'static str, path: &'a Path) -> impl FnOnce(io::Error) -> P
 
 /// The build's identity: FNV-1a over the object's bytes, whether deny
 /// rewrites registers, and the ring buffer's size.
-pub fn identity(object: &[u8], deny_by_registers: bool, ring_bytes: u32) -> String {
+pub fn identity(object: &[u8], deny_by_registers: bool, ring_bytes: u32, multi_links: bool) -> String {
     let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    let tail = [u8::from(deny_by_registers)].into_iter().chain(ring_bytes.to_le_bytes());
+    let flags = [u8::from(deny_by_registers)].into_iter().chain(multi_links.then_some(2));
+    let tail = flags.chain(ring_bytes.to_le_bytes());
     for b in object.iter().copied().chain(tail) {
         hash ^= u64::from(b);
         hash = hash.wrapping_mul(0x0100_0000_01b3);
@@ -277,12 +278,17 @@ mod tests {
 
     #[test]
     fn identity_changes_with_object_and_options() {
-        let a = identity(b"object", false, 4096);
-        assert_eq!(a, identity(b"object", false, 4096));
+        let a = identity(b"object", false, 4096, false);
+        assert_eq!(a, identity(b"object", false, 4096, false));
         assert_eq!(a.len(), 16);
-        assert_ne!(a, identity(b"objecu", false, 4096));
-        assert_ne!(a, identity(b"object", true, 4096));
-        assert_ne!(a, identity(b"object", false, 8192));
+        assert_ne!(a, identity(b"objecu", false, 4096, false));
+        assert_ne!(a, identity(b"object", true, 4096, false));
+        assert_ne!(a, identity(b"object", false, 8192, false));
+        assert_ne!(
+            a,
+            identity(b"object", false, 4096, true),
+            "the programs' attach type is the prog array's"
+        );
     }
 
     #[test]

@@ -9,8 +9,9 @@ pub struct BpfLink {
     /// The kernel's `link_type` (`uprobe_multi`, `uretprobe_multi`,
     /// `perf_event`, `raw_tracepoint`, ...).
     pub kind: String,
-    /// Probes a multi-uprobe link holds (`uprobe_cnt`); 1 otherwise.
-    pub probes: usize,
+    /// Probes a multi-uprobe link holds (`uprobe_cnt`, which older
+    /// kernels, 6.12 among them, do not show); 1 for other links.
+    pub probes: Option<usize>,
 }
 
 impl BpfLink {
@@ -26,7 +27,11 @@ fn parse(info: &str) -> Option<BpfLink> {
     Some(BpfLink {
         id: field("link_id")?.parse().ok()?,
         kind: field("link_type")?.to_string(),
-        probes: field("uprobe_cnt").and_then(|n| n.parse().ok()).unwrap_or(1),
+        probes: match field("uprobe_cnt") {
+            Some(n) => n.parse().ok(),
+            None if info.contains("uprobe_multi") => None,
+            None => Some(1),
+        },
     })
 }
 
@@ -65,11 +70,13 @@ mod tests {
         let multi = "pos:\t0\nflags:\t02000000\nlink_type:\turetprobe_multi\nlink_id:\t160925\nprog_id:\t240224\nuprobe_cnt:\t3\npath:\t/x\n";
         assert_eq!(
             super::parse(multi),
-            Some(super::BpfLink { id: 160925, kind: "uretprobe_multi".into(), probes: 3 })
+            Some(super::BpfLink { id: 160925, kind: "uretprobe_multi".into(), probes: Some(3) })
         );
         assert!(super::parse(multi).unwrap().is_multi_uprobe());
         let perf = "link_type:\tperf_event\nlink_id:\t7\nprog_id:\t9\n";
-        assert_eq!(super::parse(perf).map(|l| (l.id, l.probes)), Some((7, 1)));
+        assert_eq!(super::parse(perf).map(|l| (l.id, l.probes)), Some((7, Some(1))));
+        let older = "link_type:\tuprobe_multi\nlink_id:\t8\nprog_id:\t9\n";
+        assert_eq!(super::parse(older).map(|l| l.probes), Some(None), "6.12 does not count them");
         assert_eq!(super::parse("pos:\t0\nflags:\t02\nmap_type:\t1\n"), None);
     }
 }

@@ -149,9 +149,19 @@ fn deny_returns_out_of_memory_and_the_process_goes_on() {
     if !deny_runs_here() {
         return;
     }
+    // Through the links the agent makes by default (multi-uprobe links
+    // where the kernel has them) and through single links.
+    deny_round(&[]);
+    if multi_link_refusal().is_none() {
+        deny_round(&["--uprobe-links", "single"]);
+    }
+}
+
+fn deny_round(links: &[&str]) {
     let cg = Cgroup::create("limit-deny-regs");
     let limit = 10 * MIB;
-    let agent = Agent::start(&["--limit", &format!("cgroup:{}={limit},action=deny", cg.path)]);
+    let spec = format!("cgroup:{}={limit},action=deny", cg.path);
+    let agent = Agent::start(&[&["--limit", spec.as_str()], links].concat());
     assert!(agent.stderr().contains("action deny"), "{}", agent.stderr());
     let size = (4 * MIB).to_string();
     let mut w = Workload::spawn(

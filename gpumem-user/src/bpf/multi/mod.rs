@@ -43,8 +43,15 @@ pub enum LinkMode {
 /// (6.1 does not check a kprobe program's attach type). The test link is
 /// closed on a thread of its own, its grace period off the start-up path.
 pub fn supported() -> Result<(), String> {
+    static ANSWER: std::sync::OnceLock<Result<(), String>> = std::sync::OnceLock::new();
+    ANSWER.get_or_init(test_link).clone()
+}
+
+fn test_link() -> Result<(), String> {
+    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease");
+    let release = release.as_deref().map_or("(release unknown)", str::trim).to_string();
     let no = |e: &dyn std::fmt::Display| {
-        format!("this kernel makes no multi-uprobe links ({e}; kernel 6.6+ does)")
+        format!("kernel {release} makes no multi-uprobe links ({e}; 6.6 and newer do)")
     };
     // r0 = 0; exit
     let insns = [insn(0xb7), insn(0x95)];
@@ -136,7 +143,8 @@ impl MultiPrograms {
         let (offsets, cookies): (Vec<u64>, Vec<u64>) = sites.iter().copied().unzip();
         sys::link(self.fd(program)?, path, &offsets, &cookies, ret).map_err(|e| {
             BpfError::Multi(format!(
-                "linking `{program}` at {} site(s) of {}: {e}",
+                "linking `{program}` at {} site(s) of {}: {e} (start with --uprobe-links single to use single \
+                 links)",
                 sites.len(),
                 path.display()
             ))
@@ -176,16 +184,21 @@ fn load_all(queue: Vec<(&'static str, Vec<bpf_insn>)>) -> Result<HashMap<&'stati
     Ok(fds)
 }
 
-/// Closes `links` side by side: each waits for its own grace period, and
-/// the kernel holds no lock across them.
+/// Closes `links` side by side, on up to 64 threads: each waits for its
+/// own grace period, and the kernel holds no lock across them.
 pub fn close_all(links: Vec<OwnedFd>) {
     if links.len() <= 1 {
         drop(links);
         return;
     }
+    let threads = links.len().min(64);
+    let queue = Mutex::new(links);
     std::thread::scope(|s| {
-        for link in links {
-            s.spawn(move || drop(link));
+        for _ in 0..threads {
+            s.spawn(|| loop {
+                let Some(link) = queue.lock().unwrap_or_else(|e| e.into_inner()).pop() else { break };
+                drop(link);
+            });
         }
     });
 }

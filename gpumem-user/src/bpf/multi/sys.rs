@@ -43,23 +43,22 @@ pub struct LoadError {
 
 /// Loads `insns` as a uprobe program for multi-uprobe links, named `name`
 /// (the kernel keeps the first 15 bytes). On refusal the load is repeated
-/// with the verifier's log on, to say why.
+/// with the verifier's log on, to say why; the error is the first load's
+/// (a log that overflows its buffer makes the second fail with ENOSPC).
 pub fn load(name: &str, insns: &[bpf_insn]) -> Result<OwnedFd, LoadError> {
-    match load_with_log(name, insns, 0, &mut []) {
-        Ok(fd) => Ok(fd),
-        Err(first) => {
-            let mut log = vec![0u8; 16 << 20];
-            let error = match load_with_log(name, insns, 1, &mut log) {
-                Ok(fd) => return Ok(fd),
-                Err(e) => e,
-            };
-            let end = log.iter().position(|&b| b == 0).unwrap_or(log.len());
-            let text = String::from_utf8_lossy(&log[..end]);
-            let tail: Vec<&str> = text.lines().rev().take(20).collect();
-            let log = tail.into_iter().rev().collect::<Vec<_>>().join("\n");
-            Err(LoadError { error: if log.is_empty() { first } else { error }, log })
-        }
+    let error = match load_with_log(name, insns, 0, &mut []) {
+        Ok(fd) => return Ok(fd),
+        Err(e) => e,
+    };
+    let mut log = vec![0u8; 16 << 20];
+    if let Ok(fd) = load_with_log(name, insns, 1, &mut log) {
+        return Ok(fd);
     }
+    let end = log.iter().position(|&b| b == 0).unwrap_or(log.len());
+    let text = String::from_utf8_lossy(&log[..end]);
+    let tail: Vec<&str> = text.lines().rev().take(20).collect();
+    let log = tail.into_iter().rev().collect::<Vec<_>>().join("\n");
+    Err(LoadError { error, log })
 }
 
 fn load_with_log(name: &str, insns: &[bpf_insn], level: u32, log: &mut [u8]) -> io::Result<OwnedFd> {
