@@ -14,6 +14,7 @@ use aya::programs::{
 use super::{
     discover::Library,
     error::BpfError,
+    persist::PersistError,
     placement::{plan, Placed},
     site::{Site, Summary},
     symbols::SymbolOffsets,
@@ -109,8 +110,8 @@ impl Tracer {
             let path = dir.join(format!("{i}_{}", link.program()));
             let pinned = match link {
                 Link::Single(program, link) => self.pin_one(program, link, &path),
-                Link::Multi(program, fd) => super::multi::pin(&fd, &path).map_err(|e| {
-                    BpfError::Persist(format!("pinning `{program}`'s link at {}: {e}", path.display()))
+                Link::Multi(_, fd) => super::multi::pin(&fd, &path).map_err(|e| {
+                    PersistError::Pin { path: path.display().to_string(), why: e.to_string() }.into()
                 }),
             };
             if let Err(e) = pinned {

@@ -16,12 +16,15 @@
 mod relocate;
 mod sys;
 
-use std::{collections::HashMap, os::fd::OwnedFd, path::Path, sync::Mutex};
+use std::{collections::HashMap, os::fd::OwnedFd, path::Path};
 
 use aya::Ebpf;
 use aya_obj::generated::bpf_insn;
 
-use super::error::BpfError;
+use super::{
+    error::BpfError,
+    parallel_load::{cores, on_threads},
+};
 
 pub use self::sys::pin;
 
@@ -157,27 +160,15 @@ impl MultiPrograms {
 /// Verifies `queue` on every core at once, popping from its back; on
 /// error, the first failure by name.
 fn load_all(queue: Vec<(&'static str, Vec<bpf_insn>)>) -> Result<HashMap<&'static str, OwnedFd>, BpfError> {
-    let workers = std::thread::available_parallelism().map_or(1, |n| n.get()).min(queue.len().max(1));
-    let queue = Mutex::new(queue);
-    let results = Mutex::new(Vec::new());
-    std::thread::scope(|s| {
-        for _ in 0..workers {
-            s.spawn(|| loop {
-                let Some((name, insns)) = queue.lock().unwrap_or_else(|e| e.into_inner()).pop() else {
-                    break;
-                };
-                let loaded = sys::load(name, &insns);
-                results.lock().unwrap_or_else(|e| e.into_inner()).push((name, loaded));
-            });
-        }
-    });
-    let mut results = results.into_inner().unwrap_or_else(|e| e.into_inner());
+    let threads = cores().min(queue.len());
+    let mut results = on_threads(queue, threads, |(name, insns)| (name, sys::load(name, &insns)));
     results.sort_by_key(|(n, _)| *n);
     let mut fds = HashMap::new();
     for (name, loaded) in results {
         let fd = loaded.map_err(|e| {
             BpfError::Multi(format!(
-                "the kernel refused `{name}` for multi-uprobe links: {}\n{}",
+                "the kernel refused `{name}` for multi-uprobe links: {} (start with --uprobe-links single to use \
+                 single links); the verifier's last lines:\n{}",
                 e.error, e.log
             ))
         })?;
@@ -189,20 +180,8 @@ fn load_all(queue: Vec<(&'static str, Vec<bpf_insn>)>) -> Result<HashMap<&'stati
 /// Closes `links` side by side, on up to 64 threads: each waits for its
 /// own grace period, and the kernel holds no lock across them.
 pub fn close_all(links: Vec<OwnedFd>) {
-    if links.len() <= 1 {
-        drop(links);
-        return;
-    }
     let threads = links.len().min(64);
-    let queue = Mutex::new(links);
-    std::thread::scope(|s| {
-        for _ in 0..threads {
-            s.spawn(|| loop {
-                let Some(link) = queue.lock().unwrap_or_else(|e| e.into_inner()).pop() else { break };
-                drop(link);
-            });
-        }
-    });
+    on_threads(links, threads, drop);
 }
 
 /// One multi link to make: a program, whether it is a return probe, and
