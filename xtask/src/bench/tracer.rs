@@ -14,7 +14,7 @@ use super::setup::Built;
 use crate::util::interrupt;
 
 /// A tracer running for one configuration; stopped on drop.
-pub struct Tracer(pub Option<Child>, pub Vec<String>);
+pub struct Tracer(pub Option<Child>, Vec<String>);
 
 impl Tracer {
     pub fn start(mut c: Command, ready: &str) -> anyhow::Result<(Self, Duration)> {

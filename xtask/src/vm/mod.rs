@@ -193,24 +193,21 @@ fn boot(k: &kernels::Kernel, initrd: &Path, log: &Path) -> anyhow::Result<qemu::
         return Ok(first);
     }
     let tag = k.series;
-    println!(
-        "[{tag}] the guest never reached /init: QEMU ended ({}) after {:.1} s; the console's last lines:",
-        first.status,
-        first.wall.as_secs_f64()
-    );
-    for line in first.tail(40) {
-        println!("[{tag}] | {line}");
-    }
+    let say = |b: &qemu::Boot, what: &str| {
+        println!(
+            "[{tag}] {what}: QEMU ended ({}) after {:.1} s; the console's last lines:",
+            b.status,
+            b.wall.as_secs_f64()
+        );
+        for line in b.tail(40) {
+            println!("[{tag}] | {line}");
+        }
+    };
+    say(&first, "the guest never reached /init");
     println!("[{tag}] booting it once more");
     let again = qemu::boot(k, initrd, log, PER_KERNEL)?;
     if !again.started() {
-        println!(
-            "[{tag}] again it never reached /init: QEMU ended ({}); the console's last lines:",
-            again.status
-        );
-        for line in again.tail(40) {
-            println!("[{tag}] | {line}");
-        }
+        say(&again, "again it never reached /init");
     }
     Ok(again)
 }
