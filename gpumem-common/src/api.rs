@@ -168,8 +168,8 @@ apis! {
     14 MEM_ALLOC_ASYNC_PTSZ             "cuMemAllocAsync_ptsz"            Pool     Alloc         DEVICE   Optional;
     15 MEM_ALLOC_FROM_POOL_ASYNC        "cuMemAllocFromPoolAsync"         Pool     PoolAlloc     DEVICE   Optional;
     16 MEM_ALLOC_FROM_POOL_ASYNC_PTSZ   "cuMemAllocFromPoolAsync_ptsz"    Pool     PoolAlloc     DEVICE   Optional;
-    17 MEM_FREE_ASYNC                   "cuMemFreeAsync"                  Pool     Free          DEVICE   Optional;
-    18 MEM_FREE_ASYNC_PTSZ              "cuMemFreeAsync_ptsz"             Pool     Free          DEVICE   Optional;
+    17 MEM_FREE_ASYNC                   "cuMemFreeAsync"                  Pool     FreeAsync     DEVICE   Optional;
+    18 MEM_FREE_ASYNC_PTSZ              "cuMemFreeAsync_ptsz"             Pool     FreeAsync     DEVICE   Optional;
     19 MEM_POOL_TRIM_TO                 "cuMemPoolTrimTo"                 Pool     Call          DEVICE   Optional;
     20 MEM_POOL_DESTROY                 "cuMemPoolDestroy"                Pool     Call          DEVICE   Optional;
     // Where each pool is: a pool allocation's kind and device are its
@@ -317,7 +317,12 @@ mod tests {
     #[test]
     fn exactly_the_shapes_returning_through_alloc_return_reserve() {
         for a in APIS {
-            assert_eq!(id::reserves(a.id), a.shape.programs().1 == Program::AllocReturn, "{}", a.symbol);
+            assert_eq!(
+                id::reserves(a.id),
+                a.shape.programs().1 == Some(Program::AllocReturn),
+                "{}",
+                a.symbol
+            );
         }
         assert!(id::reserves(id::MEM_ALLOC_V2) && id::reserves(id::MEM_CREATE));
         assert!(!id::reserves(id::MEM_FREE_V2) && !id::reserves(id::NONE) && !id::reserves(200));

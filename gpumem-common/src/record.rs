@@ -8,8 +8,10 @@
 pub mod event_type {
     /// A successful allocation, now charged ([`super::Change`]).
     pub const ALLOC: u32 = 1;
-    /// A successful free, now uncharged (size 0 and `FLAG_UNTRACKED` when the
-    /// allocation predates the agent) ([`super::Change`]).
+    /// A free, now uncharged (size 0 and `FLAG_UNTRACKED` when the
+    /// allocation predates the agent): at a successful return, or at the
+    /// entry where the free is final there (`FLAG_AT_ENTRY`, no result
+    /// known) ([`super::Change`]).
     pub const FREE: u32 = 2;
     /// An allocation the driver refused (`result` holds its CUresult);
     /// nothing was charged ([`super::Change`]).
@@ -52,6 +54,9 @@ pub const FLAG_UNTRACKED: u32 = 1;
 /// The process used more than `PROC_CGROUP_SLOTS` cgroups; this charge is
 /// counted in the cgroup's total but cannot be uncharged at process exit.
 pub const FLAG_CGROUP_SLOTS_FULL: u32 = 2;
+/// A free recorded at its entry, where it is final (see
+/// `api::Shape::Free`): the driver's result is not known, and `result` is 0.
+pub const FLAG_AT_ENTRY: u32 = 4;
 
 /// `device` when the calling thread's current context is not known.
 pub const DEVICE_UNKNOWN: u32 = u32::MAX;

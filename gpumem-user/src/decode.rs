@@ -4,8 +4,8 @@
 //! not match its kind, an unknown kind) is a [`DecodeError`], counted as
 //! malformed, never a panic.
 use gpumem_common::{
-    event_type, limit_action, payload_size, record, Header, DEVICE_UNKNOWN, FLAG_CGROUP_SLOTS_FULL,
-    FLAG_UNTRACKED,
+    event_type, limit_action, payload_size, record, Header, DEVICE_UNKNOWN, FLAG_AT_ENTRY,
+    FLAG_CGROUP_SLOTS_FULL, FLAG_UNTRACKED,
 };
 
 /// One kernel record.
@@ -54,8 +54,9 @@ pub struct Change {
     pub kind: u32,
     /// None when the thread's current context was not known.
     pub device: Option<u32>,
-    /// The driver's CUresult.
-    pub result: u32,
+    /// The driver's CUresult; None for a free recorded at its entry,
+    /// where it is final (see `gpumem_common::FLAG_AT_ENTRY`).
+    pub result: Option<u32>,
     /// The kernel's totals right after this record.
     pub proc_total: u64,
     pub cgroup_total: u64,
@@ -163,7 +164,7 @@ fn change(payload: &[u8]) -> Change {
         size: c.size,
         kind: c.kind,
         device: (c.device != DEVICE_UNKNOWN).then_some(c.device),
-        result: c.result,
+        result: (c.flags & FLAG_AT_ENTRY == 0).then_some(c.result),
         proc_total: c.proc_total,
         cgroup_total: c.cgroup_total,
         generation: c.generation,

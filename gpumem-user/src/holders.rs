@@ -72,7 +72,7 @@ impl About {
     /// The `holders` an `alloc_failed` record gets: only where the driver
     /// was out of memory.
     pub fn of_refusal(c: &Change) -> Option<Self> {
-        (c.result == CUDA_ERROR_OUT_OF_MEMORY).then_some(Self::Device(c.device))
+        (c.result == Some(CUDA_ERROR_OUT_OF_MEMORY)).then_some(Self::Device(c.device))
     }
 }
 

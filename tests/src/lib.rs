@@ -8,6 +8,7 @@
 #[cfg(test)]
 mod deploy;
 pub mod driver;
+pub mod failed_frees;
 pub mod families;
 pub mod harness;
 pub mod mixed;

@@ -32,8 +32,14 @@ pub enum Shape {
     Array3D,
     /// Sized from `CUDA_ARRAY3D_DESCRIPTOR` over the mipmap levels.
     Mipmap,
-    /// `(T addr, ...)`: uncharged at a successful return.
+    /// `(T addr)`: uncharged at its entry, where the free is final: a
+    /// free of a live allocation fails only where the process's driver
+    /// state is already lost (its exit releases everything anyway), so it
+    /// has no return probe (a trap and a program run less per free).
     Free,
+    /// `cuMemFreeAsync(addr, stream)`: a bad stream fails the call and the
+    /// memory stays allocated, so it is uncharged at a successful return.
+    FreeAsync,
     /// Reported, never charged: `(handle, size, ...)`.
     Call,
     /// Reported, never charged: `(T *out, ...)`, the handle written through
@@ -81,10 +87,12 @@ pub enum Shape {
 }
 
 impl Shape {
-    /// The programs attached at the entry and at the return.
-    pub const fn programs(self) -> (Program, Program) {
+    /// The programs attached at the entry and at the return (none where
+    /// the entry does all).
+    pub const fn programs(self) -> (Program, Option<Program>) {
         use Program::*;
-        match self {
+        let (entry, ret) = match self {
+            Shape::Free => return (FreeEntry, None),
             Shape::Alloc => (AllocEntry, AllocReturn),
             Shape::Pitch => (PitchEntry, AllocReturn),
             Shape::HostRegister => (HostRegisterEntry, AllocReturn),
@@ -96,7 +104,7 @@ impl Shape {
             Shape::Array => (ArrayEntry, AllocReturn),
             Shape::Array3D => (Array3dEntry, AllocReturn),
             Shape::Mipmap => (MipmapEntry, AllocReturn),
-            Shape::Free => (FreeEntry, FreeReturn),
+            Shape::FreeAsync => (FreeAsyncEntry, FreeAsyncReturn),
             Shape::Call => (CallEntry, CallReturn),
             Shape::CallOut => (CallOutEntry, CallReturn),
             Shape::CallArgs => (CallArgsEntry, CallReturn),
@@ -114,12 +122,13 @@ impl Shape {
             Shape::TotalMem => (TotalMemEntry, ViewReturn),
             Shape::NvmlHandle => (NvmlHandleEntry, NvmlHandleReturn),
             Shape::NvmlMemInfo => (NvmlMemInfoEntry, ViewReturn),
-        }
+        };
+        (entry, Some(ret))
     }
 
     /// Whether a call of this shape reserves bytes under limits at its
     /// entry: the allocating shapes, which return through `alloc_return`.
     pub const fn reserves(self) -> bool {
-        matches!(self.programs().1, Program::AllocReturn)
+        matches!(self.programs().1, Some(Program::AllocReturn))
     }
 }

@@ -1,14 +1,22 @@
-//! Frees whose first argument is the address (`cuMemFree_v2` and the same
-//! shape). The entry takes the allocation out of the live map, so an
-//! address the driver hands to another thread before this return cannot be
-//! confused with it; the return uncharges it if the driver succeeded and
-//! puts it back if not.
+//! Frees whose first argument is the address.
+//!
+//! `free_entry` (`cuMemFree_v2` and the same shape, see
+//! `gpumem_common::api::Shape::Free`): the free is final at its entry, which
+//! takes the allocation out of the live map, uncharges it and records it.
+//! There is no return probe.
+//!
+//! `free_async_entry` and `free_async_return` (`cuMemFreeAsync`, whose bad
+//! stream fails the call with the memory still allocated): the entry takes
+//! the allocation out of the live map, so an address the driver hands to
+//! another thread before this return cannot be confused with it; the
+//! return uncharges it if the driver succeeded and puts it back if not.
 use aya_ebpf::{
     helpers::{bpf_get_current_cgroup_id, bpf_get_current_pid_tgid},
     programs::{ProbeContext, RetProbeContext},
 };
 use gpumem_common::{
-    event_type, ns, stat, Change, FreeCall, LiveAlloc, LiveKey, CUDA_SUCCESS, DEVICE_UNKNOWN, FLAG_UNTRACKED,
+    event_type, ns, stat, Change, FreeCall, LiveAlloc, LiveKey, CUDA_SUCCESS, DEVICE_UNKNOWN, FLAG_AT_ENTRY,
+    FLAG_UNTRACKED,
 };
 
 use crate::{
@@ -26,6 +34,27 @@ on_task_stack!(uprobe free_entry = FreeEntry => free_entry_run);
 
 #[inline(always)]
 fn free_entry_run(ctx: ProbeContext) -> u32 {
+    let c = cookie(&ctx);
+    let (api, kind) = (gpumem_common::cookie::api(c), gpumem_common::cookie::kind(c));
+    let addr = ctx.arg::<u64>(0).unwrap_or(0);
+    let key = live_key(ns::for_kind(kind), addr);
+    let change = Change { addr, kind, flags: FLAG_AT_ENTRY, ..Change::default() };
+    // SAFETY: copied out before removal.
+    if let Some(live) = unsafe { LIVE.get(key) }.copied() {
+        let _ = LIVE.remove(key);
+        if record_free(api, key.tgid, change, &live) {
+            return 0;
+        }
+    }
+    // SAFETY: plain helper call.
+    record_untracked_free(api, unsafe { bpf_get_current_cgroup_id() }, change);
+    0
+}
+
+on_task_stack!(uprobe free_async_entry = FreeAsyncEntry => free_async_entry_run);
+
+#[inline(always)]
+fn free_async_entry_run(ctx: ProbeContext) -> u32 {
     let c = cookie(&ctx);
     let addr = ctx.arg::<u64>(0).unwrap_or(0);
     let call = take_live(ns::for_kind(gpumem_common::cookie::kind(c)), addr);
@@ -50,10 +79,10 @@ pub fn take_live(namespace: u32, addr: u64) -> FreeCall {
     call
 }
 
-on_task_stack!(uretprobe free_return = FreeReturn => free_return_run);
+on_task_stack!(uretprobe free_async_return = FreeAsyncReturn => free_async_return_run);
 
 #[inline(always)]
-fn free_return_run(ctx: RetProbeContext) -> u32 {
+fn free_async_return_run(ctx: RetProbeContext) -> u32 {
     let c = cookie(&ctx);
     let (api, kind) = (gpumem_common::cookie::api(c), gpumem_common::cookie::kind(c));
     let Some(p) = pending::take(api) else { return 0 };
@@ -82,7 +111,7 @@ pub fn record_untracked_free(api: u32, cgroup_id: u64, mut change: Change) {
     let pid_tgid = bpf_get_current_pid_tgid();
     let t = usage::current((pid_tgid >> 32) as u32, cgroup_id);
     change.device = DEVICE_UNKNOWN;
-    change.flags = FLAG_UNTRACKED;
+    change.flags |= FLAG_UNTRACKED;
     change.proc_total = t.proc_total;
     change.cgroup_total = t.cgroup_total;
     emit(event_type::FREE, api, Subject { pid_tgid, cgroup_id }, change);

@@ -147,10 +147,10 @@ impl Agent {
     /// ran out of memory; a call gpumem's own `deny` refused is neither
     /// (its `limit` record says why, with the limit's holders).
     fn refusal(&mut self, tid: u32, c: &Change) -> Option<Box<Holders>> {
-        if self.denied.returned(tid) && c.result == CUDA_ERROR_OUT_OF_MEMORY {
+        if self.denied.returned(tid) && c.result == Some(CUDA_ERROR_OUT_OF_MEMORY) {
             return None;
         }
-        self.counts.failure(c.device, c.result);
+        self.counts.failure(c.device, c.result.unwrap_or(0));
         About::of_refusal(c).and_then(|a| self.holders(a))
     }
 

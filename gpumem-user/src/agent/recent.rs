@@ -43,7 +43,7 @@ mod tests {
     }
 
     fn failure(pid: u32, ts_ns: u64) -> Line {
-        let c = Change { size: 4096, result: 2, device: Some(0), ..Change::default() };
+        let c = Change { size: 4096, result: Some(2), device: Some(0), ..Change::default() };
         let e = Event { origin: origin(pid, ts_ns), body: Body::AllocFailed(c) };
         Line::Event(EventLine::new(&e, Some("/a".into()), None).unwrap())
     }

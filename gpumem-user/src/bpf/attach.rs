@@ -37,6 +37,9 @@ pub struct AttachReport {
     pub adopted: bool,
     /// The multi-uprobe links holding its probes (0: one link per probe).
     pub multi_links: usize,
+    /// How many of its probes have a return probe too (the others do all
+    /// at the entry: frees).
+    pub returns: usize,
 }
 
 impl AttachReport {
@@ -54,7 +57,8 @@ impl Tracer {
     }
 
     /// [`Self::attach`], with `programs` (entry, return) in place of every
-    /// row's own: the bench's floor.
+    /// row's own (the return only where the row has one): the bench's
+    /// floor.
     pub fn attach_programs(
         &mut self,
         lib: &Library,
@@ -64,7 +68,7 @@ impl Tracer {
         let mut plan = plan(&symbols, self.emulation, lib.kind);
         if self.view_refusal.is_some() {
             // Not loaded here: limited processes see the card as it is.
-            plan.placed.retain(|p| p.probe.ret != super::probes::VIEW_RETURN);
+            plan.placed.retain(|p| p.probe.ret != Some(super::probes::VIEW_RETURN));
         }
         if !plan.missing_required.is_empty() {
             let (path, symbols) = (lib.path.display().to_string(), plan.missing_required.join(", "));
@@ -97,6 +101,7 @@ impl Tracer {
             aliases: plan.aliases,
             adopted,
             multi_links,
+            returns: plan.placed.iter().filter(|p| p.probe.ret.is_some()).count(),
         })
     }
 
@@ -147,9 +152,9 @@ impl Tracer {
         links: &mut Vec<Link>,
     ) -> Result<(), BpfError> {
         let p = &placed.probe;
-        let (entry, ret) = programs.unwrap_or((p.entry, p.ret));
+        let (entry, ret) = p.programs(programs);
         let cookie = gpumem_common::cookie::pack(p.api.id, p.api.kind, placed.ret.unwrap_or(0));
-        for program in [entry, ret] {
+        for program in [Some(entry), ret].into_iter().flatten() {
             let link = self.attach_one(program, placed.offset(), cookie, lib).map_err(|source| {
                 BpfError::Attach {
                     program,

@@ -43,9 +43,13 @@ fn an_alloc_record_decodes_with_its_origin_and_change() {
 
 #[test]
 fn flags_and_an_unknown_device_are_typed() {
-    let c = record::Change { device: DEVICE_UNKNOWN, flags: FLAG_UNTRACKED, ..Default::default() };
+    let c = record::Change { device: DEVICE_UNKNOWN, flags: FLAG_UNTRACKED, result: 1, ..Default::default() };
     let Body::Free(got) = decode(&bytes(header(event_type::FREE), c)).unwrap().body else { panic!() };
-    assert_eq!(got.device, None);
+    assert_eq!((got.device, got.result), (None, Some(1)));
+    assert!(got.untracked);
+    let c = record::Change { flags: FLAG_AT_ENTRY | FLAG_UNTRACKED, ..Default::default() };
+    let Body::Free(got) = decode(&bytes(header(event_type::FREE), c)).unwrap().body else { panic!() };
+    assert_eq!(got.result, None, "recorded at its entry: no result known");
     assert!(got.untracked);
 }
 
@@ -99,8 +103,8 @@ proptest! {
 
     /// A record the kernel could send decodes to what it says.
     #[test]
-    fn changes_round_trip(addr: u64, size: u64, device: u32, flags in 0u32..4, event in 1u32..4) {
-        let c = record::Change { addr, size, device, flags, ..Default::default() };
+    fn changes_round_trip(addr: u64, size: u64, device: u32, flags in 0u32..8, result: u32, event in 1u32..4) {
+        let c = record::Change { addr, size, device, flags, result, ..Default::default() };
         let e = decode(&bytes(header(event), c)).unwrap();
         let (Body::Alloc(got) | Body::Free(got) | Body::AllocFailed(got)) = e.body else {
             return Err(TestCaseError::fail(format!("{e:?}")));
@@ -108,5 +112,6 @@ proptest! {
         prop_assert_eq!((got.addr, got.size), (addr, size));
         prop_assert_eq!(got.device, (device != DEVICE_UNKNOWN).then_some(device));
         prop_assert_eq!(got.untracked, flags & FLAG_UNTRACKED != 0);
+        prop_assert_eq!(got.result, (flags & FLAG_AT_ENTRY == 0).then_some(result));
     }
 }

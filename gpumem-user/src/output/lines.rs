@@ -134,7 +134,8 @@ pub struct EventLine {
     pub kind: Cow<'static, str>,
     pub size: u64,
     pub addr: String,
-    pub result: u32,
+    /// The driver's CUresult; null for a free recorded at its entry.
+    pub result: Option<u32>,
     pub proc_total: u64,
     pub cgroup_total: u64,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

@@ -125,7 +125,7 @@ impl RecentEvent {
             api: c.api.to_string(),
             bytes: e.size,
             device: e.device,
-            result: Some(e.result),
+            result: e.result,
             limit: None,
             limit_bytes: None,
             usage: None,

@@ -58,7 +58,13 @@ fn event(e: &EventLine) -> String {
     let what = match e.caller.event {
         RecordEvent::Exit | RecordEvent::Exec => format!("released {}", human(e.size)),
         RecordEvent::AllocFailed => {
-            format!("{} {} wanted {} -> CUresult {}", e.caller.api, e.kind, human(e.size), e.result)
+            format!(
+                "{} {} wanted {} -> CUresult {}",
+                e.caller.api,
+                e.kind,
+                human(e.size),
+                e.result.unwrap_or(0)
+            )
         }
         _ => format!("{} {} dev {} {} at {}", e.caller.api, e.kind, dev(e.device), human(e.size), e.addr),
     };

@@ -36,7 +36,8 @@ fn objects() -> MutexGuard<'static, Objects> {
     O.get_or_init(Mutex::default).lock().unwrap_or_else(|p| p.into_inner())
 }
 
-fn is_stream(s: CUstream) -> bool {
+/// Whether `s` is a stream handle: a default stream's or a live one.
+pub(crate) fn is_stream(s: CUstream) -> bool {
     let s = s as u64;
     s == 0 || s == LEGACY || s == PER_THREAD || objects().streams.contains_key(&s)
 }

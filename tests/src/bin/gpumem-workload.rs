@@ -35,6 +35,8 @@ enum Scenario {
     /// Every allocation family gpumem covers, on devices 0 and 1, with the
     /// truth split by kind and device.
     Families,
+    /// Frees the driver refuses beside frees it takes (failed_frees.rs).
+    FailedFrees,
     /// Allocate, then exec this program again as `basic` (same pid): the
     /// new image holds nothing of the old one.
     Exec,
@@ -102,7 +104,7 @@ struct Args {
     /// `loop`: pairs per second (0: as fast as it can).
     #[arg(long, default_value_t = 0)]
     rate: u64,
-    /// Chunk size for `oom`.
+    /// Chunk size (`oom`, `loop`, `steps`, `deny`, `hold`).
     #[arg(long, default_value_t = 1 << 20)]
     size: usize,
     /// `loop`: time cuCtxSetCurrent calls (what a framework may call once
@@ -147,6 +149,7 @@ fn main() -> anyhow::Result<()> {
         Scenario::Hold => w.hold(),
         Scenario::NoDevice => w.no_device(),
         Scenario::Families => gpumem_tests::families::run(&w.driver, &w.truth, w.ctx, &|n| w.checkpoint(n)),
+        Scenario::FailedFrees => gpumem_tests::failed_frees::run(&w.driver, &w.truth, &|n| w.checkpoint(n)),
         Scenario::View => gpumem_tests::view::run(&w.driver, &w.truth, w.ctx, &[1], &|n| w.checkpoint(n)),
     }
 }
@@ -291,10 +294,7 @@ impl Workload<'_> {
 
     fn hold(&self) -> anyhow::Result<()> {
         let size = self.args.size;
-        let mut held = Vec::with_capacity(self.args.iterations);
-        for _ in 0..self.args.iterations {
-            held.push(self.alloc(size)?);
-        }
+        let held: Vec<u64> = (0..self.args.iterations).map(|_| self.alloc(size)).collect::<Result<_, _>>()?;
         self.checkpoint("held")?;
         for p in held {
             self.free(p, size)?;
@@ -363,14 +363,12 @@ impl Workload<'_> {
             -1 => bail!("fork: {}", std::io::Error::last_os_error()),
             0 => {
                 let child = Truth::default();
-                let p =
-                    self.driver.alloc(2 << 20).map_err(|e| anyhow::anyhow!("child alloc returned {e}"))?;
+                let _held = self.driver.alloc(2 << 20).map_err(|e| anyhow::anyhow!("child alloc: {e}"))?;
                 child.allocated(2 << 20);
                 // The parent's address: the driver state was copied by fork,
                 // but this process never allocated it. gpumem must not
                 // uncharge the parent for it.
                 let _ = self.driver.free(parent_alloc);
-                let _ = p;
                 emit(&child.checkpoint("child"), false)?;
                 std::process::exit(0);
             }

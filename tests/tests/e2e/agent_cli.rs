@@ -77,7 +77,7 @@ fn start_ready_and_clean_stop() {
     let probes =
         gpumem::bpf::probes::probes().filter(|p| p.api.library == gpumem::bpf::probes::Library::Cuda);
     let view_rows = if user_write_refusal().is_some() { gpumem::bpf::probes::VIEW_RETURN } else { "" };
-    let attached = format!("attached {} probe(s)", probes.filter(|p| p.ret != view_rows).count());
+    let attached = format!("attached {} probe(s)", probes.filter(|p| p.ret != Some(view_rows)).count());
     assert!(agent.stderr().contains(&attached), "{}", agent.stderr());
     // NVML: used where an NVIDIA driver provides it, otherwise said once.
     if s.nvml {

@@ -56,7 +56,7 @@ fn an_out_of_memory_refusal_names_who_held_the_device() {
     let lines = agent.wait_for_checkpoint(&full);
     let refused = lines.events(filler.pid(), RecordEvent::AllocFailed);
     assert_eq!(refused.len(), 1, "{refused:?}");
-    assert_eq!(refused[0].result, 2);
+    assert_eq!(refused[0].result, Some(2));
     let h: &Holders = refused[0].holders.as_deref().expect("an out-of-memory refusal carries holders");
     assert_eq!(h.device, Some(0));
     assert_eq!(h.total, full.held + held.held, "everything held on device 0");

@@ -4,20 +4,32 @@
 //! way, and what goes through the links is counted exactly.
 use gpumem_tests::harness::*;
 
-/// Probes and multi links the agent said it attached, over every library
-/// (`attached N probe(s) to PATH[ through M multi-uprobe links]`: the
-/// simulated driver, and NVML where one is found).
-fn said_attached(agent: &Agent) -> (usize, usize) {
+/// What the agent said it attached, over every library (`attached N
+/// probe(s) (R with a return probe) to PATH[ through M multi-uprobe
+/// links]`: the simulated driver, and NVML where one is found).
+struct Said {
+    probes: usize,
+    /// Entry and return probe sites: N + R.
+    sites: usize,
+    multi: usize,
+}
+
+fn said_attached(agent: &Agent) -> Said {
     let stderr = agent.stderr();
-    let lines: Vec<&str> = stderr.lines().filter(|l| l.contains(" probe(s) to ")).collect();
+    let lines: Vec<&str> = stderr.lines().filter(|l| l.contains(" with a return probe) to ")).collect();
     assert!(!lines.is_empty(), "{stderr}");
     let number_after = |line: &str, word: &str| -> Option<usize> {
         let at = line.find(word)? + word.len();
         line[at..].split_whitespace().next()?.parse().ok()
     };
-    lines.iter().fold((0, 0), |(probes, multi), line| {
+    lines.iter().fold(Said { probes: 0, sites: 0, multi: 0 }, |s, line| {
         let n = number_after(line, "attached ").unwrap_or_else(|| panic!("{line}"));
-        (probes + n, multi + number_after(line, " through ").unwrap_or(0))
+        let returns = number_after(line, "probe(s) (").unwrap_or_else(|| panic!("{line}"));
+        Said {
+            probes: s.probes + n,
+            sites: s.sites + n + returns,
+            multi: s.multi + number_after(line, " through ").unwrap_or(0),
+        }
     })
 }
 
@@ -62,14 +74,15 @@ fn multi_links_hold_every_probe_where_the_kernel_has_them_and_a_stop_leaves_none
         "kernel {version:?} has multi-uprobe links, yet gpumem probe says: {refusal:?}"
     );
     let agent = Agent::start(&[]);
-    let (probes, multi) = said_attached(&agent);
+    let Said { probes, sites, multi } = said_attached(&agent);
+    assert!(probes < sites && sites < 2 * probes, "frees have no return probe, the others one");
     let links = traces_exactly_and_detaches_all(agent);
     match refusal {
         None => {
             assert!(links.iter().all(BpfLink::is_multi_uprobe), "{links:?}");
             assert_eq!(links.len(), multi, "one descriptor per link said");
             match links.iter().map(|l| l.probes).sum::<Option<usize>>() {
-                Some(held) => assert_eq!(held, 2 * probes, "each probe's entry and return, once: {links:?}"),
+                Some(held) => assert_eq!(held, sites, "each probe's entry and return, once: {links:?}"),
                 None => println!("this kernel's fdinfo does not count a multi link's probes (6.18 and 7.x do): links checked by kind and number"),
             }
             assert!(multi < probes, "{multi} links for {probes} probes");
@@ -78,7 +91,7 @@ fn multi_links_hold_every_probe_where_the_kernel_has_them_and_a_stop_leaves_none
             println!("this kernel has no multi-uprobe links ({why}): single links, checked as such");
             assert_eq!(multi, 0);
             assert!(!links.iter().any(BpfLink::is_multi_uprobe), "{links:?}");
-            assert_eq!(links.len(), 2 * probes, "{links:?}");
+            assert_eq!(links.len(), sites, "{links:?}");
         }
     }
 }
@@ -89,15 +102,15 @@ fn single_links_on_request_and_multi_refused_by_name_where_the_kernel_has_none()
         return;
     }
     let agent = Agent::start(&["--uprobe-links", "single"]);
-    let (probes, multi) = said_attached(&agent);
+    let Said { sites, multi, .. } = said_attached(&agent);
     assert_eq!(multi, 0);
     let links = traces_exactly_and_detaches_all(agent);
     assert!(!links.iter().any(BpfLink::is_multi_uprobe), "{links:?}");
-    assert_eq!(links.len(), 2 * probes, "one link per entry and return: {links:?}");
+    assert_eq!(links.len(), sites, "one link per entry and return: {links:?}");
     match multi_link_refusal() {
         None => {
             let agent = Agent::start(&["--uprobe-links", "multi"]);
-            assert!(said_attached(&agent).1 > 0);
+            assert!(said_attached(&agent).multi > 0);
         }
         Some(_) => {
             let (status, stderr) = Agent::start_failing(&["--uprobe-links", "multi"]);

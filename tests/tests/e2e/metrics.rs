@@ -94,7 +94,7 @@ fn refusals(agent: &Agent, prom: &Prometheus, cg: &Cgroup) {
     let mut refused: BTreeMap<String, u64> = BTreeMap::new();
     for l in lines.all_events(RecordEvent::AllocFailed) {
         let device = l.device.map_or("-".into(), |d| d.to_string());
-        *refused.entry(format!("{}:{device}", l.result)).or_default() += 1;
+        *refused.entry(format!("{}:{device}", l.result.unwrap_or(0))).or_default() += 1;
     }
     assert_eq!(refused.get("2:0"), Some(&1), "the oom workload's refusal, on device 0: {refused:?}");
     prom.wait_for("gpumem_alloc_failures_total", |r| {

@@ -77,7 +77,7 @@ fn failed_allocation_is_reported_and_charges_nothing() {
     assert_eq!((full.allocs, full.failed, full.held), (3, 1, 9 << 20));
     let lines = agent.wait_for_checkpoint(&full);
     let failed = lines.events(pid, RecordEvent::AllocFailed)[0];
-    assert_eq!(failed.result, 2, "CUDA_ERROR_OUT_OF_MEMORY");
+    assert_eq!(failed.result, Some(2), "CUDA_ERROR_OUT_OF_MEMORY");
     assert_eq!(failed.size, 3145728);
     assert_eq!(failed.proc_total, 9 << 20, "the refused call charged nothing");
     let s = agent.status();
@@ -179,4 +179,59 @@ fn exec_releases_what_the_old_image_held() {
     assert_process_holds(&s, pid, after.held);
     assert_cgroup_holds(&s, &cg, after.held);
     w.run_to_end();
+}
+
+/// Frees the driver refuses change nothing: two `cuMemFree_v2` of
+/// addresses the process does not hold (recorded at the entry, where this
+/// API's frees are final: untracked, no result) and a `cuMemFreeAsync` of
+/// a live allocation on a stream that is not one (recorded at its return:
+/// refused, so not at all, and the memory stays charged until it is freed
+/// on a real stream).
+#[test]
+fn refused_frees_of_live_and_unknown_addresses_change_nothing() {
+    if !privileged() {
+        return;
+    }
+    let agent = Agent::start(&[]);
+    let cg = Cgroup::create("refused-frees");
+    let card = SimCard::new(64 << 20);
+    let mut w = Workload::spawn(&["--scenario", "failed-frees", "--pause"], Some(&cg), &card.env());
+    let pid = w.pid();
+    let refused = w.checkpoint();
+    assert_eq!((refused.held, refused.allocs, refused.frees), (4 << 20, 3, 1));
+    let untracked = 2;
+    let lines = agent.wait_for("the frees so far", |l| {
+        l.count(pid, RecordEvent::Alloc) as u64 == refused.allocs
+            && l.count(pid, RecordEvent::Free) as u64 == refused.frees + untracked
+    });
+    let frees: Vec<_> = lines
+        .events(pid, RecordEvent::Free)
+        .iter()
+        .map(|l| (l.caller.api.to_string(), l.size, l.result, l.flags.clone()))
+        .collect();
+    let at_entry = |size, flags| ("cuMemFree_v2".to_string(), size, None, flags);
+    assert_eq!(
+        frees,
+        [at_entry(2 << 20, vec![]), at_entry(0, vec![Flag::Untracked]), at_entry(0, vec![Flag::Untracked])],
+        "the free taken, then the two refused, in order"
+    );
+    let s = agent.status();
+    assert_process_holds(&s, pid, refused.held);
+    assert_cgroup_holds(&s, &cg, refused.held);
+    assert_eq!(card.held(pid, 0).0, refused.held, "the card's own count");
+    w.resume();
+    let freed = w.checkpoint();
+    let lines = agent.wait_for("the stream-ordered free", |l| {
+        l.count(pid, RecordEvent::Free) as u64 == freed.frees + untracked
+    });
+    let last = *lines.events(pid, RecordEvent::Free).last().unwrap();
+    assert_eq!((last.caller.api.as_ref(), last.size, last.result), ("cuMemFreeAsync", 3 << 20, Some(0)));
+    let s = agent.status();
+    assert_process_holds(&s, pid, freed.held);
+    assert_cgroup_holds(&s, &cg, freed.held);
+    assert_eq!((freed.held, card.held(pid, 0).0), (1 << 20, 1 << 20));
+    w.resume();
+    w.finish();
+    agent.wait_for_exit(pid);
+    assert_cgroup_holds(&agent.status(), &cg, 0);
 }

@@ -53,7 +53,7 @@ fn copies(b: &Built, count: usize) -> anyhow::Result<Vec<PathBuf>> {
 }
 
 /// Probes attached, from the agent's start-up lines
-/// (`gpumem: attached N probe(s) to ...`).
+/// (`gpumem: attached N probe(s) (R with a return probe) to ...`).
 fn probes(lines: &[String]) -> usize {
     lines
         .iter()
@@ -164,9 +164,9 @@ mod tests {
     #[test]
     fn probes_are_summed_over_the_start_up_lines() {
         let lines: Vec<String> = [
-            "gpumem: attached 40 probe(s) to /a/libcuda.so.1 (dev 1, inode 2)",
+            "gpumem: attached 40 probe(s) (35 with a return probe) to /a/libcuda.so.1 (dev 1, inode 2)",
             "gpumem: warning: NVML is not available",
-            "gpumem: attached 38 probe(s) to /b/libcuda.so.1 (dev 1, inode 3)",
+            "gpumem: attached 38 probe(s) (33 with a return probe) to /b/libcuda.so.1 (dev 1, inode 3)",
         ]
         .map(String::from)
         .to_vec();

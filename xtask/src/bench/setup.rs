@@ -30,7 +30,9 @@ pub fn bpftrace() -> Result<PathBuf, String> {
     crate::util::ensure_tool("bpftrace", "bpftrace").map_err(|e| format!("{e:#}"))
 }
 
-/// The bpftrace equivalent: live allocations and per-process totals in maps.
+/// The bpftrace equivalent: live allocations and per-process totals in maps,
+/// at gpumem's probe sites (a free is final at its entry, as gpumem takes
+/// it: no return probe).
 pub fn bpftrace_script(lib: &Path) -> String {
     let l = lib.display();
     format!(
@@ -40,12 +42,8 @@ uretprobe:{l}:cuMemAlloc_v2 /@ptr[tid]/ {{
   if (retval == 0) {{ $a = *(uint64 *)@ptr[tid]; @live[pid, $a] = @req[tid]; @held[pid] += @req[tid]; }}
   delete(@ptr[tid]); delete(@req[tid]);
 }}
-uprobe:{l}:cuMemFree_v2 {{ @freeing[tid] = arg0; }}
-uretprobe:{l}:cuMemFree_v2 /@freeing[tid]/ {{
-  if (retval == 0) {{ @held[pid] -= @live[pid, @freeing[tid]]; delete(@live[pid, @freeing[tid]]); }}
-  delete(@freeing[tid]);
-}}
-END {{ clear(@live); clear(@ptr); clear(@req); clear(@freeing); }}
+uprobe:{l}:cuMemFree_v2 {{ @held[pid] -= @live[pid, arg0]; delete(@live[pid, arg0]); }}
+END {{ clear(@live); clear(@ptr); clear(@req); }}
 "#
     )
 }

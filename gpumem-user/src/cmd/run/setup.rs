@@ -109,9 +109,10 @@ pub fn say_attached(r: &AttachReport) {
         n => format!(" through {n} multi-uprobe links"),
     };
     tracing::info!(
-        "{} {} probe(s) to {path}{links} (dev {}, inode {})",
+        "{} {} probe(s) ({} with a return probe) to {path}{links} (dev {}, inode {})",
         if r.adopted { "adopted the pinned" } else { "attached" },
         r.attached.len(),
+        r.returns,
         r.library.dev,
         r.library.ino
     );

@@ -15,6 +15,7 @@ fn alloc() -> Event {
         device: Some(0),
         proc_total: 4096,
         cgroup_total: 8192,
+        result: Some(0),
         ..Change::default()
     };
     Event { origin: origin(id::MEM_ALLOC_V2), body: Body::Alloc(c) }
@@ -41,6 +42,14 @@ fn unknown_device_and_untracked_free_are_explicit() {
     assert_eq!(v["device"], serde_json::Value::Null);
     assert_eq!(v["cgroup"], serde_json::Value::Null);
     assert_eq!(v["flags"], serde_json::json!(["untracked"]));
+}
+
+#[test]
+fn a_free_recorded_at_its_entry_has_no_result() {
+    let c = Change { size: 4096, ..Change::default() };
+    let e = Event { origin: origin(id::MEM_FREE_V2), body: Body::Free(c) };
+    let v = serde_json::to_value(EventLine::new(&e, None, None).unwrap()).unwrap();
+    assert_eq!((v["event"].as_str(), &v["result"]), (Some("free"), &serde_json::Value::Null));
 }
 
 #[test]
