@@ -13,7 +13,6 @@
 //! `vmm.rs`, `array.rs` and `pool.rs` add entries for `cuMemCreate`, the
 //! arrays and allocations from pools.
 use aya_ebpf::{
-    bindings::BPF_NOEXIST,
     helpers::{bpf_get_current_cgroup_id, bpf_get_current_pid_tgid, bpf_probe_read_user},
     programs::{ProbeContext, RetProbeContext},
     EbpfContext,
@@ -161,29 +160,6 @@ fn alloc_return_run(ctx: RetProbeContext) -> u32 {
     0
 }
 
-/// `-EEXIST`: a `BPF_NOEXIST` insert found the key taken.
-const EEXIST: i32 = -17;
-
-/// The live entry at `key` is an allocation whose free gpumem never saw:
-/// of this image (its charge is dropped so it is not counted twice, and
-/// `t` becomes the totals after that), or of an earlier image of this
-/// tgid that exited or exec'd (already uncharged). `live` takes its place.
-#[inline(always)]
-fn replace_stale(key: LiveKey, live: &LiveAlloc, t: &mut usage::Totals) {
-    // SAFETY: copied out before it is replaced.
-    if let Some(stale) = unsafe { LIVE.get(key) }.copied() {
-        if let Some(after) = usage::uncharge_current(key.tgid, &stale) {
-            t.proc_total = after.proc_total;
-            if stale.cgroup_id == live.cgroup_id {
-                t.cgroup_total = after.cgroup_total;
-            }
-        }
-    }
-    if LIVE.insert(key, live, 0).is_err() {
-        count(stat::MAP_FULL);
-    }
-}
-
 /// The driver succeeded but its result cannot be read: the allocation is
 /// not charged, and what it reserved goes back.
 #[inline(always)]
@@ -199,7 +175,15 @@ fn unreadable(call: &AllocCall) -> u32 {
 pub fn record_alloc(api: u32, who: Subject, mut change: Change, namespace: u32, limit_slots: u64) {
     let tgid = (who.pid_tgid >> 32) as u32;
     let key = LiveKey { tgid, ns: namespace, addr: change.addr };
-    let mut t = usage::charge(tgid, who.cgroup_id, change.size, limit_slots);
+    // An entry at this key is an allocation whose free gpumem never saw:
+    // of this image (drop its charge so it is not counted twice), or of an
+    // earlier image of this tgid that exited or exec'd (already uncharged).
+    // SAFETY: copied out before removal.
+    if let Some(stale) = unsafe { LIVE.get(key) }.copied() {
+        let _ = LIVE.remove(key);
+        let _ = usage::uncharge_current(tgid, &stale);
+    }
+    let t = usage::charge(tgid, who.cgroup_id, change.size, limit_slots);
     let live = LiveAlloc {
         size: change.size,
         cgroup_id: who.cgroup_id,
@@ -211,12 +195,8 @@ pub fn record_alloc(api: u32, who: Subject, mut change: Change, namespace: u32, 
         limit_slots,
         ..LiveAlloc::default()
     };
-    // One insert where the address is new (no lookup first: the bucket is
-    // walked once).
-    match LIVE.insert(key, live, BPF_NOEXIST as u64) {
-        Ok(()) => {}
-        Err(EEXIST) => replace_stale(key, &live, &mut t),
-        Err(_) => count(stat::MAP_FULL),
+    if LIVE.insert(key, live, 0).is_err() {
+        count(stat::MAP_FULL);
     }
     change.generation = t.generation;
     change.proc_total = t.proc_total;
