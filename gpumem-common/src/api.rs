@@ -168,8 +168,8 @@ apis! {
     14 MEM_ALLOC_ASYNC_PTSZ             "cuMemAllocAsync_ptsz"            Pool     Alloc         DEVICE   Optional;
     15 MEM_ALLOC_FROM_POOL_ASYNC        "cuMemAllocFromPoolAsync"         Pool     PoolAlloc     DEVICE   Optional;
     16 MEM_ALLOC_FROM_POOL_ASYNC_PTSZ   "cuMemAllocFromPoolAsync_ptsz"    Pool     PoolAlloc     DEVICE   Optional;
-    17 MEM_FREE_ASYNC                   "cuMemFreeAsync"                  Pool     FreeAsync     DEVICE   Optional;
-    18 MEM_FREE_ASYNC_PTSZ              "cuMemFreeAsync_ptsz"             Pool     FreeAsync     DEVICE   Optional;
+    17 MEM_FREE_ASYNC                   "cuMemFreeAsync"                  Pool     FreeAtReturn  DEVICE   Optional;
+    18 MEM_FREE_ASYNC_PTSZ              "cuMemFreeAsync_ptsz"             Pool     FreeAtReturn  DEVICE   Optional;
     19 MEM_POOL_TRIM_TO                 "cuMemPoolTrimTo"                 Pool     Call          DEVICE   Optional;
     20 MEM_POOL_DESTROY                 "cuMemPoolDestroy"                Pool     Call          DEVICE   Optional;
     // Where each pool is: a pool allocation's kind and device are its
@@ -189,15 +189,15 @@ apis! {
     26 MEM_ALLOC_HOST_V2                "cuMemAllocHost_v2"               Host     Alloc         HOST     Optional;
     27 MEM_HOST_ALLOC                   "cuMemHostAlloc"                  Host     Alloc         HOST     Optional;
     28 MEM_HOST_REGISTER_V2             "cuMemHostRegister_v2"            Host     HostRegister  HOST     Optional;
-    29 MEM_FREE_HOST                    "cuMemFreeHost"                   Host     Free          HOST     Optional;
-    30 MEM_HOST_UNREGISTER              "cuMemHostUnregister"             Host     Free          HOST     Optional;
+    29 MEM_FREE_HOST                    "cuMemFreeHost"                   Host     FreeAtReturn  HOST     Optional;
+    30 MEM_HOST_UNREGISTER              "cuMemHostUnregister"             Host     FreeAtReturn  HOST     Optional;
     41 MEM_HOST_GET_DEVICE_POINTER_V2   "cuMemHostGetDevicePointer_v2"    Host     CallOut       HOST     Optional;
     // Arrays, sized from their descriptors.
     31 ARRAY_CREATE_V2                  "cuArrayCreate_v2"                Array    Array         ARRAY    Optional;
     32 ARRAY_3D_CREATE_V2               "cuArray3DCreate_v2"              Array    Array3D       ARRAY    Optional;
     33 MIPMAPPED_ARRAY_CREATE           "cuMipmappedArrayCreate"          Array    Mipmap        ARRAY    Optional;
-    34 ARRAY_DESTROY                    "cuArrayDestroy"                  Array    Free          ARRAY    Optional;
-    35 MIPMAPPED_ARRAY_DESTROY          "cuMipmappedArrayDestroy"         Array    Free          ARRAY    Optional;
+    34 ARRAY_DESTROY                    "cuArrayDestroy"                  Array    FreeAtReturn  ARRAY    Optional;
+    35 MIPMAPPED_ARRAY_DESTROY          "cuMipmappedArrayDestroy"         Array    FreeAtReturn  ARRAY    Optional;
     // Imports: reported; the memory stays charged to the exporter only.
     39 IPC_OPEN_MEM_HANDLE_V2           "cuIpcOpenMemHandle_v2"           Import   CallOut       DEVICE   Optional;
     40 MEM_IMPORT_FROM_SHAREABLE_HANDLE "cuMemImportFromShareableHandle"  Import   CallOut       VMM      Optional;

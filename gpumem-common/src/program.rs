@@ -44,8 +44,8 @@ programs! {
     CtxPopEntry         "ctx_pop_entry";
     CtxPopReturn        "ctx_pop_return";
     FreeEntry           "free_entry";
-    FreeAsyncEntry      "free_async_entry";
-    FreeAsyncReturn     "free_async_return";
+    FreeTakeEntry       "free_take_entry";
+    FreeReturn          "free_return";
     CallEntry           "call_entry";
     CallOutEntry        "call_out_entry";
     CallArgsEntry       "call_args_entry";

@@ -32,14 +32,18 @@ pub enum Shape {
     Array3D,
     /// Sized from `CUDA_ARRAY3D_DESCRIPTOR` over the mipmap levels.
     Mipmap,
-    /// `(T addr)`: uncharged at its entry, where the free is final: a
-    /// free of a live allocation fails only where the process's driver
-    /// state is already lost (its exit releases everything anyway), so it
-    /// has no return probe (a trap and a program run less per free).
+    /// `cuMemFree_v2(addr)`: uncharged at its entry, where the free is
+    /// final: the driver refuses a free of a live allocation only where
+    /// the process's driver state is lost (its exit releases everything)
+    /// or it is misused (no current context, during a stream capture), so
+    /// it has no return probe (a trap and a program run less per free).
     Free,
-    /// `cuMemFreeAsync(addr, stream)`: a bad stream fails the call and the
-    /// memory stays allocated, so it is uncharged at a successful return.
-    FreeAsync,
+    /// `(T addr, ...)`: uncharged at a successful return. Frees the driver
+    /// refuses for live memory: `cuMemFreeAsync` on a bad stream,
+    /// `cuMemHostUnregister` of memory `cuMemHostAlloc` made (and
+    /// `cuMemFreeHost` of registered memory: one namespace), an array
+    /// destroy of the other kind of array, or of a mapped one.
+    FreeAtReturn,
     /// Reported, never charged: `(handle, size, ...)`.
     Call,
     /// Reported, never charged: `(T *out, ...)`, the handle written through
@@ -104,7 +108,7 @@ impl Shape {
             Shape::Array => (ArrayEntry, AllocReturn),
             Shape::Array3D => (Array3dEntry, AllocReturn),
             Shape::Mipmap => (MipmapEntry, AllocReturn),
-            Shape::FreeAsync => (FreeAsyncEntry, FreeAsyncReturn),
+            Shape::FreeAtReturn => (FreeTakeEntry, FreeReturn),
             Shape::Call => (CallEntry, CallReturn),
             Shape::CallOut => (CallOutEntry, CallReturn),
             Shape::CallArgs => (CallArgsEntry, CallReturn),

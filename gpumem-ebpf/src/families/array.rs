@@ -1,7 +1,7 @@
 //! CUDA arrays: charged the size their descriptor describes (width x
 //! height x depth x channel bytes x channels, summed over mipmap levels);
 //! the driver's own padding is not visible at the call. They return
-//! through `alloc_return` and are freed through `free_entry`.
+//! through `alloc_return` and are freed through `free_return`.
 use core::ffi::c_void;
 
 use aya_ebpf::{helpers::generated::bpf_probe_read_user, programs::ProbeContext};

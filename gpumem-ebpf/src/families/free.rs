@@ -1,13 +1,12 @@
 //! Frees whose first argument is the address.
 //!
-//! `free_entry` (`cuMemFree_v2` and the same shape, see
-//! `gpumem_common::api::Shape::Free`): the free is final at its entry, which
-//! takes the allocation out of the live map, uncharges it and records it.
-//! There is no return probe.
+//! `free_entry` (`cuMemFree_v2`, see `gpumem_common::api::Shape::Free`):
+//! the free is final at its entry, which takes the allocation out of the
+//! live map, uncharges it and records it. There is no return probe.
 //!
-//! `free_async_entry` and `free_async_return` (`cuMemFreeAsync`, whose bad
-//! stream fails the call with the memory still allocated): the entry takes
-//! the allocation out of the live map, so an address the driver hands to
+//! `free_take_entry` and `free_return` (the other frees, which the driver
+//! may refuse for live memory: `Shape::FreeAtReturn`): the entry takes the
+//! allocation out of the live map, so an address the driver hands to
 //! another thread before this return cannot be confused with it; the
 //! return uncharges it if the driver succeeded and puts it back if not.
 use aya_ebpf::{
@@ -41,8 +40,9 @@ fn free_entry_run(ctx: ProbeContext) -> u32 {
     let change = Change { addr, kind, flags: FLAG_AT_ENTRY, ..Change::default() };
     // SAFETY: copied out before removal.
     if let Some(live) = unsafe { LIVE.get(key) }.copied() {
-        let _ = LIVE.remove(key);
-        if record_free(api, key.tgid, change, &live) {
+        // Of two threads freeing one address at once, only the one whose
+        // removal succeeds uncharges it (the driver refuses the other).
+        if LIVE.remove(key).is_ok() && record_free(api, key.tgid, change, &live) {
             return 0;
         }
     }
@@ -51,10 +51,10 @@ fn free_entry_run(ctx: ProbeContext) -> u32 {
     0
 }
 
-on_task_stack!(uprobe free_async_entry = FreeAsyncEntry => free_async_entry_run);
+on_task_stack!(uprobe free_take_entry = FreeTakeEntry => free_take_entry_run);
 
 #[inline(always)]
-fn free_async_entry_run(ctx: ProbeContext) -> u32 {
+fn free_take_entry_run(ctx: ProbeContext) -> u32 {
     let c = cookie(&ctx);
     let addr = ctx.arg::<u64>(0).unwrap_or(0);
     let call = take_live(ns::for_kind(gpumem_common::cookie::kind(c)), addr);
@@ -72,17 +72,21 @@ pub fn take_live(namespace: u32, addr: u64) -> FreeCall {
     let key = live_key(namespace, addr);
     // SAFETY: copied out before removal.
     if let Some(live) = unsafe { LIVE.get(key) }.copied() {
-        let _ = LIVE.remove(key);
-        call.found = 1;
-        call.live = live;
+        // Of two threads freeing one address at once, only the one whose
+        // removal succeeds holds it (the other's refused return must not
+        // put it back).
+        if LIVE.remove(key).is_ok() {
+            call.found = 1;
+            call.live = live;
+        }
     }
     call
 }
 
-on_task_stack!(uretprobe free_async_return = FreeAsyncReturn => free_async_return_run);
+on_task_stack!(uretprobe free_return = FreeReturn => free_return_run);
 
 #[inline(always)]
-fn free_async_return_run(ctx: RetProbeContext) -> u32 {
+fn free_return_run(ctx: RetProbeContext) -> u32 {
     let c = cookie(&ctx);
     let (api, kind) = (gpumem_common::cookie::api(c), gpumem_common::cookie::kind(c));
     let Some(p) = pending::take(api) else { return 0 };

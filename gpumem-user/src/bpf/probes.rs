@@ -105,7 +105,7 @@ mod tests {
     #[test]
     fn program_list_has_no_duplicates() {
         let names = programs();
-        assert!(names.contains(&"alloc_entry") && names.contains(&"free_async_return"));
+        assert!(names.contains(&"alloc_entry") && names.contains(&"free_return"));
         let mut sorted = names.clone();
         sorted.dedup();
         assert_eq!(sorted, names);

@@ -25,7 +25,8 @@ const CASES: [(&str, usize); 3] = [("multi", 1), ("multi", 20), ("single", 1)];
 pub struct Row {
     pub links: &'static str,
     pub libraries: usize,
-    /// Probes (uprobes and uretprobes) the agent said it attached.
+    /// Probe-table rows the agent said it attached (each an entry probe,
+    /// most with a return probe too).
     pub probes: usize,
     pub repetitions: usize,
     pub attach_ms: Option<f64>,
