@@ -9,10 +9,15 @@ use crate::{
     truth::Truth,
 };
 
+/// Allocations a process running until killed holds at most.
+pub const FOREVER_HELD: usize = 64;
+
 /// How the threads run.
 pub struct Threads {
     pub threads: usize,
-    /// Calls per thread.
+    /// Calls per thread; 0: until the process is killed (then at most
+    /// [`FOREVER_HELD`] allocations held and each under 64 KiB, so that
+    /// neither the card nor its address space runs out).
     pub iterations: usize,
     pub device: i32,
     /// Allocate through every family at random, not only cuMemAlloc_v2.
@@ -32,11 +37,13 @@ impl Threads {
                 let mut rng = Rng(self.seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ (t as u64 + 1));
                 std::thread::spawn(move || -> anyhow::Result<()> {
                     driver.set_current(ctx)?;
-                    for _ in 0..iterations {
+                    let forever = iterations == 0;
+                    for _ in (0..iterations).chain((0..).take_while(|_| forever)) {
                         // Frees often take another thread's allocation.
                         let take = {
                             let mut pool = pool.lock().unwrap();
-                            if rng.below(10) < 4 && !pool.is_empty() {
+                            let free = rng.below(10) < 4 || (forever && pool.len() >= FOREVER_HELD);
+                            if free && !pool.is_empty() {
                                 let i = rng.below(pool.len() as u64) as usize;
                                 Some(pool.swap_remove(i))
                             } else {
@@ -51,7 +58,7 @@ impl Threads {
                                 } else {
                                     Method::Plain
                                 };
-                                let size = 1 + rng.below(4 << 20);
+                                let size = 1 + rng.below(if forever { 64 << 10 } else { 4 << 20 });
                                 let h = mixed::alloc(&driver, &truth, method, size, device)?;
                                 pool.lock().unwrap().push(h);
                             }

@@ -27,7 +27,8 @@ enum Scenario {
     /// Allocate `--size` chunks until the card refuses, then free them all.
     Oom,
     /// `--threads` threads allocating and freeing at random, frees often on
-    /// another thread than the allocation's; half freed, the rest leaked.
+    /// another thread than the allocation's; half freed, the rest leaked
+    /// (`--iterations 0`: until killed).
     Threads,
     /// Allocate, fork; the child allocates its own memory and frees one of
     /// the parent's addresses (which it never allocated), then exits.
