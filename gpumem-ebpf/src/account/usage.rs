@@ -17,15 +17,14 @@ use crate::{
     maps::{CGROUP_USAGE, PROC_USAGE},
 };
 
-/// The value at `key`, created as `init()` when absent (a full map
-/// counted); `init` runs only then.
+/// The value at `key`, created as `init` when absent (a full map counted).
 #[inline(always)]
-pub fn get_or_insert<K, V>(map: &HashMap<K, V>, key: &K, init: impl FnOnce() -> V) -> Option<*mut V> {
+pub fn get_or_insert<K, V>(map: &HashMap<K, V>, key: &K, init: &V) -> Option<*mut V> {
     if let Some(p) = map.get_ptr_mut(key) {
         return Some(p);
     }
     // BPF_NOEXIST: a racing thread may have created it; either way look up.
-    let _ = map.insert(key, init(), 1);
+    let _ = map.insert(key, init, 1);
     let p = map.get_ptr_mut(key);
     if p.is_none() {
         count(stat::MAP_FULL);
@@ -67,14 +66,13 @@ pub fn charge(tgid: u32, cgroup_id: u64, size: u64, limit_slots: u64) -> Totals 
     let mut t = Totals { proc_total: 0, cgroup_total: 0, slot: NO_SLOT, generation: 0 };
     // The cgroup first, and undone below if need be: its total is never
     // below what its processes hold.
-    let cg = get_or_insert(&CGROUP_USAGE, &cgroup_id, || 0);
+    let cg = get_or_insert(&CGROUP_USAGE, &cgroup_id, &0);
     if let Some(cg) = cg {
         t.cgroup_total = add(cg, size);
     }
-    // A new process's first image: its generation is the time, odd.
     // SAFETY: plain helper call.
-    let fresh = || ProcUsage { generation: unsafe { bpf_ktime_get_ns() } | 1, ..ProcUsage::default() };
-    let Some(proc) = get_or_insert(&PROC_USAGE, &tgid, fresh) else {
+    let fresh = ProcUsage { generation: unsafe { bpf_ktime_get_ns() } | 1, ..ProcUsage::default() };
+    let Some(proc) = get_or_insert(&PROC_USAGE, &tgid, &fresh) else {
         limit_usage::release(limit_slots, size);
         return t;
     };

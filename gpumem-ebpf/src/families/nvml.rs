@@ -54,7 +54,7 @@ fn nvml_handle_return_run(ctx: RetProbeContext) -> u32 {
     if index >= NVML_DEVICES {
         return 0;
     }
-    if let Some(handles) = usage::get_or_insert(&PROC_NVML, &tgid, NvmlHandles::default) {
+    if let Some(handles) = usage::get_or_insert(&PROC_NVML, &tgid, &NvmlHandles::default()) {
         // SAFETY: checked map value pointer, the index masked where it is
         // used (6.1 loses a bounds check across a spill); a racing learner
         // of another device writes another slot.

@@ -131,7 +131,7 @@ fn pool_learn_return_run(ctx: RetProbeContext) -> u32 {
 /// one claimed against another thread learning a pool at the same time.
 #[inline(always)]
 fn learn(tgid: u32, pool: u64, place: Place) {
-    let Some(pools) = usage::get_or_insert(&PROC_POOLS, &tgid, ProcPools::default) else { return };
+    let Some(pools) = usage::get_or_insert(&PROC_POOLS, &tgid, &ProcPools::default()) else { return };
     let mut tries = 0;
     while tries < 2 {
         // SAFETY: a checked map value pointer.
