@@ -121,8 +121,9 @@ impl Tracer {
             };
             if let Err(e) = pinned {
                 self.detach_links(rest.map(|(_, l)| l).collect());
-                // Unpinning detaches the ones already pinned.
-                if let Err(undo) = super::persist::remove(dir) {
+                // Unpinning detaches the ones already pinned (their
+                // programs stay: this agent holds them).
+                if let Err(undo) = super::persist::unpin(dir) {
                     tracing::warn!("{undo}");
                 }
                 return Err(e);

@@ -213,12 +213,7 @@ const DETACH_DEADLINE: Duration = Duration::from_secs(120);
 /// and lets go of the link's program only after detaching it, so the
 /// programs' going is what is waited for.
 pub fn remove(root: &Path) -> Result<Removed, PersistError> {
-    let mut removed = Removed::default();
-    if !root.exists() {
-        return Ok(removed);
-    }
-    let mut ids = HashSet::new();
-    remove_tree(root, &mut removed, &mut ids)?;
+    let (removed, ids) = unpin(root)?;
     let started = Instant::now();
     loop {
         let left = aya::programs::loaded_programs().flatten().filter(|p| ids.contains(&p.id())).count();
@@ -230,6 +225,17 @@ pub fn remove(root: &Path) -> Result<Removed, PersistError> {
         }
         std::thread::sleep(Duration::from_millis(20));
     }
+}
+
+/// Removes every pin under `root` and the directories without waiting:
+/// what was removed, and the pinned links' programs. For an agent undoing
+/// its own pins, whose programs it still holds (they would never go).
+pub fn unpin(root: &Path) -> Result<(Removed, HashSet<u32>), PersistError> {
+    let (mut removed, mut ids) = (Removed::default(), HashSet::new());
+    if root.exists() {
+        remove_tree(root, &mut removed, &mut ids)?;
+    }
+    Ok((removed, ids))
 }
 
 fn remove_tree(dir: &Path, removed: &mut Removed, ids: &mut HashSet<u32>) -> Result<(), PersistError> {
@@ -313,5 +319,12 @@ mod tests {
         assert_eq!(gone, Removed { links: 1, maps: 1 });
         assert!(!root.path().join("gpumem").exists());
         assert_eq!(remove(&root.path().join("gpumem")).unwrap(), Removed::default());
+        // Undoing a library's own pins: the same, without the wait.
+        let lib = root.path().join("libs").join("1_2");
+        std::fs::create_dir_all(&lib).unwrap();
+        std::fs::write(lib.join("0_alloc_entry"), b"").unwrap();
+        let (gone, programs) = unpin(&lib).expect("unpinned");
+        assert_eq!((gone, programs.len()), (Removed { links: 1, maps: 0 }, 0));
+        assert!(!lib.exists());
     }
 }
