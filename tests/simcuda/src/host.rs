@@ -1,9 +1,16 @@
 //! Pinned host memory: cuMemAllocHost / cuMemHostAlloc / cuMemHostRegister
-//! and their frees: real memory (backing.rs), not really pinned.
+//! and their frees: real memory (backing.rs), not really pinned. Each free
+//! takes its own kind only, as the driver's: `cuMemFreeHost` refuses
+//! registered memory and `cuMemHostUnregister` memory the driver allocated
+//! (which lies in the host window, registered memory outside it).
 use std::ffi::{c_uint, c_void};
 
 use crate::{
-    cuda::{CUdeviceptr, CUresult, CUDA_ERROR_INVALID_VALUE, CUDA_ERROR_OUT_OF_MEMORY, CUDA_SUCCESS},
+    backing::{HOST_BASE, WINDOW},
+    cuda::{
+        CUdeviceptr, CUresult, CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED, CUDA_ERROR_INVALID_VALUE,
+        CUDA_ERROR_OUT_OF_MEMORY, CUDA_SUCCESS,
+    },
     state,
 };
 
@@ -22,7 +29,13 @@ unsafe fn alloc_host(pp: *mut *mut c_void, bytes: usize, _flags: c_uint) -> CUre
 }
 
 fn free_host(p: *mut c_void, registered: bool) -> CUresult {
-    let _ = std::hint::black_box(registered);
+    let allocated = (HOST_BASE..HOST_BASE + WINDOW).contains(&(p as u64));
+    if registered && allocated {
+        return CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
+    }
+    if !registered && !allocated {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
     // A host pool's allocation is freed by cuMemFreeAsync only (asked
     // before the card is locked: pools are locked before it elsewhere).
     if crate::pool::holds(p as u64) {

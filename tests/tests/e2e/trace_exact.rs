@@ -183,10 +183,10 @@ fn exec_releases_what_the_old_image_held() {
 
 /// Frees the driver refuses change nothing: two `cuMemFree_v2` of
 /// addresses the process does not hold (recorded at the entry, where this
-/// API's frees are final: untracked, no result) and a `cuMemFreeAsync` of
-/// a live allocation on a stream that is not one (recorded at its return:
-/// refused, so not at all, and the memory stays charged until it is freed
-/// on a real stream).
+/// API's frees are final: untracked, no result), a `cuMemFreeAsync` of a
+/// live allocation on a stream that is not one and a `cuMemHostUnregister`
+/// of `cuMemHostAlloc`'s memory (recorded at their return: refused, so not
+/// at all, and the memory stays charged until it is freed the right way).
 #[test]
 fn refused_frees_of_live_and_unknown_addresses_change_nothing() {
     if !privileged() {
@@ -198,7 +198,7 @@ fn refused_frees_of_live_and_unknown_addresses_change_nothing() {
     let mut w = Workload::spawn(&["--scenario", "failed-frees", "--pause"], Some(&cg), &card.env());
     let pid = w.pid();
     let refused = w.checkpoint();
-    assert_eq!((refused.held, refused.allocs, refused.frees), (4 << 20, 3, 1));
+    assert_eq!((refused.held, refused.allocs, refused.frees), (5 << 20, 4, 1));
     let untracked = 2;
     let lines = agent.wait_for("the frees so far", |l| {
         l.count(pid, RecordEvent::Alloc) as u64 == refused.allocs
@@ -218,14 +218,20 @@ fn refused_frees_of_live_and_unknown_addresses_change_nothing() {
     let s = agent.status();
     assert_process_holds(&s, pid, refused.held);
     assert_cgroup_holds(&s, &cg, refused.held);
-    assert_eq!(card.held(pid, 0).0, refused.held, "the card's own count");
+    assert_eq!(card.held(pid, 0).0, 4 << 20, "the card's own count (device memory)");
     w.resume();
     let freed = w.checkpoint();
     let lines = agent.wait_for("the stream-ordered free", |l| {
         l.count(pid, RecordEvent::Free) as u64 == freed.frees + untracked
     });
-    let last = *lines.events(pid, RecordEvent::Free).last().unwrap();
-    assert_eq!((last.caller.api.as_ref(), last.size, last.result), ("cuMemFreeAsync", 3 << 20, Some(0)));
+    let at_return: Vec<_> = lines.events(pid, RecordEvent::Free)[3..]
+        .iter()
+        .map(|l| (l.caller.api.as_ref(), l.size, l.result, l.kind.as_ref()))
+        .collect();
+    assert_eq!(
+        at_return,
+        [("cuMemFreeAsync", 3 << 20, Some(0), "device"), ("cuMemFreeHost", 1 << 20, Some(0), "host")]
+    );
     let s = agent.status();
     assert_process_holds(&s, pid, freed.held);
     assert_cgroup_holds(&s, &cg, freed.held);
