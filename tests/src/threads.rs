@@ -15,9 +15,10 @@ pub const FOREVER_HELD: usize = 64;
 /// How the threads run.
 pub struct Threads {
     pub threads: usize,
-    /// Calls per thread; 0: until the process is killed (then at most
-    /// [`FOREVER_HELD`] allocations held and each under 64 KiB, so that
-    /// neither the card nor its address space runs out).
+    /// Calls per thread; 0: until the process is killed (then about
+    /// [`FOREVER_HELD`] allocations held, each under 64 KiB, so that the
+    /// card does not fill; the VMM address window, never given back, lasts
+    /// some millions of calls).
     pub iterations: usize,
     pub device: i32,
     /// Allocate through every family at random, not only cuMemAlloc_v2.
