@@ -38,16 +38,11 @@ fn free_entry_run(ctx: ProbeContext) -> u32 {
     let addr = ctx.arg::<u64>(0).unwrap_or(0);
     let key = live_key(ns::for_kind(kind), addr);
     let change = Change { addr, kind, flags: FLAG_AT_ENTRY, ..Change::default() };
-    // SAFETY: copied out before removal.
-    if let Some(live) = unsafe { LIVE.get(key) }.copied() {
-        // Of two threads freeing one address at once, only the one whose
-        // removal succeeds uncharges it (the driver refuses the other).
-        if LIVE.remove(key).is_ok() && record_free(api, key.tgid, change, &live) {
-            return 0;
-        }
+    let mut live = LiveAlloc::default();
+    if !(take(key, &mut live) && record_free(api, key.tgid, change, &live)) {
+        // SAFETY: plain helper call.
+        record_untracked_free(api, unsafe { bpf_get_current_cgroup_id() }, change);
     }
-    // SAFETY: plain helper call.
-    record_untracked_free(api, unsafe { bpf_get_current_cgroup_id() }, change);
     0
 }
 
@@ -69,18 +64,23 @@ pub fn take_live(namespace: u32, addr: u64) -> FreeCall {
     // SAFETY: plain helper call.
     let cgroup_id = unsafe { bpf_get_current_cgroup_id() };
     let mut call = FreeCall { addr, cgroup_id, ..FreeCall::default() };
-    let key = live_key(namespace, addr);
-    // SAFETY: copied out before removal.
-    if let Some(live) = unsafe { LIVE.get(key) }.copied() {
-        // Of two threads freeing one address at once, only the one whose
-        // removal succeeds holds it (the other's refused return must not
-        // put it back).
-        if LIVE.remove(key).is_ok() {
-            call.found = 1;
-            call.live = live;
-        }
-    }
+    call.found = u32::from(take(live_key(namespace, addr), &mut call.live));
     call
+}
+
+/// Takes the live allocation at `key` out of the live map into `live`;
+/// whether there was one. Of two threads freeing one address at once, only
+/// the one whose removal succeeds holds it: it alone uncharges it (or, at
+/// a refused return, puts it back).
+#[inline(always)]
+fn take(key: LiveKey, live: &mut LiveAlloc) -> bool {
+    // SAFETY: copied out before removal.
+    let Some(found) = (unsafe { LIVE.get(key) }).copied() else { return false };
+    if LIVE.remove(key).is_err() {
+        return false;
+    }
+    *live = found;
+    true
 }
 
 on_task_stack!(uretprobe free_return = FreeReturn => free_return_run);

@@ -153,9 +153,8 @@ impl Tracer {
         links: &mut Vec<Link>,
     ) -> Result<(), BpfError> {
         let p = &placed.probe;
-        let (entry, ret) = p.programs(programs);
         let cookie = gpumem_common::cookie::pack(p.api.id, p.api.kind, placed.ret.unwrap_or(0));
-        for program in [Some(entry), ret].into_iter().flatten() {
+        for (program, _) in p.roles(programs) {
             let link = self.attach_one(program, placed.offset(), cookie, lib).map_err(|source| {
                 BpfError::Attach {
                     program,

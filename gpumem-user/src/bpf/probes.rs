@@ -24,17 +24,18 @@ impl Probe {
         self.api.symbol
     }
 
-    /// The programs (entry, return) attached for this row: its own, or
-    /// `instead`'s at the same sites (the return only where the row has
-    /// one: the bench's floor).
-    pub fn programs(
+    /// The programs attached for this row, each with whether it is the
+    /// return probe: its own, or `instead`'s (entry, return) at the same
+    /// sites (the return only where the row has one: the bench's floor).
+    pub fn roles(
         &self,
         instead: Option<(&'static str, &'static str)>,
-    ) -> (&'static str, Option<&'static str>) {
-        match instead {
+    ) -> impl Iterator<Item = (&'static str, bool)> {
+        let (entry, ret) = match instead {
             Some((entry, ret)) => (entry, self.ret.map(|_| ret)),
             None => (self.entry, self.ret),
-        }
+        };
+        [Some((entry, false)), ret.map(|r| (r, true))].into_iter().flatten()
     }
 }
 

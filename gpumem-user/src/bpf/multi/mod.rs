@@ -202,10 +202,8 @@ pub fn group(
 ) -> Vec<LinkSites> {
     let mut out: Vec<LinkSites> = Vec::new();
     for p in placed {
-        let (entry, ret) = p.probe.programs(programs);
         let cookie = gpumem_common::cookie::pack(p.probe.api.id, p.probe.api.kind, p.ret.unwrap_or(0));
-        let roles = [Some((entry, false)), ret.map(|r| (r, true))];
-        for (program, is_ret) in roles.into_iter().flatten() {
+        for (program, is_ret) in p.probe.roles(programs) {
             let site = (p.offset(), cookie);
             match out.iter_mut().find(|l| l.program == program && l.ret == is_ret) {
                 Some(l) => l.sites.push(site),
