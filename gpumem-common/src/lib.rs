@@ -10,6 +10,7 @@
 //! - `api`: the table of CUDA entry points (ids, symbols, families, shapes);
 //! - `program`: the uprobe programs and their guard indexes;
 //! - `cookie`: what a probe's attach cookie carries;
+//! - `handover`: which build's programs run, for a takeover;
 //! - `record`: the ring-buffer records (header and payloads);
 //! - `pending`: what a call keeps between its entry and its return;
 //! - `pool`: where a memory pool's allocations are charged;
@@ -24,6 +25,7 @@
 pub mod api;
 pub mod array;
 pub mod cookie;
+pub mod handover;
 pub mod kind;
 pub mod limit_list;
 pub mod maps;

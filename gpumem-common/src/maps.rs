@@ -20,6 +20,8 @@ pub mod map_name {
     pub const COMM_LIMITS: &str = "COMM_LIMITS";
     pub const LIMITS_IN_FORCE: &str = "LIMITS_IN_FORCE";
     pub const CTX_DEVICE: &str = "CTX_DEVICE";
+    pub const HANDOVER: &str = "HANDOVER";
+    pub const HANDOVER_MARKS: &str = "HANDOVER_MARKS";
 }
 
 /// Default ring buffer size in bytes (a power-of-two multiple of the page
@@ -39,6 +41,8 @@ pub const CGROUP_ENTRIES: u32 = 16384;
 pub const VMM_MAPPING_ENTRIES: u32 = 1 << 16;
 /// Threads whose current context is tracked.
 pub const THREAD_CTX_ENTRIES: u32 = 65536;
+/// Threads marked at once during a takeover (see `handover`).
+pub const HANDOVER_MARK_ENTRIES: u32 = 65536;
 /// Contexts whose device is known, all processes.
 pub const CTX_ENTRIES: u32 = 16384;
 /// How many distinct cgroups one process's charges are remembered for, so

@@ -6,11 +6,13 @@ use aya_ebpf::{
     maps::{Array, HashMap, LruHashMap, PerCpuArray, ProgramArray, RingBuf},
 };
 use gpumem_common::{
+    handover::Handover,
     nvml::{NvmlHandles, NVML_PROC_ENTRIES},
     pool::{ProcPools, POOL_PROC_ENTRIES},
     stat, CtxKey, LimitKey, LimitRule, LimitState, LiveAlloc, LiveKey, Pending, PendingKey, ProcUsage,
-    CGROUP_ENTRIES, COMM_LIMIT_ENTRIES, CTX_ENTRIES, EVENTS_BYTES, LIMIT_INDEX_ENTRIES, LIVE_ENTRIES,
-    MAX_LIMITS, PENDING_ENTRIES, PROC_ENTRIES, TASK_COMM_LEN, THREAD_CTX_ENTRIES, VMM_MAPPING_ENTRIES,
+    CGROUP_ENTRIES, COMM_LIMIT_ENTRIES, CTX_ENTRIES, EVENTS_BYTES, HANDOVER_MARK_ENTRIES,
+    LIMIT_INDEX_ENTRIES, LIVE_ENTRIES, MAX_LIMITS, PENDING_ENTRIES, PROC_ENTRIES, TASK_COMM_LEN,
+    THREAD_CTX_ENTRIES, VMM_MAPPING_ENTRIES,
 };
 
 /// Records to user space.
@@ -112,3 +114,14 @@ pub static PROC_POOLS: HashMap<u32, ProcPools> =
 #[map]
 pub static PROC_NVML: HashMap<u32, NvmlHandles> =
     HashMap::with_max_entries(NVML_PROC_ENTRIES, BPF_F_NO_PREALLOC);
+
+/// Entry 0: which build's programs run (`gpumem_common::handover`). Its
+/// layout never changes: every build reads it to take over from another.
+#[map]
+pub static HANDOVER: Array<Handover> = Array::with_max_entries(1, 0);
+
+/// During a takeover, the site of the hit a new build's uprobe program
+/// stood by for, by thread (pid_tgid): the old build's program runs it.
+#[map]
+pub static HANDOVER_MARKS: HashMap<u64, u64> =
+    HashMap::with_max_entries(HANDOVER_MARK_ENTRIES, BPF_F_NO_PREALLOC);

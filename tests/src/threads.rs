@@ -1,7 +1,10 @@
 //! The `threads` scenario's concurrent part: threads allocating and
 //! freeing at random from one shared pool, so that frees often come from
 //! another thread than the allocation's.
-use std::sync::{Arc, Mutex};
+use std::sync::{
+    atomic::{AtomicBool, Ordering},
+    Arc, Mutex,
+};
 
 use crate::{
     driver::Driver,
@@ -15,11 +18,17 @@ pub const FOREVER_HELD: usize = 64;
 /// How the threads run.
 pub struct Threads {
     pub threads: usize,
-    /// Calls per thread; 0: until the process is killed (then about
-    /// [`FOREVER_HELD`] allocations held, each under 64 KiB, so that the
-    /// card does not fill; the VMM address window, never given back, lasts
-    /// some millions of calls).
+    /// Calls per thread; 0: until [`Self::until`] is set, or the process
+    /// is killed (then about [`FOREVER_HELD`] allocations held, each under
+    /// 64 KiB, so that the card does not fill; the VMM address window,
+    /// never given back, lasts some millions of calls).
     pub iterations: usize,
+    /// With `iterations` 0: the threads stop once this is set (see
+    /// [`stop_on_line`]); None: they run until the process is killed.
+    pub until: Option<Arc<AtomicBool>>,
+    /// Calls per second across the threads, each pacing its share; 0: as
+    /// fast as they can.
+    pub rate: u64,
     pub device: i32,
     /// Allocate through every family at random, not only cuMemAlloc_v2.
     pub mix: bool,
@@ -35,11 +44,15 @@ impl Threads {
             .map(|t| {
                 let (driver, truth, pool) = (driver.clone(), truth.clone(), pool.clone());
                 let (iterations, device, mix) = (self.iterations, self.device, self.mix);
+                let until = self.until.clone();
+                let going = move || until.as_ref().is_none_or(|u| !u.load(Ordering::Relaxed));
+                let mut pace = Pace::new(self.rate, self.threads);
                 let mut rng = Rng(self.seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ (t as u64 + 1));
                 std::thread::spawn(move || -> anyhow::Result<()> {
                     driver.set_current(ctx)?;
                     let forever = iterations == 0;
-                    for _ in (0..iterations).chain((0..).take_while(|_| forever)) {
+                    for _ in (0..iterations).chain((0..).take_while(|_| forever && going())) {
+                        pace.next();
                         // Frees often take another thread's allocation.
                         let take = {
                             let mut pool = pool.lock().unwrap();
@@ -74,6 +87,42 @@ impl Threads {
         }
         let left = std::mem::take(&mut *pool.lock().unwrap());
         Ok(left)
+    }
+}
+
+/// A flag set when a line arrives on standard input (or it closes): how
+/// `--iterations 0 --pause` is told to stop its threads and checkpoint.
+pub fn stop_on_line() -> Arc<AtomicBool> {
+    let stop = Arc::new(AtomicBool::new(false));
+    let set = stop.clone();
+    std::thread::spawn(move || {
+        let _ = std::io::stdin().read_line(&mut String::new());
+        set.store(true, Ordering::Relaxed);
+    });
+    stop
+}
+
+/// One thread's share of a rate: each call waits for its turn (absolute
+/// turns, so that late calls catch up).
+struct Pace {
+    period: Option<std::time::Duration>,
+    start: std::time::Instant,
+    calls: u32,
+}
+
+impl Pace {
+    fn new(rate: u64, threads: usize) -> Self {
+        let period = (rate > 0).then(|| std::time::Duration::from_secs(threads as u64) / rate as u32);
+        Self { period, start: std::time::Instant::now(), calls: 0 }
+    }
+
+    fn next(&mut self) {
+        let Some(period) = self.period else { return };
+        let turn = self.start + period * self.calls;
+        self.calls += 1;
+        if let Some(wait) = turn.checked_duration_since(std::time::Instant::now()) {
+            std::thread::sleep(wait);
+        }
     }
 }
 

@@ -1,10 +1,12 @@
 //! The bottom layer, used by every program: atomics, the ring-buffer
 //! records, the drop counters, the attach cookie, the tail call that keeps
-//! each program on its task's stack, and the diagnostic log. Nothing here
+//! each program on its task's stack, the gate that says which build's
+//! programs run (a takeover), and the diagnostic log. Nothing here
 //! knows about accounting or limits.
 pub mod atomic;
 pub mod cookie;
 pub mod counters;
+pub mod handover;
 pub mod log;
 pub mod records;
 pub mod task_stack;

@@ -48,30 +48,33 @@ pub fn fall_through(ctx: *mut c_void) {
 }
 
 /// Defines a uprobe or uretprobe program `$name` that runs `$run(ctx)` on
-/// its task's stack; `gpumem_common::program::Program::$program` must be
+/// its task's stack where this build's programs run (see `handover`); `gpumem_common::program::Program::$program` must be
 /// named `$name` (checked as it compiles).
 macro_rules! on_task_stack {
     ($(#[$doc:meta])* uprobe $name:ident = $program:ident => $run:path) => {
         $(#[$doc])*
         #[aya_ebpf::macros::uprobe]
         pub fn $name(ctx: aya_ebpf::programs::ProbeContext) -> u32 {
-            $crate::base::task_stack::on_task_stack!(@run $name, $program, $run, ctx)
+            $crate::base::task_stack::on_task_stack!(@run $name, $program, $run, ctx, false)
         }
     };
     ($(#[$doc:meta])* uretprobe $name:ident = $program:ident => $run:path) => {
         $(#[$doc])*
         #[aya_ebpf::macros::uretprobe]
         pub fn $name(ctx: aya_ebpf::programs::RetProbeContext) -> u32 {
-            $crate::base::task_stack::on_task_stack!(@run $name, $program, $run, ctx)
+            $crate::base::task_stack::on_task_stack!(@run $name, $program, $run, ctx, true)
         }
     };
-    (@run $name:ident, $program:ident, $run:path, $ctx:ident) => {{
+    (@run $name:ident, $program:ident, $run:path, $ctx:ident, $is_return:literal) => {{
         const PROGRAM: gpumem_common::program::Program = gpumem_common::program::Program::$program;
         const _: () = assert!(
             gpumem_common::str_eq(PROGRAM.name(), stringify!($name)),
             "a program's function is named as its entry in gpumem_common::program"
         );
         $crate::base::task_stack::fall_through(aya_ebpf::EbpfContext::as_ptr(&$ctx));
+        if !$crate::base::handover::uprobe_runs($crate::base::cookie::cookie(&$ctx), $is_return) {
+            return 0;
+        }
         $run($ctx)
     }};
 }

@@ -22,6 +22,7 @@ use crate::{
     base::{
         atomic::sub,
         bounded,
+        handover::tracepoint_runs,
         records::{emit, Subject},
     },
     maps::{CALLERS, CGROUP_USAGE, LEADER_GONE, PENDING, PROC_NVML, PROC_POOLS, PROC_USAGE},
@@ -34,6 +35,9 @@ const LATE_THREAD_NS: u64 = 10_000_000_000;
 /// tracefs mount (many hosts and containers have none).
 #[raw_tracepoint(tracepoint = "sched_process_exit")]
 pub fn process_exit(_ctx: RawTracePointContext) -> i32 {
+    if !tracepoint_runs() {
+        return 0;
+    }
     let pid_tgid = bpf_get_current_pid_tgid();
     let tgid = (pid_tgid >> 32) as u32;
     if CALLERS.get_ptr(tgid).is_some() || LEADER_GONE.get_ptr(tgid).is_some() {
@@ -65,6 +69,9 @@ pub fn process_exit(_ctx: RawTracePointContext) -> i32 {
 /// whole thread group is this one task.
 #[raw_tracepoint(tracepoint = "sched_process_exec")]
 pub fn process_exec(_ctx: RawTracePointContext) -> i32 {
+    if !tracepoint_runs() {
+        return 0;
+    }
     let pid_tgid = bpf_get_current_pid_tgid();
     // The tgid lives on in the new image (a reused pid too).
     let _ = LEADER_GONE.remove((pid_tgid >> 32) as u32);

@@ -41,4 +41,6 @@ pub enum BpfError {
     Multi(String),
     #[error(transparent)]
     Pins(#[from] super::persist::PersistError),
+    #[error("handing the kernel side between builds: {0}")]
+    Handover(String),
 }

@@ -7,6 +7,7 @@
 pub mod attach;
 pub mod discover;
 mod error;
+pub mod handover;
 pub mod kernel;
 pub mod log;
 mod multi;
@@ -18,6 +19,7 @@ pub mod site;
 #[cfg(test)]
 mod stack_check;
 pub mod symbols;
+pub mod takeover;
 
 use std::path::Path;
 
@@ -124,6 +126,10 @@ pub struct Tracer {
     links: Vec<(Library, Vec<Link>)>,
     /// Where maps and links are pinned (`--persist`).
     pins: Option<Pins>,
+    /// This build's tag (`gpumem_common::handover`).
+    build: u32,
+    /// Another build's pinned state being taken over (`takeover`).
+    takeover: Option<takeover::Takeover>,
     _tracepoint_links: Vec<RawTracePointLinkId>,
     /// What the running kernel emulates at a probe site (see `site`).
     emulation: Emulation,
@@ -137,6 +143,7 @@ impl Drop for Tracer {
     /// pinned ones stay), before the programs and maps go.
     fn drop(&mut self) {
         self.detach_all();
+        self.abandon_takeover();
     }
 }
 
@@ -167,17 +174,21 @@ impl Tracer {
         // Part of the build's identity: a pinned prog array (TASK_STACK)
         // takes only programs of the attach type it first held.
         let multi_links = multi::chosen(options.links, options.bpf_log)?;
-        let pins = persist_root
-            .map(|root| {
-                let id =
-                    persist::identity(object, options.deny_by_registers, options.ring_bytes, multi_links);
-                Pins::open(root, &id)
-            })
-            .transpose()?;
+        let id = persist::identity(object, options.deny_by_registers, options.ring_bytes, multi_links);
+        let build = gpumem_common::handover::tag(u64::from_str_radix(&id, 16).unwrap_or(0));
+        let pins = persist_root.map(|root| Pins::open(root, &id)).transpose()?;
+        let takeover = match (persist_root, pins.as_ref()) {
+            (Some(root), Some(p)) => p
+                .predecessor()
+                .map(|old| takeover::prepare(root, old, p, object, options.ring_bytes, build))
+                .transpose()?,
+            _ => None,
+        };
         let deny = u8::from(options.deny_by_registers);
         let mut loader = EbpfLoader::new();
         loader
             .override_global("DENY_BY_REGISTERS", &deny, true)
+            .override_global("BUILD", &build, true)
             .map_max_entries(gpumem_common::map_name::EVENTS, options.ring_bytes);
         if options.bpf_log {
             loader.override_global(aya_log::LEVEL, &log::LEVEL, true);
@@ -195,6 +206,8 @@ impl Tracer {
             multi_links,
             links: Vec::new(),
             pins,
+            build,
+            takeover,
             _tracepoint_links: Vec::new(),
             emulation: Emulation::current(),
             view_refusal: Some("the programs are not loaded yet".into()),
@@ -227,6 +240,7 @@ impl Tracer {
             }
         }
         self.view_refusal = self.load_view();
+        self.claim()?;
         let ebpf = &mut self.ebpf;
         let mut tracepoint_links = Vec::new();
         for &(name, tracepoint) in probes::TRACEPOINTS {

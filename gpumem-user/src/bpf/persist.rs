@@ -37,12 +37,12 @@ pub enum PersistError {
     )]
     NoBpffs { path: String, why: String },
     #[error(
-        "gpumem state of another build ({found}) is pinned at {dir}, and this agent ({ours}) cannot carry it \
-         over: the kernel maps of two builds may differ in layout. Start the agent of that build, or run \
-         `gpumem detach --pin-dir {root}` to remove it (its counts and limit usage are lost; processes \
-         then holding memory are counted from their next call) and start again"
+        "gpumem state of another build ({found}) is pinned at {dir}, and this agent ({ours}) cannot take it \
+         over: {why}. Start the agent of that build, or run `gpumem detach --pin-dir {root}` to remove it \
+         (its counts and limit usage are lost; processes then holding memory are counted from their next \
+         call) and start again"
     )]
-    OtherBuild { root: String, dir: String, found: String, ours: String },
+    OtherBuild { root: String, dir: String, found: String, ours: String, why: String },
     #[error(
         "gpumem state is pinned at {0} (an agent ran with --persist): start with --persist to adopt it, \
          or run `gpumem detach` to remove it first"
@@ -82,33 +82,55 @@ pub fn identity(object: &[u8], deny_by_registers: bool, ring_bytes: u32, multi_l
 #[derive(Debug)]
 pub struct Pins {
     dir: PathBuf,
-    /// Whether the pins were there before this agent (it adopts them).
+    /// Whether the pins were there before this agent (it adopts them), or
+    /// another build's are (it takes them over).
     adopted: bool,
+    /// Another build whose pins this agent takes over (see `takeover`);
+    /// this build's directory is created once they are checked.
+    predecessor: Option<String>,
 }
 
 impl Pins {
     /// The pins of build `id` under `root`, created if there are none
-    /// (mounting bpffs at /sys/fs/bpf if nothing is mounted there). Pins
-    /// of another build are refused.
+    /// (mounting bpffs at /sys/fs/bpf if nothing is mounted there). Where
+    /// another build's are, they are to be taken over ([`Self::predecessor`]);
+    /// two builds' (an interrupted takeover) are refused.
     pub fn open(root: &Path, id: &str) -> Result<Self, PersistError> {
         ensure_bpffs(root)?;
-        for found in builds(root)? {
-            if found != id {
-                return Err(PersistError::OtherBuild {
-                    root: root.display().to_string(),
-                    dir: root.join(&found).display().to_string(),
-                    found,
-                    ours: id.to_string(),
-                });
-            }
-        }
         let dir = root.join(id);
-        let adopted = dir.join("maps").is_dir();
+        let others: Vec<String> = builds(root)?.into_iter().filter(|b| b != id).collect();
+        if let Some(found) = others.first().filter(|_| others.len() > 1 || dir.exists()) {
+            return Err(PersistError::OtherBuild {
+                root: root.display().to_string(),
+                dir: root.join(found).display().to_string(),
+                found: found.clone(),
+                ours: id.to_string(),
+                why: format!(
+                    "{} builds' state is pinned there (a takeover was interrupted)",
+                    builds(root)?.len()
+                ),
+            });
+        }
+        let predecessor = others.into_iter().next();
+        let pins = Self { adopted: predecessor.is_some() || dir.join("maps").is_dir(), dir, predecessor };
+        if pins.predecessor.is_none() {
+            pins.create()?;
+        }
+        Ok(pins)
+    }
+
+    /// Creates this build's directories.
+    pub fn create(&self) -> Result<(), PersistError> {
         for sub in ["maps", "tracepoints", "libs"] {
-            let path = dir.join(sub);
+            let path = self.dir.join(sub);
             std::fs::create_dir_all(&path).map_err(io_err("creating", &path))?;
         }
-        Ok(Self { dir, adopted })
+        Ok(())
+    }
+
+    /// The build whose pins this agent takes over, if another's are there.
+    pub fn predecessor(&self) -> Option<&str> {
+        self.predecessor.as_deref()
     }
 
     pub fn dir(&self) -> &Path {

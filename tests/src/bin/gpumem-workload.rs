@@ -16,7 +16,7 @@ use gpumem_tests::{
     driver::{self, Driver},
     mixed::{self, METHODS},
     no_device,
-    threads::Threads,
+    threads::{self, Threads},
     truth::{Checkpoint, Truth},
 };
 
@@ -28,7 +28,7 @@ enum Scenario {
     Oom,
     /// `--threads` threads allocating and freeing at random, frees often on
     /// another thread than the allocation's; half freed, the rest leaked
-    /// (`--iterations 0`: until killed).
+    /// (`--iterations 0`: until killed, or with `--pause` a line on stdin).
     Threads,
     /// Allocate, fork; the child allocates its own memory and frees one of
     /// the parent's addresses (which it never allocated), then exits.
@@ -102,7 +102,7 @@ struct Args {
     /// a line on stdin before the scenario starts.
     #[arg(long)]
     hold_at_start: bool,
-    /// `loop`: pairs per second (0: as fast as it can).
+    /// `loop`: pairs per second; `threads`: calls per second in all (0: flat out).
     #[arg(long, default_value_t = 0)]
     rate: u64,
     /// Chunk size (`oom`, `loop`, `steps`, `deny`, `hold`).
@@ -224,6 +224,8 @@ impl Workload<'_> {
         let spec = Threads {
             threads: a.threads,
             iterations: a.iterations,
+            until: (a.iterations == 0 && a.pause).then(threads::stop_on_line),
+            rate: a.rate,
             device: a.device,
             mix: a.mix,
             seed: a.seed,
@@ -231,9 +233,7 @@ impl Workload<'_> {
         let mut pool = spec.run(&self.driver, &self.truth, self.ctx)?;
         self.checkpoint("mixed")?;
         let half = pool.len() / 2;
-        for h in pool.drain(..half) {
-            mixed::free(&self.driver, &self.truth, h, true)?;
-        }
+        pool.drain(..half).try_for_each(|h| mixed::free(&self.driver, &self.truth, h, true))?;
         self.checkpoint("drained")
     }
 

@@ -91,6 +91,80 @@ fn a_killed_agent_leaves_the_limit_enforced_and_its_successor_adopts_the_exact_t
     detach_leaves_nothing(&pins, &cg);
 }
 
+#[test]
+fn another_build_takes_over_under_load_with_every_call_counted_once() {
+    if !privileged() {
+        return;
+    }
+    let pins = PinDir::new("takeover");
+    let cg = Cgroup::create("takeover");
+    let limit = format!("cgroup:{}=1TiB,action=audit", cg.path);
+    // A ring that holds every record made while no agent reads it.
+    let common = [&pins.run_args()[..], &["--limit", &limit, "--ring-buffer", "64MiB"]].concat();
+    let card = SimCard::new(1 << 40);
+    let first = Agent::start_on(&card, &common);
+    // Four threads allocating and freeing through every device family,
+    // 20,000 calls a second in all (as many as the debug agent the tests
+    // run records while keeping up), from before the first agent stops
+    // until after the second runs alone; then they stop and hold what
+    // they hold.
+    let args = ["--scenario", "threads", "--mix", "--threads", "4", "--iterations", "0", "--pause"];
+    let args = [&args[..], &["--rate", "20000"]].concat();
+    let mut w = Workload::spawn(&args, Some(&cg), &card.env());
+    let pid = w.pid();
+    wait_until("the workload holding memory", || card.held(pid, 0).0 > 0);
+    // An upgrade: the old agent is stopped (SIGTERM, as a DaemonSet's
+    // rolling update or systemd does), writes what it read, and leaves
+    // its pins; the kernel goes on counting until the new one runs.
+    let (status, before) = first.stop();
+    assert!(status.success(), "{status:?}");
+
+    // Another build (the object with the programs' log compiled in)
+    // attaches beside the old one, runs in its place, and removes it.
+    let second = Agent::start_on(&card, &[&common[..], &["--bpf-log"]].concat());
+    let err = second.stderr();
+    assert!(err.contains("adopted the gpumem state of build"), "{err}");
+    assert!(err.contains("took over from build"), "{err}");
+    let builds = || std::fs::read_dir(&pins.dir).map_or(0, |d| d.count());
+    assert_eq!(builds(), 1, "the old build's pins are gone, the new build's stay");
+    let seen = second.lines().count(pid, RecordEvent::Alloc);
+    second
+        .wait_for("calls counted by the new build alone", |l| l.count(pid, RecordEvent::Alloc) > seen + 1000);
+
+    for round in ["mixed", "drained"] {
+        w.resume();
+        let c = w.checkpoint();
+        assert_eq!(c.checkpoint, round);
+        let lines = wait_across(&before, &second, &c);
+        assert_holds(&second, &cg, &[(c.pid, c.held)], c.held);
+        // The card counts device memory (device, VMM), not managed memory
+        // no kernel touched.
+        let on_card: u64 = ["device:0", "vmm:0"].iter().filter_map(|k| c.split.get(*k)).sum();
+        assert_eq!(card.held(pid, 0).0, on_card, "the card's own count");
+        assert_eq!(split_of(&second.status(), pid), c.split, "the split by kind and device");
+        let frees = [before.events(pid, RecordEvent::Free), lines.events(pid, RecordEvent::Free)].concat();
+        assert!(frees.iter().all(|f| !f.flags.contains(&Flag::Untracked)), "an untracked free: {frees:?}");
+        assert_eq!((before.lost(), lines.lost()), (0, 0), "records lost");
+        assert_every_call_whole(&second.status());
+    }
+    let after = second.lines().count(pid, RecordEvent::Alloc);
+    println!(
+        "allocations recorded by the old build's agent: {}, by the new one's: {after}",
+        before.count(pid, RecordEvent::Alloc)
+    );
+    w.finish();
+    second.wait_for_exit(pid);
+    second.wait_for_state(
+        "the cgroup and its limit to hold nothing",
+        || held(&second, &cg),
+        |h| *h == (0, 0),
+    );
+    let (status, _) = second.stop();
+    assert!(status.success(), "{status:?}");
+    assert_eq!(builds(), 1);
+    detach_leaves_nothing(&pins, &cg);
+}
+
 /// Waits until the records of both agents together hold checkpoint `c`'s
 /// calls, each once: what the first wrote before it was killed, and what
 /// the second read, the calls made while no agent ran among them (they

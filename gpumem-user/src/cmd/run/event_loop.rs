@@ -23,6 +23,12 @@ use crate::{
 
 /// How often the agent drains records the kernel submitted quietly.
 const DRAIN_EVERY: Duration = Duration::from_millis(20);
+/// The longest the loop reads records before it looks at signals,
+/// requests and timers again.
+const TURN: Duration = Duration::from_millis(50);
+/// The longest a `--persist` agent that stops reads what is left in the
+/// ring (the rest waits there for the next agent).
+pub const LAST_READ: Duration = Duration::from_secs(1);
 /// How often the health step runs.
 const HEALTH_EVERY: Duration = Duration::from_secs(1);
 
@@ -74,28 +80,33 @@ pub async fn run(s: &mut State, args: &RunArgs) -> anyhow::Result<()> {
     usage.tick().await; // the first tick is immediate; usage starts one interval in
     tracing::info!("control socket {}", args.socket.display());
     tracing::info!("ready");
+    // Each turn reads at most what the ring holds when full, and for at
+    // most TURN, so that a producer faster than the agent cannot keep
+    // signals and requests waiting (the drain timer comes back for the
+    // rest).
+    let ring = args.ring_buffer;
     let result: anyhow::Result<()> = async {
         loop {
             tokio::select! {
                 guard = s.ring.readable_mut() => {
                     let mut guard = guard.context("waiting on the ring buffer")?;
-                    drain(guard.get_inner_mut(), &mut s.agent)?;
+                    drain_at_most(guard.get_inner_mut(), &mut s.agent, ring, TURN)?;
                     guard.clear_ready();
                 }
                 Some((request, reply)) = requests.recv() => {
                     // Apply everything already in the ring first, so a
                     // status taken after a workload's calls returned
                     // includes them.
-                    drain(s.ring.get_mut(), &mut s.agent)?;
+                    drain_at_most(s.ring.get_mut(), &mut s.agent, ring, TURN)?;
                     let _ = reply.send(s.agent.answer(request));
                 }
                 Some(page) = scrapes.recv() => {
-                    drain(s.ring.get_mut(), &mut s.agent)?;
+                    drain_at_most(s.ring.get_mut(), &mut s.agent, ring, TURN)?;
                     let _ = page.send(encode(&s.agent.scrape()).map_err(|e| format!("encoding the page: {e}")));
                 }
                 _ = signals.hup.recv() => reload(&mut s.agent, args),
                 _ = drain_tick.tick() => {
-                    drain(s.ring.get_mut(), &mut s.agent)?;
+                    drain_at_most(s.ring.get_mut(), &mut s.agent, ring, TURN)?;
                     if let Some(log) = s.bpf_log.as_mut() {
                         log.drain();
                     }
@@ -149,6 +160,24 @@ impl Drop for Servers {
 /// visible to readers.
 pub fn drain(ring: &mut RingBuf<MapData>, agent: &mut Agent) -> anyhow::Result<()> {
     while let Some(item) = ring.next() {
+        agent.on_bytes(&item).context("writing records")?;
+    }
+    agent.flush().context("writing records")
+}
+
+/// [`drain`], reading at most `bytes` of records (headers counted: all
+/// that a ring of that size held when called) and for at most `time`.
+pub fn drain_at_most(
+    ring: &mut RingBuf<MapData>,
+    agent: &mut Agent,
+    bytes: u32,
+    time: Duration,
+) -> anyhow::Result<()> {
+    let started = std::time::Instant::now();
+    let mut read = 0usize;
+    while read < bytes as usize && (read & 0x3fff != 0 || started.elapsed() < time) {
+        let Some(item) = ring.next() else { break };
+        read += item.len() + 8;
         agent.on_bytes(&item).context("writing records")?;
     }
     agent.flush().context("writing records")

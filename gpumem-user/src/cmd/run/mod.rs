@@ -53,7 +53,21 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     let result = event_loop::run(&mut state, &args).await;
     let _ = std::fs::remove_file(&args.socket);
     result?;
-    event_loop::drain(state.ring.get_mut(), &mut state.agent)?;
+    // With --persist the programs stay: what the ring held when the stop
+    // came is read, for at most a second (a producer faster than the agent
+    // cannot keep it from stopping), and the rest waits in the pinned ring
+    // for the next agent.
+    // Without, the programs go first, then everything left is read.
+    match state.tracer.pins() {
+        Some(_) => {
+            let (ring, agent) = (state.ring.get_mut(), &mut state.agent);
+            event_loop::drain_at_most(ring, agent, args.ring_buffer, event_loop::LAST_READ)?;
+        }
+        None => {
+            state.tracer.detach_all();
+            event_loop::drain(state.ring.get_mut(), &mut state.agent)?;
+        }
+    }
     state.agent.check_health(|gone| state.tracer.release_gone(gone)).context("writing records")?;
     state.agent.write_usage().context("writing the final usage records")?;
     match state.tracer.pins() {
@@ -64,7 +78,6 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
             pins.dir().display()
         ),
         None => {
-            state.tracer.detach_all();
             drop(state);
             tracing::info!("detached");
         }
@@ -93,15 +106,25 @@ fn start(args: &RunArgs, libs: &LibrarySet, sink: Records) -> anyhow::Result<eve
     let limits = setup::limits(args, &mut tracer, deny_reason, adopted, &ledger)?;
     if let Some(pins) = tracer.pins().filter(|p| p.adopted()) {
         let procs = ledger.processes();
+        let whose = pins.predecessor().map_or(String::new(), |b| format!(" of build {b}"));
         tracing::info!(
-            "adopted the gpumem state pinned at {}: {} live allocation(s) of {} process(es), {} limit(s)",
-            pins.dir().display(),
+            "adopted the gpumem state{whose} pinned at {}: {} live allocation(s) of {} process(es), {} limit(s)",
+            pins.predecessor().map_or(pins.dir().to_path_buf(), |b| pins.dir().with_file_name(b)).display(),
             procs.iter().map(|(_, p)| p.live_count()).sum::<usize>(),
             procs.len(),
             limits.list().len()
         );
     }
     let attached = attach_all(&mut tracer, libs)?;
+    if let Some(took) = tracer.complete_takeover()? {
+        tracing::info!(
+            "took over from build {}: its programs stood down and its {} probe link(s) detached in {} ms; \
+             this build counts and enforces alone",
+            took.from.build,
+            took.removed.links,
+            took.detach.as_millis()
+        );
+    }
     let ring: RingBuf<MapData> = tracer.take_map(map_name::EVENTS)?;
     // SAFETY: the RingBuf owns its map fd, which stays open and unchanged
     // until the AsyncFd (which owns the RingBuf) is dropped.

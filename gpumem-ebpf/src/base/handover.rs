@@ -1,0 +1,83 @@
+//! Whether this build's programs run now: the gate every attached program
+//! passes first (`gpumem_common::handover` has the protocol and why it
+//! loses no hit while one build takes over from another).
+use aya_ebpf::{helpers::bpf_get_current_pid_tgid, macros::raw_tracepoint, programs::RawTracePointContext};
+use gpumem_common::handover::{self, Uprobe};
+
+use crate::maps::{HANDOVER, HANDOVER_MARKS};
+
+/// This build's tag (`gpumem_common::handover::tag`), set by the agent at
+/// load.
+#[no_mangle]
+static BUILD: u32 = 0;
+
+/// The handover word, read once (one 8-byte load).
+#[inline(always)]
+fn word() -> Option<u64> {
+    let h = HANDOVER.get_ptr(0)?;
+    // SAFETY: a checked map value pointer; the word is 8-byte aligned and
+    // stored whole (see `handover_set`).
+    Some(unsafe { core::ptr::read_volatile(core::ptr::addr_of!((*h).word)) })
+}
+
+#[inline(always)]
+fn me() -> u32 {
+    // SAFETY: a read of read-only data the loader set.
+    unsafe { core::ptr::read_volatile(&BUILD) }
+}
+
+/// Whether a uprobe program at `cookie`'s site (its return if `is_return`)
+/// runs this hit.
+#[inline(always)]
+pub fn uprobe_runs(cookie: u64, is_return: bool) -> bool {
+    let Some(word) = word() else { return false };
+    let me = me();
+    if word == handover::steady(me) {
+        return true; // no takeover under way: the common case
+    }
+    let thread = bpf_get_current_pid_tgid();
+    match handover::uprobe(word, me) {
+        Uprobe::Run => true,
+        Uprobe::RunClearing => {
+            let _ = HANDOVER_MARKS.remove(thread);
+            true
+        }
+        Uprobe::StandByMarking => {
+            let _ = HANDOVER_MARKS.insert(thread, handover::mark(cookie, is_return, false), 0);
+            false
+        }
+        Uprobe::RunMarking => {
+            let _ = HANDOVER_MARKS.insert(thread, handover::mark(cookie, is_return, true), 0);
+            true
+        }
+        Uprobe::RunUnlessRan => {
+            let Some(m) = HANDOVER_MARKS.get_ptr(thread) else { return true };
+            // SAFETY: a checked map value pointer, read once.
+            let ran = unsafe { *m } == handover::mark(cookie, is_return, true);
+            let _ = HANDOVER_MARKS.remove(thread);
+            !ran
+        }
+        Uprobe::StandBy => false,
+    }
+}
+
+/// Whether a raw tracepoint program runs this hit.
+#[inline(always)]
+pub fn tracepoint_runs() -> bool {
+    word().is_some_and(|w| handover::tracepoint(w, me()))
+}
+
+/// Never attached: the agent runs it (BPF_PROG_TEST_RUN) to store args[0]
+/// as the handover word in one atomic step, which a map update from user
+/// space (a copy of the value) is not. Returns 0, or 1 if the map has no
+/// entry.
+#[raw_tracepoint(tracepoint = "sched_process_exit")]
+pub fn handover_set(ctx: RawTracePointContext) -> i32 {
+    let args = aya_ebpf::EbpfContext::as_ptr(&ctx) as *const u64;
+    // SAFETY: args[0] of the context the agent passed in.
+    let word = unsafe { *args };
+    let Some(h) = HANDOVER.get_ptr_mut(0) else { return 1 };
+    // SAFETY: a checked map value pointer, 8-byte aligned.
+    unsafe { crate::base::atomic::exchange(core::ptr::addr_of_mut!((*h).word), word) };
+    0
+}

@@ -1,0 +1,122 @@
+//! Which build's programs run (`gpumem_common::handover`): this build's
+//! claimed before any of its programs is attached, and, taking over from
+//! another build (`takeover`), the old build's stood down and its links
+//! removed once this one's are all attached.
+use std::time::{Duration, Instant};
+
+use aya::{
+    maps::{Array, HashMap, MapData},
+    programs::{RawTracePoint, RawTracePointRunOptions, TestRun},
+};
+use gpumem_common::{
+    handover::{self, Handover},
+    map_name,
+};
+
+use super::{error::BpfError, persist, probes, takeover::Takeover, Tracer};
+
+/// What a completed takeover did.
+#[derive(Debug)]
+pub struct TookOver {
+    pub from: Takeover,
+    /// The old build's pins removed (its links detached by the kernel).
+    pub removed: persist::Removed,
+    /// From this build running to the old build's programs gone.
+    pub detach: Duration,
+}
+
+impl Tracer {
+    /// Names this build's programs as the ones to run, before any is
+    /// attached: beside the old build's while taking over; alone otherwise
+    /// (a fresh map, which runs nothing until named, gets this build's
+    /// layout too).
+    pub(super) fn claim(&mut self) -> Result<(), BpfError> {
+        if let Some(t) = &self.takeover {
+            return self.set_word(handover::joining(t.tag, self.build));
+        }
+        let build = self.build;
+        let mut array = self.handover_map()?;
+        let now = array.get(&0, 0).map_err(|e| BpfError::Handover(format!("reading HANDOVER: {e}")))?;
+        if now.word == handover::steady(build) {
+            return Ok(()); // an earlier agent of this build's, adopted
+        }
+        if now == Handover::default() {
+            let ours = Handover { word: handover::steady(build), layout: handover::LAYOUT };
+            return array.set(0, ours, 0).map_err(|e| BpfError::Handover(format!("writing HANDOVER: {e}")));
+        }
+        Err(BpfError::Handover(format!(
+            "the pinned HANDOVER map names another build's programs (word {:#x}, this build's tag {:#x}); run \
+             `gpumem detach` and start again",
+            now.word, build
+        )))
+    }
+
+    /// Completes a takeover once every library is attached by this build:
+    /// its programs run in the old build's place, the old build's pins go
+    /// (waiting for the kernel to detach their programs), and this build
+    /// runs alone. None where nothing was taken over.
+    pub fn complete_takeover(&mut self) -> Result<Option<TookOver>, BpfError> {
+        let Some(from) = self.takeover.clone() else { return Ok(None) };
+        self.set_word(handover::leaving(from.tag, self.build))?;
+        let started = Instant::now();
+        let removed = persist::remove(&from.from)?;
+        let detach = started.elapsed();
+        self.set_word(handover::steady(self.build))?;
+        self.takeover = None;
+        self.clear_marks()?;
+        Ok(Some(TookOver { from, removed, detach }))
+    }
+
+    /// Undoes a takeover that did not complete (the agent failed to start):
+    /// the old build's programs run alone again and this build's pins go.
+    pub(super) fn abandon_takeover(&mut self) {
+        let Some(from) = self.takeover.take() else { return };
+        if let Err(e) = self.set_word(handover::steady(from.tag)) {
+            tracing::warn!("handing back to build {} failed: {e}", from.build);
+        }
+        if let Some(pins) = &self.pins {
+            if let Err(e) = persist::unpin(pins.dir()) {
+                tracing::warn!("removing this build's pins at {}: {e}", pins.dir().display());
+            }
+        }
+        tracing::info!("the takeover did not complete: build {} runs on, as it was", from.build);
+    }
+
+    /// Stores the handover word in one atomic step (the never-attached
+    /// program `handover_set`, run by BPF_PROG_TEST_RUN).
+    fn set_word(&self, word: u64) -> Result<(), BpfError> {
+        let name = probes::HANDOVER_SET;
+        let prog: &RawTracePoint = self
+            .ebpf
+            .program(name)
+            .ok_or(BpfError::MissingProgram(name))?
+            .try_into()
+            .map_err(|e| BpfError::Program { name, source: Box::new(e) })?;
+        let mut opts = RawTracePointRunOptions::new();
+        opts.args[0] = word;
+        match prog.test_run(opts) {
+            Ok(r) if r.return_value == 0 => Ok(()),
+            Ok(r) => Err(BpfError::Handover(format!("{name} returned {}", r.return_value))),
+            Err(e) => Err(BpfError::Handover(format!("running {name}: {e}"))),
+        }
+    }
+
+    fn handover_map(&mut self) -> Result<Array<&mut MapData, Handover>, BpfError> {
+        let name = map_name::HANDOVER;
+        let map = self.ebpf.map_mut(name).ok_or(BpfError::MissingMap(name))?;
+        Array::try_from(map).map_err(|e| BpfError::Map { name, source: Box::new(e) })
+    }
+
+    /// Forgets the marks the programs left while both builds ran.
+    fn clear_marks(&mut self) -> Result<(), BpfError> {
+        let name = map_name::HANDOVER_MARKS;
+        let map = self.ebpf.map_mut(name).ok_or(BpfError::MissingMap(name))?;
+        let mut marks: HashMap<&mut MapData, u64, u64> =
+            HashMap::try_from(map).map_err(|e| BpfError::Map { name, source: Box::new(e) })?;
+        let threads: Vec<u64> = marks.keys().flatten().collect();
+        for t in threads {
+            let _ = marks.remove(&t);
+        }
+        Ok(())
+    }
+}

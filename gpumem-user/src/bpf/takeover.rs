@@ -1,0 +1,170 @@
+//! Taking over another build's pinned state with no gap (`gpumem run
+//! --persist` finding another build's pins): what may be carried, checked
+//! before anything is created; the maps carried by pinning them again in
+//! this build's directory, so the loader opens them in place of creating
+//! its own. The moves of the handover word that follow (new programs
+//! attached beside the old, then running in their place, then the old
+//! links removed) are `handover.rs`; the protocol that loses no hit is
+//! `gpumem_common::handover`.
+use std::path::{Path, PathBuf};
+
+use aya::maps::{Array, Map, MapData, MapInfo};
+use gpumem_common::{
+    handover::{self, Handover},
+    map_name,
+};
+
+use super::persist::{PersistError, Pins};
+
+/// Maps each build has of its own, never carried: the empty program array
+/// every uprobe program tail-calls (it holds only programs of the attach
+/// type it first held) and the programs' log.
+const OWN_MAPS: &[&str] = &["TASK_STACK", "AYA_LOGS"];
+
+/// A takeover under way: the old build and where its pins are.
+#[derive(Debug, Clone)]
+pub struct Takeover {
+    /// The old build's pin directory (removed once this build runs).
+    pub from: PathBuf,
+    /// The old build's identity (its directory's name).
+    pub build: String,
+    /// The old build's tag, as its programs know it.
+    pub tag: u32,
+}
+
+/// A map's shape as the kernel holds it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Shape {
+    kind: u32,
+    key: u32,
+    value: u32,
+    entries: u32,
+    flags: u32,
+}
+
+impl std::fmt::Display for Shape {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "type {}, key {} B, value {} B, {} entries, flags {:#x}",
+            self.kind, self.key, self.value, self.entries, self.flags
+        )
+    }
+}
+
+/// Checks that this build (its `object`, ring buffer of `ring_bytes`, tag
+/// `ours`) can take over the state pinned at `root/<old>`, and carries
+/// its maps into `pins`: each pinned again under this build's directory.
+/// A refusal says why and what to do, and leaves the old pins as they
+/// were.
+pub fn prepare(
+    root: &Path,
+    old: &str,
+    pins: &Pins,
+    object: &[u8],
+    ring_bytes: u32,
+    ours: u32,
+) -> Result<Takeover, PersistError> {
+    let from = root.join(old);
+    let refuse = |why: String| PersistError::OtherBuild {
+        root: root.display().to_string(),
+        dir: from.display().to_string(),
+        found: old.to_string(),
+        ours: pins.dir().file_name().map_or(String::new(), |n| n.to_string_lossy().into_owned()),
+        why,
+    };
+    let tag = handover::tag(u64::from_str_radix(old, 16).unwrap_or(0));
+    let state = read_handover(&from.join("maps").join(map_name::HANDOVER)).map_err(&refuse)?;
+    if state.layout != handover::LAYOUT {
+        return Err(refuse(format!(
+            "its maps have layout {}, this build reads layout {}",
+            state.layout,
+            handover::LAYOUT
+        )));
+    }
+    if state.word != handover::steady(tag) {
+        return Err(refuse(format!(
+            "its programs are in the middle of a handover (word {:#x}): an earlier takeover was interrupted",
+            state.word
+        )));
+    }
+    if tag == ours {
+        return Err(refuse("the two builds' 31-bit tags collide".into()));
+    }
+    let carried = carried_maps(&from.join("maps"), object, ring_bytes).map_err(&refuse)?;
+    pins.create()?;
+    if let Err(e) = carry(&from, pins, &carried) {
+        let _ = super::persist::unpin(pins.dir());
+        return Err(e);
+    }
+    Ok(Takeover { from, build: old.to_string(), tag })
+}
+
+/// Pins each of the old build's `maps` again under `pins`.
+fn carry(from: &Path, pins: &Pins, maps: &[String]) -> Result<(), PersistError> {
+    for name in maps {
+        let (there, here) = (from.join("maps").join(name), pins.map(name));
+        let pinned = MapData::from_pin(&there)
+            .map_err(|e| e.to_string())
+            .and_then(|m| m.pin(&here).map_err(|e| e.to_string()));
+        pinned.map_err(|why| PersistError::Pin { path: here.display().to_string(), why })?;
+    }
+    Ok(())
+}
+
+/// `HANDOVER[0]` of the pinned map at `path`.
+fn read_handover(path: &Path) -> Result<Handover, String> {
+    let data = MapData::from_pin(path).map_err(|_| {
+        "it predates takeovers (it has no HANDOVER map), so its programs cannot be told to stand by"
+            .to_string()
+    })?;
+    let map = Map::from_map_data(data).map_err(|e| format!("opening its HANDOVER map: {e}"))?;
+    let array: Array<MapData, Handover> =
+        Array::try_from(map).map_err(|e| format!("opening its HANDOVER map: {e}"))?;
+    array.get(&0, 0).map_err(|e| format!("reading its HANDOVER map: {e}"))
+}
+
+/// The maps to carry: every map of `object` but its own, each pinned under
+/// `maps` with the same shape; else why not.
+fn carried_maps(maps: &Path, object: &[u8], ring_bytes: u32) -> Result<Vec<String>, String> {
+    let obj = aya_obj::Object::parse(object).map_err(|e| format!("reading this build's object: {e}"))?;
+    let shared = |name: &str| !name.contains('.') && !OWN_MAPS.contains(&name);
+    let mut carried = Vec::new();
+    for (name, map) in obj.maps.iter().filter(|(n, _)| shared(n)) {
+        let entries = if name == map_name::EVENTS { ring_bytes } else { map.max_entries() };
+        let ours = Shape {
+            kind: map.map_type(),
+            key: map.key_size(),
+            value: map.value_size(),
+            entries,
+            flags: map.map_flags(),
+        };
+        let info = MapInfo::from_pin(maps.join(name))
+            .map_err(|_| format!("it has no map {name}, which this build keeps state in"))?;
+        let theirs = Shape {
+            kind: info.map_type().map_or(u32::MAX, |t| t as u32),
+            key: info.key_size(),
+            value: info.value_size(),
+            entries: info.max_entries(),
+            flags: info.map_flags(),
+        };
+        if name == map_name::EVENTS && theirs != ours && (Shape { entries, ..theirs }) == ours {
+            return Err(format!(
+                "its ring buffer is {} bytes and this agent's {ring_bytes}; start this agent with \
+                 --ring-buffer {}",
+                theirs.entries, theirs.entries
+            ));
+        }
+        if theirs != ours {
+            return Err(format!("its map {name} is ({theirs}), this build's ({ours})"));
+        }
+        carried.push(name.clone());
+    }
+    for entry in std::fs::read_dir(maps).map_err(|e| format!("reading {}: {e}", maps.display()))?.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if shared(&name) && !carried.contains(&name) {
+            return Err(format!("it keeps state in a map {name} this build does not have"));
+        }
+    }
+    Ok(carried)
+}
