@@ -104,12 +104,12 @@ fn another_build_takes_over_under_load_with_every_call_counted_once() {
     let card = SimCard::new(1 << 40);
     let first = Agent::start_on(&card, &common);
     // Four threads allocating and freeing through every device family,
-    // 20,000 calls a second in all (as many as the debug agent the tests
-    // run records while keeping up), from before the first agent stops
-    // until after the second runs alone; then they stop and hold what
-    // they hold.
+    // 5,000 calls a second in all (what the debug agent the tests run
+    // keeps up with under emulation in the kernel matrix), from before the
+    // first agent stops until after the second runs alone; then they stop
+    // and hold what they hold.
     let args = ["--scenario", "threads", "--mix", "--threads", "4", "--iterations", "0", "--pause"];
-    let args = [&args[..], &["--rate", "20000"]].concat();
+    let args = [&args[..], &["--rate", "5000"]].concat();
     let mut w = Workload::spawn(&args, Some(&cg), &card.env());
     let pid = w.pid();
     wait_until("the workload holding memory", || card.held(pid, 0).0 > 0);
