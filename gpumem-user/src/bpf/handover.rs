@@ -41,7 +41,7 @@ impl Tracer {
             return Ok(()); // an earlier agent of this build's, adopted
         }
         if now == Handover::default() {
-            let ours = Handover { word: handover::steady(build), layout: handover::LAYOUT };
+            let ours = Handover { word: handover::steady(build), layout: super::takeover::layout() };
             return array.set(0, ours, 0).map_err(|e| BpfError::Handover(format!("writing HANDOVER: {e}")));
         }
         Err(BpfError::Handover(format!(
@@ -58,11 +58,21 @@ impl Tracer {
     pub fn complete_takeover(&mut self) -> Result<Option<TookOver>, BpfError> {
         let Some(from) = self.takeover.clone() else { return Ok(None) };
         self.set_word(handover::leaving(from.tag, self.build))?;
+        // This build runs now: from here on nothing hands back (the old
+        // build's links are going), whatever fails.
+        self.takeover = None;
         let started = Instant::now();
-        let removed = persist::remove(&from.from)?;
+        let removed = persist::remove(&from.from).unwrap_or_else(|e| {
+            tracing::warn!(
+                "removing build {}'s pins at {}: {e}; its programs stand by (this build runs), `gpumem \
+                 detach` removes them with everything",
+                from.build,
+                from.from.display()
+            );
+            persist::Removed::default()
+        });
         let detach = started.elapsed();
         self.set_word(handover::steady(self.build))?;
-        self.takeover = None;
         self.clear_marks()?;
         Ok(Some(TookOver { from, removed, detach }))
     }

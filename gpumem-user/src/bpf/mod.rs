@@ -176,6 +176,7 @@ impl Tracer {
         let multi_links = multi::chosen(options.links, options.bpf_log)?;
         let id = persist::identity(object, options.deny_by_registers, options.ring_bytes, multi_links);
         let build = gpumem_common::handover::tag(u64::from_str_radix(&id, 16).unwrap_or(0));
+        let maps = persist::map_names(object)?;
         let pins = persist_root.map(|root| Pins::open(root, &id)).transpose()?;
         let takeover = match (persist_root, pins.as_ref()) {
             (Some(root), Some(p)) => p
@@ -194,11 +195,18 @@ impl Tracer {
             loader.override_global(aya_log::LEVEL, &log::LEVEL, true);
         }
         if let Some(pins) = &pins {
-            for name in persist::map_names(object)? {
+            for &name in &maps {
                 loader.map_pin_path(name, pins.map(name));
             }
         }
-        let ebpf = loader.load(object).map_err(|e| BpfError::Load(Box::new(e)))?;
+        let ebpf = loader.load(object).map_err(|e| {
+            // The old build's maps pinned again under this build's
+            // directory: nothing of a failed takeover stays.
+            if let (Some(_), Some(pins)) = (&takeover, &pins) {
+                let _ = persist::unpin(pins.dir());
+            }
+            BpfError::Load(Box::new(e))
+        })?;
         Ok(Self {
             ebpf,
             object,

@@ -44,6 +44,12 @@ pub enum PersistError {
     )]
     OtherBuild { root: String, dir: String, found: String, ours: String, why: String },
     #[error(
+        "the state of {count} gpumem builds is pinned at {root}: a takeover was interrupted, and which build's \
+         programs count is not known here. Run `gpumem detach --pin-dir {root}` (counts and limit usage are \
+         lost; processes then holding memory are counted from their next call) and start again"
+    )]
+    Interrupted { root: String, count: usize },
+    #[error(
         "gpumem state is pinned at {0} (an agent ran with --persist): start with --persist to adopt it, \
          or run `gpumem detach` to remove it first"
     )]
@@ -99,17 +105,9 @@ impl Pins {
         ensure_bpffs(root)?;
         let dir = root.join(id);
         let others: Vec<String> = builds(root)?.into_iter().filter(|b| b != id).collect();
-        if let Some(found) = others.first().filter(|_| others.len() > 1 || dir.exists()) {
-            return Err(PersistError::OtherBuild {
-                root: root.display().to_string(),
-                dir: root.join(found).display().to_string(),
-                found: found.clone(),
-                ours: id.to_string(),
-                why: format!(
-                    "{} builds' state is pinned there (a takeover was interrupted)",
-                    builds(root)?.len()
-                ),
-            });
+        if others.len() > 1 || (!others.is_empty() && dir.exists()) {
+            let count = builds(root)?.len();
+            return Err(PersistError::Interrupted { root: root.display().to_string(), count });
         }
         let predecessor = others.into_iter().next();
         let pins = Self { adopted: predecessor.is_some() || dir.join("maps").is_dir(), dir, predecessor };

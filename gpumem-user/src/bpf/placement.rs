@@ -13,6 +13,11 @@ use super::{
     symbols::SymbolOffsets,
 };
 
+/// Bumped whenever where a row's probe sits in its function changes: two
+/// builds that probe one function at different offsets cannot hand over
+/// (see `takeover::layout`).
+pub const VERSION: u32 = 1;
+
 /// One row, placed.
 #[derive(Debug, Clone, Copy)]
 pub struct Placed {

@@ -21,6 +21,33 @@ use super::persist::{PersistError, Pins};
 /// type it first held) and the programs' log.
 const OWN_MAPS: &[&str] = &["TASK_STACK", "AYA_LOGS"];
 
+/// What two builds must share to hand over, as one number: the shared
+/// maps' meaning (`handover::LAYOUT`), the probe table (each row's symbol,
+/// API id, kind and programs: the cookies and the marks are made of
+/// them), the cookie's encoding and where probes sit (`placement::VERSION`:
+/// two builds probing one function at different offsets would not run in
+/// the order the protocol relies on). A fresh map records it; a takeover
+/// requires the old build's to equal it.
+pub fn layout() -> u64 {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    let mut eat = |bytes: &[u8]| {
+        for &b in bytes.iter().chain([0xffu8].iter()) {
+            hash ^= u64::from(b);
+            hash = hash.wrapping_mul(0x0100_0000_01b3);
+        }
+    };
+    eat(&handover::LAYOUT.to_le_bytes());
+    eat(&super::placement::VERSION.to_le_bytes());
+    eat(&gpumem_common::cookie::pack(0x1234, 0x56, 0x78_9abc).to_le_bytes());
+    for p in super::probes::probes() {
+        eat(p.symbol().as_bytes());
+        eat(&[p.api.id.to_le_bytes(), p.api.kind.to_le_bytes()].concat());
+        eat(p.entry.as_bytes());
+        eat(p.ret.unwrap_or_default().as_bytes());
+    }
+    hash
+}
+
 /// A takeover under way: the old build and where its pins are.
 #[derive(Debug, Clone)]
 pub struct Takeover {
@@ -75,11 +102,11 @@ pub fn prepare(
     };
     let tag = handover::tag(u64::from_str_radix(old, 16).unwrap_or(0));
     let state = read_handover(&from.join("maps").join(map_name::HANDOVER)).map_err(&refuse)?;
-    if state.layout != handover::LAYOUT {
+    if state.layout != layout() {
         return Err(refuse(format!(
-            "its maps have layout {}, this build reads layout {}",
+            "its maps, probe table or probe sites differ from this build's (layout {:#x}, this build's {:#x})",
             state.layout,
-            handover::LAYOUT
+            layout()
         )));
     }
     if state.word != handover::steady(tag) {
@@ -114,9 +141,10 @@ fn carry(from: &Path, pins: &Pins, maps: &[String]) -> Result<(), PersistError> 
 
 /// `HANDOVER[0]` of the pinned map at `path`.
 fn read_handover(path: &Path) -> Result<Handover, String> {
-    let data = MapData::from_pin(path).map_err(|_| {
-        "it predates takeovers (it has no HANDOVER map), so its programs cannot be told to stand by"
-            .to_string()
+    let data = MapData::from_pin(path).map_err(|e| match path.exists() {
+        false => "it predates takeovers (it has no HANDOVER map), so its programs cannot be told to stand by"
+            .to_string(),
+        true => format!("opening its HANDOVER map {}: {e}", path.display()),
     })?;
     let map = Map::from_map_data(data).map_err(|e| format!("opening its HANDOVER map: {e}"))?;
     let array: Array<MapData, Handover> =

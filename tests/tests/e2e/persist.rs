@@ -113,9 +113,10 @@ fn another_build_takes_over_under_load_with_every_call_counted_once() {
     let mut w = Workload::spawn(&args, Some(&cg), &card.env());
     let pid = w.pid();
     wait_until("the workload holding memory", || card.held(pid, 0).0 > 0);
-    // An upgrade: the old agent is stopped (SIGTERM, as a DaemonSet's
-    // rolling update or systemd does), writes what it read, and leaves
-    // its pins; the kernel goes on counting until the new one runs.
+    // An upgrade: the old agent is stopped (SIGINT here; SIGTERM, what a
+    // DaemonSet's rolling update or systemd sends, is handled alike),
+    // writes what it read, and leaves its pins; the kernel goes on
+    // counting until the new one runs.
     let (status, before) = first.stop();
     assert!(status.success(), "{status:?}");
 

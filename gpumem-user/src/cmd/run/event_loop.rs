@@ -80,10 +80,10 @@ pub async fn run(s: &mut State, args: &RunArgs) -> anyhow::Result<()> {
     usage.tick().await; // the first tick is immediate; usage starts one interval in
     tracing::info!("control socket {}", args.socket.display());
     tracing::info!("ready");
-    // Each turn reads at most what the ring holds when full, and for at
-    // most TURN, so that a producer faster than the agent cannot keep
-    // signals and requests waiting (the drain timer comes back for the
-    // rest).
+    // Each turn reads at most what the ring holds when full (all it held
+    // when the turn began), and the ring's own wake-ups and the timer for
+    // at most TURN, so that a producer faster than the agent cannot keep
+    // signals and requests waiting (the timer comes back for the rest).
     let ring = args.ring_buffer;
     let result: anyhow::Result<()> = async {
         loop {
@@ -97,11 +97,11 @@ pub async fn run(s: &mut State, args: &RunArgs) -> anyhow::Result<()> {
                     // Apply everything already in the ring first, so a
                     // status taken after a workload's calls returned
                     // includes them.
-                    drain_at_most(s.ring.get_mut(), &mut s.agent, ring, TURN)?;
+                    drain_at_most(s.ring.get_mut(), &mut s.agent, ring, Duration::MAX)?;
                     let _ = reply.send(s.agent.answer(request));
                 }
                 Some(page) = scrapes.recv() => {
-                    drain_at_most(s.ring.get_mut(), &mut s.agent, ring, TURN)?;
+                    drain_at_most(s.ring.get_mut(), &mut s.agent, ring, Duration::MAX)?;
                     let _ = page.send(encode(&s.agent.scrape()).map_err(|e| format!("encoding the page: {e}")));
                 }
                 _ = signals.hup.recv() => reload(&mut s.agent, args),
@@ -174,8 +174,14 @@ pub fn drain_at_most(
     time: Duration,
 ) -> anyhow::Result<()> {
     let started = std::time::Instant::now();
-    let mut read = 0usize;
-    while read < bytes as usize && (read & 0x3fff != 0 || started.elapsed() < time) {
+    let (mut read, mut clock_at) = (0usize, 0usize);
+    while read < bytes as usize {
+        if read >= clock_at {
+            if started.elapsed() >= time {
+                break;
+            }
+            clock_at = read + (16 << 10); // the clock every 16 KiB of records
+        }
         let Some(item) = ring.next() else { break };
         read += item.len() + 8;
         agent.on_bytes(&item).context("writing records")?;

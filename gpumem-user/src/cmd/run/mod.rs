@@ -36,6 +36,15 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     setup::raise_memlock();
     if !args.persist {
         persist::refuse_unadopted(&args.pin_dir)?;
+    } else if std::os::unix::net::UnixStream::connect(&args.socket).is_ok() {
+        // Its programs and ring are the pins this agent would adopt or
+        // take over: two agents would read one ring, and its links would
+        // never go.
+        anyhow::bail!(
+            "an agent answers on {}: stop it first (SIGTERM; with --persist its probes stay pinned), then \
+             start this one to adopt or take over its state",
+            args.socket.display()
+        );
     }
     let libs = discover::libraries(&args.libcuda, &args.libnvml)?;
     let sink = setup::open_sink(args.output.as_deref(), args.format)?;
@@ -118,7 +127,7 @@ fn start(args: &RunArgs, libs: &LibrarySet, sink: Records) -> anyhow::Result<eve
     let attached = attach_all(&mut tracer, libs)?;
     if let Some(took) = tracer.complete_takeover()? {
         tracing::info!(
-            "took over from build {}: its programs stood down and its {} probe link(s) detached in {} ms; \
+            "took over from build {}: its programs stood down and its {} link(s) detached in {} ms; \
              this build counts and enforces alone",
             took.from.build,
             took.removed.links,
