@@ -43,11 +43,11 @@ pub fn uprobe_runs(cookie: u64, is_return: bool) -> bool {
             true
         }
         Uprobe::StandByMarking => {
-            let _ = HANDOVER_MARKS.insert(thread, handover::mark(cookie, is_return, false), 0);
+            mark(thread, handover::mark(cookie, is_return, false));
             false
         }
         Uprobe::RunMarking => {
-            let _ = HANDOVER_MARKS.insert(thread, handover::mark(cookie, is_return, true), 0);
+            mark(thread, handover::mark(cookie, is_return, true));
             true
         }
         Uprobe::RunUnlessRan => {
@@ -58,6 +58,15 @@ pub fn uprobe_runs(cookie: u64, is_return: bool) -> bool {
             !ran
         }
         Uprobe::StandBy => false,
+    }
+}
+
+/// Leaves `thread`'s mark; a full map is counted (`stat::MAP_FULL`): the
+/// old build's program then runs whatever the new one did.
+#[inline(always)]
+fn mark(thread: u64, value: u64) {
+    if HANDOVER_MARKS.insert(thread, value, 0).is_err() {
+        crate::base::counters::count(gpumem_common::stat::MAP_FULL);
     }
 }
 
