@@ -1,7 +1,9 @@
 //! Whether this build's programs run now: the gate every attached program
 //! passes first (`gpumem_common::handover` has the protocol and why it
 //! loses no hit while one build takes over from another).
-use aya_ebpf::{helpers::bpf_get_current_pid_tgid, macros::raw_tracepoint, programs::RawTracePointContext};
+use aya_ebpf::{
+    helpers::bpf_get_current_pid_tgid, macros::raw_tracepoint, programs::RawTracePointContext, EbpfContext,
+};
 use gpumem_common::handover::{self, Uprobe};
 
 use crate::maps::{HANDOVER, HANDOVER_MARKS};
@@ -26,15 +28,17 @@ fn me() -> u32 {
     unsafe { core::ptr::read_volatile(&BUILD) }
 }
 
-/// Whether a uprobe program at `cookie`'s site (its return if `is_return`)
-/// runs this hit.
+/// Whether a uprobe program (its return if `is_return`) runs this hit;
+/// its site is the attach cookie of `ctx`, read only while a takeover is
+/// under way.
 #[inline(always)]
-pub fn uprobe_runs(cookie: u64, is_return: bool) -> bool {
+pub fn uprobe_runs<C: EbpfContext>(ctx: &C, is_return: bool) -> bool {
     let Some(word) = word() else { return false };
     let me = me();
     if word == handover::steady(me) {
         return true; // no takeover under way: the common case
     }
+    let cookie = crate::base::cookie::cookie(ctx);
     let thread = bpf_get_current_pid_tgid();
     match handover::uprobe(word, me) {
         Uprobe::Run => true,

@@ -48,8 +48,9 @@ pub fn fall_through(ctx: *mut c_void) {
 }
 
 /// Defines a uprobe or uretprobe program `$name` that runs `$run(ctx)` on
-/// its task's stack where this build's programs run (see `handover`); `gpumem_common::program::Program::$program` must be
-/// named `$name` (checked as it compiles).
+/// its task's stack where this build's programs run (see `handover`);
+/// `gpumem_common::program::Program::$program` must be named `$name`
+/// (checked as it compiles).
 macro_rules! on_task_stack {
     ($(#[$doc:meta])* uprobe $name:ident = $program:ident => $run:path) => {
         $(#[$doc])*
@@ -72,7 +73,7 @@ macro_rules! on_task_stack {
             "a program's function is named as its entry in gpumem_common::program"
         );
         $crate::base::task_stack::fall_through(aya_ebpf::EbpfContext::as_ptr(&$ctx));
-        if !$crate::base::handover::uprobe_runs($crate::base::cookie::cookie(&$ctx), $is_return) {
+        if !$crate::base::handover::uprobe_runs(&$ctx, $is_return) {
             return 0;
         }
         $run($ctx)
