@@ -175,7 +175,7 @@ impl Tracer {
         // takes only programs of the attach type it first held.
         let multi_links = multi::chosen(options.links, options.bpf_log)?;
         let id = persist::identity(object, options.deny_by_registers, options.ring_bytes, multi_links);
-        let build = gpumem_common::handover::tag(u64::from_str_radix(&id, 16).unwrap_or(0));
+        let build = persist::tag(&id);
         let maps = persist::map_names(object)?;
         let pins = persist_root.map(|root| Pins::open(root, &id)).transpose()?;
         let takeover = match (persist_root, pins.as_ref()) {

@@ -71,17 +71,25 @@ fn io_err<'a>(what: &'static str, path: &'a Path) -> impl FnOnce(io::Error) -> P
     move |source| PersistError::Io { what, path: path.display().to_string(), source }
 }
 
+/// FNV-1a over `bytes`: how builds and layouts are told apart.
+pub fn fnv1a(bytes: impl IntoIterator<Item = u8>) -> u64 {
+    bytes
+        .into_iter()
+        .fold(0xcbf2_9ce4_8422_2325, |hash, b| (hash ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3))
+}
+
 /// The build's identity: FNV-1a over the object's bytes, whether deny
 /// rewrites registers, and the ring buffer's size.
 pub fn identity(object: &[u8], deny_by_registers: bool, ring_bytes: u32, multi_links: bool) -> String {
-    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
     let flags = [u8::from(deny_by_registers)].into_iter().chain(multi_links.then_some(2));
     let tail = flags.chain(ring_bytes.to_le_bytes());
-    for b in object.iter().copied().chain(tail) {
-        hash ^= u64::from(b);
-        hash = hash.wrapping_mul(0x0100_0000_01b3);
-    }
-    format!("{hash:016x}")
+    format!("{:016x}", fnv1a(object.iter().copied().chain(tail)))
+}
+
+/// The tag (`gpumem_common::handover::tag`) the programs of the build
+/// with this [`identity`] (its pin directory's name) know it by.
+pub fn tag(identity: &str) -> u32 {
+    gpumem_common::handover::tag(u64::from_str_radix(identity, 16).unwrap_or(0))
 }
 
 /// One build's pins, opened by an agent running with `--persist`.
@@ -106,7 +114,7 @@ impl Pins {
         let dir = root.join(id);
         let others: Vec<String> = builds(root)?.into_iter().filter(|b| b != id).collect();
         if others.len() > 1 || (!others.is_empty() && dir.exists()) {
-            let count = builds(root)?.len();
+            let count = others.len() + usize::from(dir.exists());
             return Err(PersistError::Interrupted { root: root.display().to_string(), count });
         }
         let predecessor = others.into_iter().next();

@@ -29,13 +29,8 @@ const OWN_MAPS: &[&str] = &["TASK_STACK", "AYA_LOGS"];
 /// the order the protocol relies on). A fresh map records it; a takeover
 /// requires the old build's to equal it.
 pub fn layout() -> u64 {
-    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    let mut eat = |bytes: &[u8]| {
-        for &b in bytes.iter().chain([0xffu8].iter()) {
-            hash ^= u64::from(b);
-            hash = hash.wrapping_mul(0x0100_0000_01b3);
-        }
-    };
+    let mut bytes: Vec<u8> = Vec::new();
+    let mut eat = |b: &[u8]| bytes.extend(b.iter().copied().chain([0xff]));
     eat(&handover::LAYOUT.to_le_bytes());
     eat(&super::placement::VERSION.to_le_bytes());
     eat(&gpumem_common::cookie::pack(0x1234, 0x56, 0x78_9abc).to_le_bytes());
@@ -45,7 +40,7 @@ pub fn layout() -> u64 {
         eat(p.entry.as_bytes());
         eat(p.ret.unwrap_or_default().as_bytes());
     }
-    hash
+    super::persist::fnv1a(bytes)
 }
 
 /// A takeover under way: the old build and where its pins are.
@@ -100,7 +95,7 @@ pub fn prepare(
         ours: pins.dir().file_name().map_or(String::new(), |n| n.to_string_lossy().into_owned()),
         why,
     };
-    let tag = handover::tag(u64::from_str_radix(old, 16).unwrap_or(0));
+    let tag = super::persist::tag(old);
     let state = read_handover(&from.join("maps").join(map_name::HANDOVER)).map_err(&refuse)?;
     if state.layout != layout() {
         return Err(refuse(format!(

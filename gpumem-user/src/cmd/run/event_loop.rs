@@ -159,10 +159,7 @@ impl Drop for Servers {
 /// Applies every record waiting in the ring buffer, then makes them
 /// visible to readers.
 pub fn drain(ring: &mut RingBuf<MapData>, agent: &mut Agent) -> anyhow::Result<()> {
-    while let Some(item) = ring.next() {
-        agent.on_bytes(&item).context("writing records")?;
-    }
-    agent.flush().context("writing records")
+    drain_at_most(ring, agent, u32::MAX, Duration::MAX)
 }
 
 /// [`drain`], reading at most `bytes` of records (headers counted: all
