@@ -14,6 +14,7 @@ pub mod harness;
 pub mod mixed;
 pub mod multicast;
 pub mod no_device;
+pub mod pace;
 pub mod pools;
 pub mod threads;
 pub mod truth;

@@ -9,6 +9,7 @@ use std::sync::{
 use crate::{
     driver::Driver,
     mixed::{self, Held, Method, METHODS},
+    pace::Pace,
     truth::Truth,
 };
 
@@ -100,30 +101,6 @@ pub fn stop_on_line() -> Arc<AtomicBool> {
         set.store(true, Ordering::Relaxed);
     });
     stop
-}
-
-/// One thread's share of a rate: each call waits for its turn (absolute
-/// turns, so that late calls catch up).
-struct Pace {
-    period: Option<std::time::Duration>,
-    start: std::time::Instant,
-    calls: u32,
-}
-
-impl Pace {
-    fn new(rate: u64, threads: usize) -> Self {
-        let period = (rate > 0).then(|| std::time::Duration::from_secs(threads as u64) / rate as u32);
-        Self { period, start: std::time::Instant::now(), calls: 0 }
-    }
-
-    fn next(&mut self) {
-        let Some(period) = self.period else { return };
-        let turn = self.start + period * self.calls;
-        self.calls += 1;
-        if let Some(wait) = turn.checked_duration_since(std::time::Instant::now()) {
-            std::thread::sleep(wait);
-        }
-    }
 }
 
 /// xorshift64*: reproducible from a seed, no dependency.

@@ -16,6 +16,7 @@ use gpumem_tests::{
     driver::{self, Driver},
     mixed::{self, METHODS},
     no_device,
+    pace::Pace,
     threads::{self, Threads},
     truth::{Checkpoint, Truth},
 };
@@ -263,15 +264,9 @@ impl Workload<'_> {
                 mixed::free(&self.driver, &self.truth, h, true)?;
             }
         } else {
-            let period =
-                (self.args.rate > 0).then(|| std::time::Duration::from_secs(1) / self.args.rate as u32);
-            for i in 0..n {
-                if let Some(period) = period {
-                    // A load generator's pacing: the i-th pair starts at
-                    // i x period (catching up at once when behind).
-                    let due = start + period * i as u32;
-                    std::thread::sleep(due.saturating_duration_since(std::time::Instant::now()));
-                }
+            let mut pace = Pace::new(self.args.rate, 1);
+            for _ in 0..n {
+                pace.next();
                 if self.args.no_device {
                     // Both refused (raw: an error value costs more).
                     let _ = self.driver.alloc(size);
