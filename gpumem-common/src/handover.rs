@@ -36,8 +36,9 @@ pub const LAYOUT: u64 = 1;
 const PHASE_SHIFT: u32 = 62;
 const OLD_SHIFT: u32 = 31;
 const TAG_MASK: u64 = (1 << 31) - 1;
-const JOINING: u64 = 1;
-const LEAVING: u64 = 2;
+/// The phases of a word ([`parts`]); 0 is steady.
+pub const JOINING: u64 = 1;
+pub const LEAVING: u64 = 2;
 
 /// `HANDOVER[0]`.
 #[repr(C)]
@@ -86,6 +87,13 @@ pub const fn owner(word: u64) -> u32 {
         JOINING => ((word >> OLD_SHIFT) & TAG_MASK) as u32,
         _ => (word & TAG_MASK) as u32,
     }
+}
+
+/// The phase of `word` (0 steady, [`JOINING`] or [`LEAVING`]) and the
+/// builds it names: (phase, old, new); a steady word names only `new`, its
+/// owner.
+pub const fn parts(word: u64) -> (u64, u32, u32) {
+    (word >> PHASE_SHIFT, ((word >> OLD_SHIFT) & TAG_MASK) as u32, (word & TAG_MASK) as u32)
 }
 
 /// What a uprobe program of build `me` does under `word`.

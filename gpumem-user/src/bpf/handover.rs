@@ -32,13 +32,30 @@ impl Tracer {
     /// layout too).
     pub(super) fn claim(&mut self) -> Result<(), BpfError> {
         if let Some(t) = &self.takeover {
-            return self.set_word(handover::joining(t.tag, self.build));
+            let (tag, build) = (t.tag, t.build.clone());
+            self.set_word(handover::joining(tag, self.build))?;
+            // Marks an interrupted takeover's builds left would be read as
+            // this one's.
+            self.clear_marks()?;
+            tracing::info!("taking over from build {build}: attaching this build's programs beside its own");
+            return Ok(());
         }
         let build = self.build;
         let mut array = self.handover_map()?;
         let now = array.get(&0, 0).map_err(|e| BpfError::Handover(format!("reading HANDOVER: {e}")))?;
         if now.word == handover::steady(build) {
             return Ok(()); // an earlier agent of this build's, adopted
+        }
+        if handover::owner(now.word) == build {
+            // This build's programs run, part way through a takeover that
+            // was interrupted (the other build's pins are gone): alone now.
+            self.set_word(handover::steady(build))?;
+            self.clear_marks()?;
+            tracing::warn!(
+                "finished an interrupted takeover: the handover word was {}; this build's programs run alone",
+                persist::word::describe(now.word)
+            );
+            return Ok(());
         }
         if now == Handover::default() {
             let ours = Handover { word: handover::steady(build), layout: super::takeover::layout() };
@@ -58,6 +75,7 @@ impl Tracer {
     pub fn complete_takeover(&mut self) -> Result<Option<TookOver>, BpfError> {
         let Some(from) = self.takeover.clone() else { return Ok(None) };
         self.set_word(handover::leaving(from.tag, self.build))?;
+        tracing::info!("this build's programs run in build {}'s place; removing its pins", from.build);
         // This build runs now: from here on nothing hands back (the old
         // build's links are going), whatever fails.
         self.takeover = None;

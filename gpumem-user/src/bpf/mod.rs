@@ -21,8 +21,6 @@ mod stack_check;
 pub mod symbols;
 pub mod takeover;
 
-use std::path::Path;
-
 use aya::{
     programs::{
         links::FdLink, raw_trace_point::RawTracePointLinkId, uprobe::UProbeLinkId, ProgramError,
@@ -163,10 +161,13 @@ impl Tracer {
         Self::open_pinned(options, None)
     }
 
-    /// [`Self::open`], with every map pinned under `persist_root` (the
-    /// maps an earlier agent of the same build pinned there are reused: see
-    /// `persist`).
-    pub fn open_pinned(options: Options, persist_root: Option<&Path>) -> Result<Self, BpfError> {
+    /// [`Self::open`], with every map pinned under `persist_root`, held
+    /// (the maps an earlier agent of the same build pinned there are
+    /// reused: see `persist`).
+    pub fn open_pinned(
+        options: Options,
+        persist_root: Option<&persist::lock::RootLock>,
+    ) -> Result<Self, BpfError> {
         let object = if options.bpf_log { OBJECT_LOG } else { OBJECT };
         if object.is_empty() {
             return Err(BpfError::NoObject);
@@ -181,7 +182,7 @@ impl Tracer {
         let takeover = match (persist_root, pins.as_ref()) {
             (Some(root), Some(p)) => p
                 .predecessor()
-                .map(|old| takeover::prepare(root, old, p, object, options.ring_bytes, build))
+                .map(|old| takeover::prepare(root.path(), old, p, object, options.ring_bytes, build))
                 .transpose()?,
             _ => None,
         };

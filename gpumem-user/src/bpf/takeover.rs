@@ -8,13 +8,10 @@
 //! `gpumem_common::handover`.
 use std::path::{Path, PathBuf};
 
-use aya::maps::{Array, Map, MapData, MapInfo};
-use gpumem_common::{
-    handover::{self, Handover},
-    map_name,
-};
+use aya::maps::{MapData, MapInfo};
+use gpumem_common::{handover, map_name};
 
-use super::persist::{PersistError, Pins};
+use super::persist::{word, PersistError, Pins};
 
 /// Maps each build has of its own, never carried: the empty program array
 /// every uprobe program tail-calls (it holds only programs of the attach
@@ -96,7 +93,7 @@ pub fn prepare(
         why,
     };
     let tag = super::persist::tag(old);
-    let state = read_handover(&from.join("maps").join(map_name::HANDOVER)).map_err(&refuse)?;
+    let (_, state) = word::read(&from.join("maps").join(map_name::HANDOVER)).map_err(&refuse)?;
     if state.layout != layout() {
         return Err(refuse(format!(
             "its maps, probe table or probe sites differ from this build's (layout {:#x}, this build's {:#x})",
@@ -104,10 +101,12 @@ pub fn prepare(
             layout()
         )));
     }
-    if state.word != handover::steady(tag) {
+    // A word part way (a takeover of it interrupted, the other build's
+    // pins since removed) is taken over as it stands, if it runs.
+    if handover::owner(state.word) != tag {
         return Err(refuse(format!(
-            "its programs are in the middle of a handover (word {:#x}): an earlier takeover was interrupted",
-            state.word
+            "its handover word says another build's programs run ({})",
+            word::describe(state.word)
         )));
     }
     if tag == ours {
@@ -132,19 +131,6 @@ fn carry(from: &Path, pins: &Pins, maps: &[String]) -> Result<(), PersistError> 
         pinned.map_err(|why| PersistError::Pin { path: here.display().to_string(), why })?;
     }
     Ok(())
-}
-
-/// `HANDOVER[0]` of the pinned map at `path`.
-fn read_handover(path: &Path) -> Result<Handover, String> {
-    let data = MapData::from_pin(path).map_err(|e| match path.exists() {
-        false => "it predates takeovers (it has no HANDOVER map), so its programs cannot be told to stand by"
-            .to_string(),
-        true => format!("opening its HANDOVER map {}: {e}", path.display()),
-    })?;
-    let map = Map::from_map_data(data).map_err(|e| format!("opening its HANDOVER map: {e}"))?;
-    let array: Array<MapData, Handover> =
-        Array::try_from(map).map_err(|e| format!("opening its HANDOVER map: {e}"))?;
-    array.get(&0, 0).map_err(|e| format!("reading its HANDOVER map: {e}"))
 }
 
 /// The maps to carry: every map of `object` but its own, each pinned under

@@ -12,6 +12,8 @@ pub fn detach(args: DetachArgs) -> anyhow::Result<()> {
             args.socket.display()
         );
     }
+    // Not while an agent is starting or taking over (before it answers).
+    let _root = args.pin_dir.exists().then(|| persist::lock::take(&args.pin_dir)).transpose()?;
     let started = std::time::Instant::now();
     let removed = persist::remove(&args.pin_dir)?;
     if removed == persist::Removed::default() {

@@ -54,6 +54,47 @@ impl Agent {
     }
 
     fn launch(output: Option<PathBuf>, extra: &[&str], env: &[(&str, &str)]) -> Self {
+        let (mut agent, rx) = Self::spawn(output, extra, env);
+        loop {
+            match rx.recv_timeout(DEADLINE) {
+                Ok(line) if line == READY => break,
+                Ok(_) => {}
+                Err(_) => agent.died("the agent did not become ready"),
+            }
+        }
+        agent
+    }
+
+    /// Starts `gpumem run` on `card` and sends it `signal` as soon as a
+    /// line of its stderr holds `at` (a step of its start): how it exited,
+    /// its stderr and every record it wrote.
+    pub fn start_signalled_at(
+        card: &SimCard,
+        extra: &[&str],
+        at: &str,
+        signal: nix::sys::signal::Signal,
+    ) -> (ExitStatus, String, Vec<Line>) {
+        let (mut agent, rx) = Self::spawn(None, extra, &card.env());
+        loop {
+            match rx.recv_timeout(DEADLINE) {
+                Ok(line) if line.contains(at) => break,
+                Ok(line) if line == READY => {
+                    agent.died(&format!("the agent became ready before saying {at:?}"))
+                }
+                Ok(_) => {}
+                Err(_) => agent.died(&format!("the agent did not say {at:?}")),
+            }
+        }
+        agent.signal(signal);
+        let status = agent.child.take().unwrap().wait().expect("waiting for the agent");
+        (status, agent.stderr(), agent.lines())
+    }
+
+    fn spawn(
+        output: Option<PathBuf>,
+        extra: &[&str],
+        env: &[(&str, &str)],
+    ) -> (Self, std::sync::mpsc::Receiver<String>) {
         let p = paths();
         let scratch = scratch();
         let output = output.unwrap_or_else(|| scratch.path().join("events.jsonl"));
@@ -74,20 +115,12 @@ impl Agent {
             .spawn()
             .expect("spawning the agent");
         let (stderr, rx) = collect_lines(child.stderr.take().unwrap());
-        loop {
-            match rx.recv_timeout(DEADLINE) {
-                Ok(line) if line == READY => break,
-                Ok(_) => {}
-                Err(_) => {
-                    let status = child.try_wait().ok().flatten();
-                    panic!(
-                        "the agent did not become ready (exit {status:?}); its stderr:\n{}",
-                        stderr.lock().unwrap().join("\n")
-                    );
-                }
-            }
-        }
-        Self { child: Some(child), output, socket, stderr, _scratch: scratch }
+        (Self { child: Some(child), output, socket, stderr, _scratch: scratch }, rx)
+    }
+
+    fn died(&mut self, what: &str) -> ! {
+        let status = self.child.as_mut().and_then(|c| c.try_wait().ok().flatten());
+        panic!("{what} (exit {status:?}); its stderr:\n{}", self.stderr())
     }
 
     pub fn pid(&self) -> u32 {

@@ -110,7 +110,7 @@ fn another_build_takes_over_under_load_with_every_call_counted_once() {
     // and hold what they hold.
     let args = ["--scenario", "threads", "--mix", "--threads", "4", "--iterations", "0", "--pause"];
     let args = [&args[..], &["--rate", "5000"]].concat();
-    let mut w = Workload::spawn(&args, Some(&cg), &card.env());
+    let w = Workload::spawn(&args, Some(&cg), &card.env());
     let pid = w.pid();
     wait_until("the workload holding memory", || card.held(pid, 0).0 > 0);
     // An upgrade: the old agent is stopped (SIGINT here; SIGTERM, what a
@@ -132,38 +132,119 @@ fn another_build_takes_over_under_load_with_every_call_counted_once() {
     second
         .wait_for("calls counted by the new build alone", |l| l.count(pid, RecordEvent::Alloc) > seen + 1000);
 
-    for round in ["mixed", "drained"] {
-        w.resume();
-        let c = w.checkpoint();
-        assert_eq!(c.checkpoint, round);
-        let lines = wait_across(&before, &second, &c);
-        assert_holds(&second, &cg, &[(c.pid, c.held)], c.held);
-        // The card counts device memory (device, VMM), not managed memory
-        // no kernel touched.
-        let on_card: u64 = ["device:0", "vmm:0"].iter().filter_map(|k| c.split.get(*k)).sum();
-        assert_eq!(card.held(pid, 0).0, on_card, "the card's own count");
-        assert_eq!(split_of(&second.status(), pid), c.split, "the split by kind and device");
-        let frees = [before.events(pid, RecordEvent::Free), lines.events(pid, RecordEvent::Free)].concat();
-        assert!(frees.iter().all(|f| !f.flags.contains(&Flag::Untracked)), "an untracked free: {frees:?}");
-        assert_eq!((before.lost(), lines.lost()), (0, 0), "records lost");
-        assert_every_call_whole(&second.status());
-    }
-    let after = second.lines().count(pid, RecordEvent::Alloc);
     println!(
-        "allocations recorded by the old build's agent: {}, by the new one's: {after}",
-        before.count(pid, RecordEvent::Alloc)
+        "allocations recorded by the old build's agent: {}, by the new one's: {}",
+        before.count(pid, RecordEvent::Alloc),
+        second.lines().count(pid, RecordEvent::Alloc)
     );
-    w.finish();
-    second.wait_for_exit(pid);
-    second.wait_for_state(
-        "the cgroup and its limit to hold nothing",
-        || held(&second, &cg),
-        |h| *h == (0, 0),
-    );
+    ends_exact(w, &before, &second, &cg, &card);
     let (status, _) = second.stop();
     assert!(status.success(), "{status:?}");
     assert_eq!(builds(), 1);
     detach_leaves_nothing(&pins, &cg);
+}
+
+/// The threads workload `w` (paused at its end) resumed to two
+/// checkpoints, at each of which `agent`'s records with those of the
+/// agents `before` it hold every call once, and the process, the cgroup
+/// (its limit) and the split by kind equal the workload's truth and the
+/// card's count; then it exits and everything goes back to zero.
+fn ends_exact(mut w: Workload, before: &[Line], agent: &Agent, cg: &Cgroup, card: &SimCard) {
+    let pid = w.pid();
+    for round in ["mixed", "drained"] {
+        w.resume();
+        let c = w.checkpoint();
+        assert_eq!(c.checkpoint, round);
+        let lines = wait_across(before, agent, &c);
+        assert_holds(agent, cg, &[(c.pid, c.held)], c.held);
+        // The card counts device memory (device, VMM), not managed memory
+        // no kernel touched.
+        let on_card: u64 = ["device:0", "vmm:0"].iter().filter_map(|k| c.split.get(*k)).sum();
+        assert_eq!(card.held(pid, 0).0, on_card, "the card's own count");
+        assert_eq!(split_of(&agent.status(), pid), c.split, "the split by kind and device");
+        let frees = [before.events(pid, RecordEvent::Free), lines.events(pid, RecordEvent::Free)].concat();
+        assert!(frees.iter().all(|f| !f.flags.contains(&Flag::Untracked)), "an untracked free: {frees:?}");
+        assert_eq!((before.lost(), lines.lost()), (0, 0), "records lost");
+        assert_every_call_whole(&agent.status());
+    }
+    w.finish();
+    agent.wait_for_exit(pid);
+    agent.wait_for_state("the cgroup and its limit to hold nothing", || held(agent, cg), |h| *h == (0, 0));
+}
+
+/// A takeover interrupted at each step (SIGTERM or SIGKILL while the new
+/// build attaches; SIGKILL while the old build's links go) is settled by
+/// the next agent, whichever build it is, with the kernel counting
+/// throughout and every call counted once.
+#[test]
+fn an_interrupted_takeover_is_settled_by_the_next_agent_with_every_call_counted_once() {
+    if !privileged() {
+        return;
+    }
+    let pins = PinDir::new("interrupted");
+    let cg = Cgroup::create("interrupted");
+    let limit = format!("cgroup:{}=1TiB,action=audit", cg.path);
+    let a = [&pins.run_args()[..], &["--limit", &limit, "--ring-buffer", "64MiB"]].concat();
+    let b = [&a[..], &["--bpf-log"]].concat(); // another build: the object with the log
+    let card = SimCard::new(1 << 40);
+    let first = Agent::start_on(&card, &a);
+    let args = ["--scenario", "threads", "--mix", "--threads", "4", "--iterations", "0", "--pause"];
+    let w = Workload::spawn(&[&args[..], &["--rate", "5000"]].concat(), Some(&cg), &card.env());
+    wait_until("the workload holding memory", || card.held(w.pid(), 0).0 > 0);
+    let (status, mut before) = first.stop();
+    assert!(status.success(), "{status:?}");
+    let build_a = pins.builds().pop().expect("build A's pins");
+    let joining = "taking over from build";
+
+    // SIGTERM while B attaches: B completes the takeover, then stops.
+    let (status, err, lines) = Agent::start_signalled_at(&card, &b, joining, Signal::SIGTERM);
+    assert!(status.success() && err.contains("took over from build"), "{status:?}: {err}");
+    let build_b = pins.builds().pop().expect("build B's pins");
+    assert_eq!(pins.builds(), std::slice::from_ref(&build_b));
+    before.extend(lines);
+
+    // SIGKILL while A takes back over (joining: B's programs run, A's stand
+    // by; its exit and exec programs, attached, run beside B's): both
+    // builds' pins are left.
+    let adopted = "adopted the gpumem state of build";
+    let (status, err, _) = Agent::start_signalled_at(&card, &a, adopted, Signal::SIGKILL);
+    assert_eq!(status.signal(), Some(Signal::SIGKILL as i32), "{err}");
+    assert_eq!(pins.builds().len(), 2, "{err}");
+    // A again: removes its own half-attached pins and takes over from B.
+    let again = Agent::start_on(&card, &a);
+    let err = again.stderr();
+    let settled = format!("so build {build_a}'s pins were removed");
+    assert!(err.contains(&settled) && err.contains("took over from build"), "{err}");
+    said(&err, "interrupted takeover");
+    assert_eq!(pins.builds(), std::slice::from_ref(&build_a));
+    let (status, lines) = again.stop();
+    assert!(status.success(), "{status:?}");
+    before.extend(lines);
+
+    // SIGKILL while B's takeover waits for A's links to go (leaving: B's
+    // programs run): the test holds one of A's links, so they cannot go.
+    let held = pins.hold_a_link(&build_a);
+    let leaving = "removing its pins";
+    let (status, err, _) = Agent::start_signalled_at(&card, &b, leaving, Signal::SIGKILL);
+    assert_eq!(status.signal(), Some(Signal::SIGKILL as i32), "{err}");
+    drop(held);
+    assert!(pins.builds().contains(&build_b), "{err}");
+    // B again: finishes its takeover.
+    let last = Agent::start_on(&card, &b);
+    let err = last.stderr();
+    assert!(err.contains("finished an interrupted takeover"), "{err}");
+    said(&err, "interrupted takeover");
+    assert_eq!(pins.builds(), [build_b]);
+
+    ends_exact(w, &before, &last, &cg, &card);
+    let (status, _) = last.stop();
+    assert!(status.success(), "{status:?}");
+    detach_leaves_nothing(&pins, &cg);
+}
+
+/// Prints the lines of an agent's stderr that hold `what`.
+fn said(err: &str, what: &str) {
+    err.lines().filter(|l| l.contains(what)).for_each(|l| println!("{l}"));
 }
 
 /// Waits until the records of both agents together hold checkpoint `c`'s
@@ -204,6 +285,14 @@ fn another_build_is_refused_and_a_plain_agent_will_not_start_beside_pins() {
     }
     let pins = PinDir::new("refusals");
     let agent = Agent::start(&pins.run_args());
+    // One agent at a time on the pins (another control socket here), and
+    // no detach under it.
+    let (status, err) = Agent::start_failing(&pins.run_args());
+    let using = format!("pid {} (gpumem) is using the gpumem pins", agent.pid());
+    assert!(!status.success() && err.contains(&using), "{err}");
+    let out = pins.detach();
+    assert!(!out.status.success(), "{}", String::from_utf8_lossy(&out.stdout));
+    assert!(String::from_utf8_lossy(&out.stderr).contains(&using));
     let (status, _) = agent.stop();
     assert!(status.success());
     assert!(pins.dir.is_dir());

@@ -43,14 +43,17 @@ pub struct State {
     pub rejected: HashSet<(u64, u64)>,
 }
 
-struct Signals {
+/// The agent's signal handlers, installed before it loads anything: a
+/// SIGTERM or SIGINT that comes while it starts (a takeover half done)
+/// waits until the start is complete, and the loop then stops at once.
+pub struct Signals {
     int: Signal,
     term: Signal,
     hup: Signal,
 }
 
 impl Signals {
-    fn install() -> anyhow::Result<Self> {
+    pub fn install() -> anyhow::Result<Self> {
         let on = |kind, name| signal(kind).with_context(|| format!("installing the {name} handler"));
         Ok(Self {
             int: on(SignalKind::interrupt(), "SIGINT")?,
@@ -61,9 +64,8 @@ impl Signals {
 }
 
 /// Runs until SIGINT, SIGTERM or the end of `--duration`.
-pub async fn run(s: &mut State, args: &RunArgs) -> anyhow::Result<()> {
+pub async fn run(s: &mut State, args: &RunArgs, mut signals: Signals) -> anyhow::Result<()> {
     let (_servers, mut requests, mut scrapes) = Servers::start(args).await?;
-    let mut signals = Signals::install()?;
     let deadline = async {
         match args.duration {
             Some(d) => tokio::time::sleep(d).await,

@@ -16,7 +16,7 @@ use crate::{
         attach::AttachReport,
         discover::{self, LibrarySet},
         kernel::KernelMaps,
-        persist,
+        persist::{self, lock::RootLock},
         probes::Library,
         Tracer,
     },
@@ -46,10 +46,14 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
             args.socket.display()
         );
     }
+    let signals = event_loop::Signals::install()?;
     let libs = discover::libraries(&args.libcuda, &args.libnvml)?;
     let sink = setup::open_sink(args.output.as_deref(), args.format)?;
+    // Held until the agent ends: no other agent or detach changes the pins
+    // meanwhile (declared before the state, so dropped after it).
+    let root = args.persist.then(|| persist::lock::take(&args.pin_dir)).transpose()?;
     let pinned_before = persist::pinned(&args.pin_dir);
-    let mut state = match start(&args, &libs, sink) {
+    let mut state = match start(&args, root.as_ref(), &libs, sink) {
         Ok(s) => s,
         Err(e) => {
             if args.persist && !pinned_before {
@@ -59,7 +63,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
             return Err(e);
         }
     };
-    let result = event_loop::run(&mut state, &args).await;
+    let result = event_loop::run(&mut state, &args, signals).await;
     let _ = std::fs::remove_file(&args.socket);
     result?;
     // With --persist the programs stay: what the ring held when the stop
@@ -97,8 +101,13 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
 /// Everything before the event loop. With --persist, an earlier agent's
 /// pins of this build are adopted: the ledger starts from the kernel's live
 /// allocations, the limits from its rules and their usage.
-fn start(args: &RunArgs, libs: &LibrarySet, sink: Records) -> anyhow::Result<event_loop::State> {
-    let (mut tracer, deny_reason) = setup::open_tracer(args)?;
+fn start(
+    args: &RunArgs,
+    root: Option<&RootLock>,
+    libs: &LibrarySet,
+    sink: Records,
+) -> anyhow::Result<event_loop::State> {
+    let (mut tracer, deny_reason) = setup::open_tracer(args, root)?;
     if let Some(why) = tracer.view_refusal() {
         tracing::info!(
             "limited processes see the card as it is (view=limit is unavailable, libnvidia-ml is not \

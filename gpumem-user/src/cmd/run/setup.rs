@@ -9,6 +9,7 @@ use crate::{
     bpf::{
         attach::AttachReport,
         discover::{self, Library},
+        persist::lock::RootLock,
         Options, Tracer,
     },
     cli::{Format, RunArgs},
@@ -42,7 +43,7 @@ pub fn policy(args: &RunArgs) -> anyhow::Result<Policy> {
 /// once.
 /// With --persist, the object is opened for good with its maps pinned
 /// (an earlier agent's of the same build adopted, see `bpf::persist`).
-pub fn open_tracer(args: &RunArgs) -> anyhow::Result<(Tracer, Option<String>)> {
+pub fn open_tracer(args: &RunArgs, root: Option<&RootLock>) -> anyhow::Result<(Tracer, Option<String>)> {
     let mut options = Options {
         deny_by_registers: false,
         ring_bytes: args.ring_buffer,
@@ -53,7 +54,7 @@ pub fn open_tracer(args: &RunArgs) -> anyhow::Result<(Tracer, Option<String>)> {
     let deny_reason = tracer.register_write_refusal();
     options.deny_by_registers = deny_reason.is_none();
     if options.deny_by_registers || args.persist {
-        tracer = Tracer::open_pinned(options, args.persist.then_some(args.pin_dir.as_path()))?;
+        tracer = Tracer::open_pinned(options, root)?;
     }
     tracer.load_programs()?;
     Ok((tracer, deny_reason))
