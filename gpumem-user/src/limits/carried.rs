@@ -4,7 +4,9 @@
 //! base (`LIMIT_BASE`, written by the agent), and leaves it as the agent
 //! sees those allocations freed or their process exit. Pure bookkeeping:
 //! the agent writes the totals this returns.
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
+
+use gpumem_common::{LiveAlloc, LiveKey};
 
 /// An allocation: (tgid, (namespace, address)) and its size.
 pub type Entry = (u32, (u32, u64), u64);
@@ -61,6 +63,20 @@ impl Carried {
     }
 }
 
+/// Which live allocations (the kernel's) are charged under which limit
+/// slot: (slot, tgid, (namespace, address)). The kernel charges every
+/// allocation it admitted while a rule existed under that rule's slot
+/// (`LiveAlloc::limit_slots`, byte i: slot + 1); what a rule's target holds
+/// and is not charged under it is what the rule carries.
+pub fn charged(held: &[(LiveKey, LiveAlloc)]) -> HashSet<(u32, u32, (u32, u64))> {
+    held.iter()
+        .flat_map(|(k, a)| {
+            let slots = a.limit_slots.to_le_bytes().into_iter().filter(|&b| b != 0);
+            slots.map(move |b| (u32::from(b) - 1, k.tgid, (k.ns, k.addr)))
+        })
+        .collect()
+}
+
 fn total(procs: &ByProcess) -> u64 {
     procs.values().flat_map(|m| m.values()).sum()
 }
@@ -68,6 +84,17 @@ fn total(procs: &ByProcess) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn charged_lists_each_slot_an_allocation_counts_under() {
+        let live = |tgid, addr, limit_slots| {
+            (LiveKey { tgid, ns: 0, addr }, LiveAlloc { size: 1, limit_slots, ..LiveAlloc::default() })
+        };
+        let held = [live(10, 0x1000, 0), live(10, 0x2000, 0x0401), live(11, 0x1000, 0x03)];
+        let found = charged(&held);
+        let want: HashSet<_> = [(0, 10, (0, 0x2000)), (3, 10, (0, 0x2000)), (2, 11, (0, 0x1000))].into();
+        assert_eq!(found, want);
+    }
 
     #[test]
     fn the_base_falls_as_carried_memory_is_freed_or_its_process_exits() {

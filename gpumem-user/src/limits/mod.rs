@@ -11,7 +11,7 @@ pub mod table;
 
 use std::{collections::HashMap, path::PathBuf};
 
-use gpumem_common::ns;
+use gpumem_common::{ns, LiveAlloc, LiveKey};
 
 use self::{
     carried::{Carried, Entry},
@@ -49,9 +49,10 @@ impl Limits {
         Ok((Self { table, carried: Carried::default(), names }, installed))
     }
 
-    /// Takes over the rules an earlier agent of this build left in the
-    /// kernel, with their usage (`--persist`), then, where the user gave
-    /// rules at start (`apply_rules`), applies `policy` over them as a
+    /// Takes over the rules an earlier agent left in the kernel, with their
+    /// usage and what their bases carry (`--persist`; `held`: the kernel's
+    /// live allocations, `live` the ledger's of them), then, where the user
+    /// gave rules at start (`apply_rules`), applies `policy` over them as a
     /// reload would. `policy`'s default action holds either way. Returns
     /// the rules in force.
     pub fn adopt(
@@ -60,17 +61,58 @@ impl Limits {
         apply_rules: bool,
         cgroup_root: Option<PathBuf>,
         deny_reason: Option<String>,
-        live: &[LiveAllocation<'_>],
+        (live, held): (&[LiveAllocation<'_>], &[(LiveKey, LiveAlloc)]),
     ) -> Result<(Self, Vec<Installed>), LimitError> {
         let mut table = LimitTable::open(tracer, cgroup_root, deny_reason, policy.default_action)?;
         table.adopt()?;
         let names = table.names();
         let mut limits = Self { table, carried: Carried::default(), names };
+        limits.carry_again(live, held);
         if apply_rules {
             limits.reload(policy, live, "start-up policy over the adopted limits");
         }
         let in_force = limits.table.installed();
         Ok((limits, in_force))
+    }
+
+    /// What each adopted rule's base carries, found again: the allocations
+    /// its target holds that are not charged under it. Those freed while
+    /// no agent ran leave the base now; a base the kernel's allocations do
+    /// not explain (less is held uncharged than it says) stays whole, as
+    /// the earlier agent left it.
+    fn carry_again(&mut self, live: &[LiveAllocation<'_>], held: &[(LiveKey, LiveAlloc)]) {
+        let charged = carried::charged(held);
+        for i in self.table.installed() {
+            let base = self.table.base(i.slot);
+            if base == 0 {
+                continue;
+            }
+            let m = self.table.matcher(&i.limit.target, i.limit.device);
+            let entries: Vec<Entry> = live
+                .iter()
+                .filter(|a| m.covers(a.tgid, a.comm, a.cgroup_id, a.device))
+                .filter(|a| !charged.contains(&(i.slot, a.tgid, a.key)))
+                .map(|a| (a.tgid, a.key, a.size))
+                .collect();
+            let total = self.carried.carry(i.slot, &entries);
+            let target = &i.limit.target;
+            if total > base {
+                self.carried.drop_slot(i.slot);
+                tracing::warn!(
+                    "the limit on {target} carries {base} bytes its target held when it was set, and its \
+                     target holds {total} bytes not counted under it: the base stays whole until the limit \
+                     is set again or cleared"
+                );
+            } else if total < base {
+                match self.table.write_base(i.slot, total) {
+                    Ok(()) => tracing::info!(
+                        "the limit on {target}: {} of the {base} bytes it carried were freed while no agent ran",
+                        base - total
+                    ),
+                    Err(e) => tracing::warn!("{}", crate::chain(&e)),
+                }
+            }
+        }
     }
 
     /// Sets a limit at run time (see `LimitTable::set`); a new target's

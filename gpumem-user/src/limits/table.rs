@@ -186,6 +186,11 @@ impl LimitTable {
             .map_err(|e| LimitError::Write { target: format!("slot {slot}"), source: Box::new(e) })
     }
 
+    /// LIMIT_BASE[slot] (0 where it cannot be read).
+    pub fn base(&self, slot: u32) -> u64 {
+        self.base.get(&slot, 0).unwrap_or(0)
+    }
+
     /// Takes the rule for `target` out of force.
     pub fn clear(&mut self, target: &Target) -> Result<Installed, LimitError> {
         let Some(slot) = self.slot_of(target) else {
@@ -221,7 +226,7 @@ impl LimitTable {
                     .get(&i.slot, 0)
                     .map(|s| s.usage)
                     .unwrap_or(0)
-                    .wrapping_add(self.base.get(&i.slot, 0).unwrap_or(0)),
+                    .wrapping_add(self.base(i.slot)),
             })
             .collect()
     }

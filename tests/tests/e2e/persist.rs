@@ -172,6 +172,42 @@ fn ends_exact(mut w: Workload, before: &[Line], agent: &Agent, cg: &Cgroup, card
     agent.wait_for_state("the cgroup and its limit to hold nothing", || held(agent, cg), |h| *h == (0, 0));
 }
 
+/// A limit set at run time on a cgroup already holding memory carries that
+/// memory in its base; the base survives a restart knowing what it
+/// carries: memory freed while no agent ran leaves it at the next start,
+/// and the rest as it is freed.
+#[test]
+fn a_limits_carried_memory_is_known_again_after_a_restart() {
+    if !privileged() {
+        return;
+    }
+    let pins = PinDir::new("carried");
+    let cg = Cgroup::create("persist-carried");
+    let target = format!("cgroup:{}", cg.path);
+    let usage = |agent: &Agent| rule(&agent.limits(), &target).expect("the limit is in force").usage;
+    let first = Agent::start(&pins.run_args());
+    let mut w = Workload::spawn(&["--scenario", "basic", "--pause"], Some(&cg), &[]);
+    let allocated = w.checkpoint();
+    first.wait_for_checkpoint(&allocated);
+    let (ok, _, err) = first.limit(&["set", &format!("{target}=1GiB,action=audit")]);
+    assert!(ok, "{err}");
+    assert_eq!(usage(&first), allocated.held, "what the cgroup held, carried");
+    first.kill();
+
+    // Freed while no agent runs: the kernel counted nothing of it under
+    // the limit, so only the next agent can take it out of the base.
+    w.resume();
+    let freed = w.checkpoint();
+    assert!(freed.held < allocated.held);
+    let second = Agent::start(&pins.run_args());
+    assert!(second.stderr().contains("were freed while no agent ran"), "{}", second.stderr());
+    assert_eq!(usage(&second), freed.held);
+    w.run_to_end();
+    second.wait_for_state("the rest to leave the limit at exit", || usage(&second), |u| *u == 0);
+    drop(second);
+    assert!(pins.detach().status.success());
+}
+
 /// A takeover interrupted at each step (SIGTERM or SIGKILL while the new
 /// build attaches; SIGKILL while the old build's links go) is settled by
 /// the next agent, whichever build it is, with the kernel counting

@@ -117,11 +117,15 @@ fn start(
     let bpf_log = args.bpf_log.then(|| tracer.take_log()).transpose()?;
     let kernel = KernelMaps::take(&mut tracer)?;
     let adopted = tracer.pins().is_some_and(|p| p.adopted());
+    let held = match adopted {
+        true => kernel.held(&mut tracer)?,
+        false => Vec::new(),
+    };
     let ledger = match adopted {
-        true => Ledger::adopted(&kernel.held(&mut tracer)?, monotonic_ns()),
+        true => Ledger::adopted(&held, monotonic_ns()),
         false => Ledger::default(),
     };
-    let limits = setup::limits(args, &mut tracer, deny_reason, adopted, &ledger)?;
+    let limits = setup::limits(args, &mut tracer, deny_reason, adopted, (&ledger, &held))?;
     if let Some(pins) = tracer.pins().filter(|p| p.adopted()) {
         let procs = ledger.processes();
         let whose = pins.predecessor().map_or(String::new(), |b| format!(" of build {b}"));

@@ -3,6 +3,7 @@
 use std::{collections::HashSet, io::Write, os::unix::fs::MetadataExt, path::Path};
 
 use anyhow::Context;
+use gpumem_common::{LiveAlloc, LiveKey};
 
 use crate::{
     agent::Agent,
@@ -68,13 +69,13 @@ pub fn limits(
     tracer: &mut Tracer,
     deny_reason: Option<String>,
     adopted: bool,
-    ledger: &Ledger,
+    (ledger, held): (&Ledger, &[(LiveKey, LiveAlloc)]),
 ) -> anyhow::Result<Limits> {
     let policy = policy(args)?;
     let (limits, installed) = if adopted {
         let given = args.config.is_some() || !args.limits.is_empty() || args.default_action.is_some();
         let live = ledger.live_allocations();
-        Limits::adopt(tracer, &policy, given, cgroup_root(), deny_reason, &live)?
+        Limits::adopt(tracer, &policy, given, cgroup_root(), deny_reason, (&live, held))?
     } else {
         Limits::install(tracer, &policy, cgroup_root(), deny_reason)?
     };
