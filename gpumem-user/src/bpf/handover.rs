@@ -15,6 +15,19 @@ use gpumem_common::{
 
 use super::{error::BpfError, persist, probes, takeover::Takeover, Tracer};
 
+/// A testing aid: with `GPUMEM_STOP_AT=<step>` in its environment the
+/// agent stops itself (SIGSTOP) at that step of a takeover, so that a test
+/// can signal or kill it exactly there: `joining` (stored, nothing of this
+/// build attached), `attached` (every library attached, the old build
+/// still running), `leaving` (stored, the old build's pins not yet
+/// removed).
+fn stop_at(step: &str) {
+    if std::env::var_os("GPUMEM_STOP_AT").is_some_and(|s| s == step) {
+        tracing::info!("GPUMEM_STOP_AT: stopping at {step}");
+        let _ = nix::sys::signal::raise(nix::sys::signal::Signal::SIGSTOP);
+    }
+}
+
 /// What a completed takeover did.
 #[derive(Debug)]
 pub struct TookOver {
@@ -38,6 +51,7 @@ impl Tracer {
             // this one's.
             self.clear_marks()?;
             tracing::info!("taking over from build {build}: attaching this build's programs beside its own");
+            stop_at("joining");
             return Ok(());
         }
         let build = self.build;
@@ -74,8 +88,10 @@ impl Tracer {
     /// runs alone. None where nothing was taken over.
     pub fn complete_takeover(&mut self) -> Result<Option<TookOver>, BpfError> {
         let Some(from) = self.takeover.clone() else { return Ok(None) };
+        stop_at("attached");
         self.set_word(handover::leaving(from.tag, self.build))?;
         tracing::info!("this build's programs run in build {}'s place; removing its pins", from.build);
+        stop_at("leaving");
         // This build runs now: from here on nothing hands back (the old
         // build's links are going), whatever fails.
         self.takeover = None;

@@ -65,28 +65,31 @@ impl Agent {
         agent
     }
 
-    /// Starts `gpumem run` on `card` and sends it `signal` as soon as a
-    /// line of its stderr holds `at` (a step of its start): how it exited,
-    /// its stderr and every record it wrote.
-    pub fn start_signalled_at(
+    /// Starts `gpumem run` on `card` with `GPUMEM_STOP_AT=step` (it stops
+    /// itself at that step of a takeover), sends it `signals` once it has
+    /// stopped, and returns how it exited, its whole stderr and every
+    /// record it wrote.
+    pub fn start_stopped_at(
         card: &SimCard,
         extra: &[&str],
-        at: &str,
-        signal: nix::sys::signal::Signal,
+        step: &str,
+        signals: &[nix::sys::signal::Signal],
     ) -> (ExitStatus, String, Vec<Line>) {
-        let (mut agent, rx) = Self::spawn(None, extra, &card.env());
-        loop {
-            match rx.recv_timeout(DEADLINE) {
-                Ok(line) if line.contains(at) => break,
-                Ok(line) if line == READY => {
-                    agent.died(&format!("the agent became ready before saying {at:?}"))
-                }
-                Ok(_) => {}
-                Err(_) => agent.died(&format!("the agent did not say {at:?}")),
-            }
+        let env = [&card.env()[..], &[("GPUMEM_STOP_AT", step)]].concat();
+        let (mut agent, rx) = Self::spawn(None, extra, &env);
+        let stat = format!("/proc/{}/stat", agent.pid());
+        let stopped = || {
+            let text = std::fs::read_to_string(&stat).unwrap_or_default();
+            // pid (comm) STATE ...: the state follows the last ')'.
+            text.rsplit(')').next().and_then(|rest| rest.split_whitespace().next()) == Some("T")
+        };
+        poll(&format!("the agent to stop at {step}"), stopped, |s| *s, || agent.stderr());
+        for &signal in signals {
+            agent.signal(signal);
         }
-        agent.signal(signal);
         let status = agent.child.take().unwrap().wait().expect("waiting for the agent");
+        // Every line it wrote: the reader ends at the pipe's end.
+        while rx.recv_timeout(DEADLINE).is_ok() {}
         (status, agent.stderr(), agent.lines())
     }
 

@@ -32,21 +32,6 @@ impl PinDir {
         dirs.map(|e| e.file_name().to_string_lossy().into_owned()).collect()
     }
 
-    /// Opens one link pinned by `build` (its exit tracepoint's): while the
-    /// returned link lives, the kernel keeps that link and its program,
-    /// whatever becomes of the pin (an agent removing the pins waits).
-    pub fn hold_a_link(&self, build: &str) -> aya::programs::links::PinnedLink {
-        let dir = self.dir.join(build).join("tracepoints");
-        let pin = std::fs::read_dir(&dir)
-            .unwrap_or_else(|e| panic!("reading {}: {e}", dir.display()))
-            .flatten()
-            .next()
-            .unwrap_or_else(|| panic!("no link pinned in {}", dir.display()))
-            .path();
-        aya::programs::links::PinnedLink::from_pin(&pin)
-            .unwrap_or_else(|e| panic!("opening the link pinned at {}: {e}", pin.display()))
-    }
-
     /// Runs `gpumem detach` on this directory.
     pub fn detach(&self) -> Output {
         let socket = format!("/tmp/gpumem-{}-no-agent.sock", test_name());

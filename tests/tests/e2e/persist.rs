@@ -208,10 +208,12 @@ fn a_limits_carried_memory_is_known_again_after_a_restart() {
     assert!(pins.detach().status.success());
 }
 
-/// A takeover interrupted at each step (SIGTERM or SIGKILL while the new
-/// build attaches; SIGKILL while the old build's links go) is settled by
+/// A takeover interrupted at each step (SIGTERM while the new build
+/// attaches; SIGKILL with every library attached by both builds; SIGKILL
+/// once the new build runs, before the old build's pins go) is settled by
 /// the next agent, whichever build it is, with the kernel counting
-/// throughout and every call counted once.
+/// throughout and every call counted once. The agent stops itself at each
+/// step (`GPUMEM_STOP_AT`), so each signal lands exactly there.
 #[test]
 fn an_interrupted_takeover_is_settled_by_the_next_agent_with_every_call_counted_once() {
     if !privileged() {
@@ -224,50 +226,57 @@ fn an_interrupted_takeover_is_settled_by_the_next_agent_with_every_call_counted_
     let b = [&a[..], &["--bpf-log"]].concat(); // another build: the object with the log
     let card = SimCard::new(1 << 40);
     let first = Agent::start_on(&card, &a);
+    // 1,000 calls a second: what the ring holds through every phase with
+    // no agent reading (under emulation in the kernel matrix, each
+    // takeover there detaches 123 single links in about 8 s).
     let args = ["--scenario", "threads", "--mix", "--threads", "4", "--iterations", "0", "--pause"];
-    let w = Workload::spawn(&[&args[..], &["--rate", "5000"]].concat(), Some(&cg), &card.env());
+    let w = Workload::spawn(&[&args[..], &["--rate", "1000"]].concat(), Some(&cg), &card.env());
     wait_until("the workload holding memory", || card.held(w.pid(), 0).0 > 0);
     let (status, mut before) = first.stop();
     assert!(status.success(), "{status:?}");
     let build_a = pins.builds().pop().expect("build A's pins");
-    let joining = "taking over from build";
+    let (term, cont, kill) = (Signal::SIGTERM, Signal::SIGCONT, Signal::SIGKILL);
 
     // SIGTERM while B attaches: B completes the takeover, then stops.
-    let (status, err, lines) = Agent::start_signalled_at(&card, &b, joining, Signal::SIGTERM);
+    let (status, err, lines) = Agent::start_stopped_at(&card, &b, "joining", &[term, cont]);
     assert!(status.success() && err.contains("took over from build"), "{status:?}: {err}");
+    assert!(err.contains("a stop came while the agent started"), "{err}");
     let build_b = pins.builds().pop().expect("build B's pins");
     assert_eq!(pins.builds(), std::slice::from_ref(&build_b));
     before.extend(lines);
 
-    // SIGKILL while A takes back over (joining: B's programs run, A's stand
-    // by; its exit and exec programs, attached, run beside B's): both
-    // builds' pins are left.
-    let adopted = "adopted the gpumem state of build";
-    let (status, err, _) = Agent::start_signalled_at(&card, &a, adopted, Signal::SIGKILL);
-    assert_eq!(status.signal(), Some(Signal::SIGKILL as i32), "{err}");
+    // SIGKILL once A, taking back over, has attached everything beside B
+    // (joining: B's programs run, A's stand by): both builds' pins left.
+    let (status, err, _) = Agent::start_stopped_at(&card, &a, "attached", &[kill]);
+    assert_eq!(status.signal(), Some(kill as i32), "{err}");
     assert_eq!(pins.builds().len(), 2, "{err}");
-    // A again: removes its own half-attached pins and takes over from B.
+    // A again: removes its own pins and takes over from B.
     let again = Agent::start_on(&card, &a);
     let err = again.stderr();
-    let settled = format!("so build {build_a}'s pins were removed");
-    assert!(err.contains(&settled) && err.contains("took over from build"), "{err}");
+    let settled = format!("(joining: build tag {:#x} runs", tag(&build_b));
+    assert!(
+        err.contains(&settled) && err.contains(&format!("so build {build_a}'s pins were removed")),
+        "{err}"
+    );
+    assert!(err.contains("took over from build"), "{err}");
     said(&err, "interrupted takeover");
     assert_eq!(pins.builds(), std::slice::from_ref(&build_a));
     let (status, lines) = again.stop();
     assert!(status.success(), "{status:?}");
     before.extend(lines);
 
-    // SIGKILL while B's takeover waits for A's links to go (leaving: B's
-    // programs run): the test holds one of A's links, so they cannot go.
-    let held = pins.hold_a_link(&build_a);
-    let leaving = "removing its pins";
-    let (status, err, _) = Agent::start_signalled_at(&card, &b, leaving, Signal::SIGKILL);
-    assert_eq!(status.signal(), Some(Signal::SIGKILL as i32), "{err}");
-    drop(held);
-    assert!(pins.builds().contains(&build_b), "{err}");
-    // B again: finishes its takeover.
+    // SIGKILL once B runs in A's place, before A's pins go (leaving).
+    let (status, err, _) = Agent::start_stopped_at(&card, &b, "leaving", &[kill]);
+    assert_eq!(status.signal(), Some(kill as i32), "{err}");
+    assert_eq!(pins.builds().len(), 2, "{err}");
+    // B again: removes A's pins and finishes its takeover.
     let last = Agent::start_on(&card, &b);
     let err = last.stderr();
+    let settled = format!("(leaving: build tag {:#x} runs", tag(&build_b));
+    assert!(
+        err.contains(&settled) && err.contains(&format!("so build {build_a}'s pins were removed")),
+        "{err}"
+    );
     assert!(err.contains("finished an interrupted takeover"), "{err}");
     said(&err, "interrupted takeover");
     assert_eq!(pins.builds(), [build_b]);
@@ -276,6 +285,11 @@ fn an_interrupted_takeover_is_settled_by_the_next_agent_with_every_call_counted_
     let (status, _) = last.stop();
     assert!(status.success(), "{status:?}");
     detach_leaves_nothing(&pins, &cg);
+}
+
+/// The tag a build's programs know it by, from its pin directory's name.
+fn tag(build: &str) -> u32 {
+    gpumem::bpf::persist::tag(build)
 }
 
 /// Prints the lines of an agent's stderr that hold `what`.
@@ -288,10 +302,16 @@ fn said(err: &str, what: &str) {
 /// the second read, the calls made while no agent ran among them (they
 /// waited in the pinned ring buffer).
 fn wait_across(before: &[Line], agent: &Agent, c: &Checkpoint) -> Vec<Line> {
-    let calls = [(Rec::Alloc, c.allocs), (Rec::Free, c.frees), (Rec::AllocFailed, c.failed)];
-    agent.wait_for(&format!("the records of checkpoint {c:?} across both agents"), |lines| {
-        calls.iter().all(|&(event, n)| (before.count(c.pid, event) + lines.count(c.pid, event)) as u64 == n)
-    })
+    let calls = [Rec::Alloc, Rec::Free, Rec::AllocFailed];
+    let want = (vec![c.allocs, c.frees, c.failed], 0);
+    let seen = || {
+        let lines = agent.lines();
+        let counts = calls.iter().map(|&e| (before.count(c.pid, e) + lines.count(c.pid, e)) as u64).collect();
+        (counts, before.lost() + lines.lost())
+    };
+    let what = format!("the records of checkpoint {c:?} across both agents (allocs, frees, failed; lost)");
+    poll(&what, seen, |s| *s == want, || format!("wanted {want:?}; stderr:\n{}", agent.stderr()));
+    agent.lines()
 }
 
 /// What the cgroup holds in the kernel and under its limit.

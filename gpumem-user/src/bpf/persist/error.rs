@@ -23,7 +23,7 @@ pub enum PersistError {
     Interrupted { root: String, count: usize, why: String },
     #[error(
         "{holder} is using the gpumem pins at {root} (an agent starting, taking over or running, or `gpumem \
-         detach`): stop it first (SIGTERM; with --persist an agent's probes stay pinned), then start again"
+         detach`): stop it first (SIGTERM; with --persist an agent's probes stay pinned), then try again"
     )]
     InUse { root: String, holder: String },
     #[error(
@@ -36,6 +36,11 @@ pub enum PersistError {
          its own time, or something else holds them (check with `bpftool prog`)"
     )]
     Detaching { left: usize, secs: u64 },
+    #[error(
+        "settling the takeover interrupted at {root}: removing build {build}'s pins (its programs stand by): \
+         {source}. Starting again tries once more; `gpumem detach --pin-dir {root}` removes every build's"
+    )]
+    Settling { root: String, build: String, source: Box<PersistError> },
     #[error("pinning {path}: {why}")]
     Pin { path: String, why: String },
     #[error("reading the maps of gpumem's eBPF object: {0}")]

@@ -71,7 +71,11 @@ pub fn settle(root: &Path, builds: &[String]) -> Result<String, PersistError> {
     };
     for build in remove {
         let started = Instant::now();
-        let removed = remove::remove(&root.join(&build))?;
+        let removed = remove::remove(&root.join(&build)).map_err(|e| PersistError::Settling {
+            root: root.display().to_string(),
+            build: build.clone(),
+            source: Box::new(e),
+        })?;
         tracing::warn!(
             "an interrupted takeover was left at {}: build {keep}'s programs run ({}), so build {build}'s \
              pins were removed ({} link(s), {} ms)",

@@ -38,16 +38,25 @@ pub fn take(root: &Path) -> Result<RootLock, PersistError> {
     hold(root)
 }
 
-/// Takes the lock of directory `root`, created if missing.
+/// Takes the lock of directory `root`, created if missing. A root removed
+/// between its opening and its locking (by the holder that just let go)
+/// is not the root any more: taken again.
 fn hold(root: &Path) -> Result<RootLock, PersistError> {
-    std::fs::create_dir_all(root).map_err(io_err("creating", root))?;
-    let dir = File::open(root).map_err(io_err("opening", root))?;
-    match Flock::lock(dir, FlockArg::LockExclusiveNonblock) {
-        Ok(lock) => Ok(RootLock { path: root.to_path_buf(), _lock: lock }),
-        Err((_, nix::errno::Errno::EWOULDBLOCK)) => {
-            Err(PersistError::InUse { root: root.display().to_string(), holder: holder(root) })
+    loop {
+        std::fs::create_dir_all(root).map_err(io_err("creating", root))?;
+        let dir = File::open(root).map_err(io_err("opening", root))?;
+        let lock = match Flock::lock(dir, FlockArg::LockExclusiveNonblock) {
+            Ok(lock) => lock,
+            Err((_, nix::errno::Errno::EWOULDBLOCK)) => {
+                return Err(PersistError::InUse { root: root.display().to_string(), holder: holder(root) })
+            }
+            Err((_, errno)) => return Err(io_err("locking", root)(errno.into())),
+        };
+        let held = lock.metadata().map_err(io_err("reading", root))?;
+        let now = std::fs::metadata(root).ok();
+        if now.is_some_and(|m| (m.dev(), m.ino()) == (held.dev(), held.ino())) {
+            return Ok(RootLock { path: root.to_path_buf(), _lock: lock });
         }
-        Err((_, errno)) => Err(io_err("locking", root)(errno.into())),
     }
 }
 

@@ -28,11 +28,18 @@ const DETACH_DEADLINE: Duration = Duration::from_secs(120);
 /// and lets go of the link's program only after detaching it, so the
 /// programs' going is what is waited for.
 pub fn remove(root: &Path) -> Result<Removed, PersistError> {
-    let (removed, ids) = unpin(root)?;
+    let (mut removed, mut ids) = (Removed::default(), HashSet::new());
+    if !root.exists() {
+        return Ok(removed);
+    }
+    // The directory itself goes last: one who holds it (`lock`) holds it
+    // until the programs are gone.
+    remove_children(root, &mut removed, &mut ids)?;
     let started = Instant::now();
     loop {
         let left = aya::programs::loaded_programs().flatten().filter(|p| ids.contains(&p.id())).count();
         if left == 0 {
+            std::fs::remove_dir(root).map_err(io_err("removing", root))?;
             return Ok(removed);
         }
         if started.elapsed() > DETACH_DEADLINE {
@@ -54,6 +61,11 @@ pub fn unpin(root: &Path) -> Result<(Removed, HashSet<u32>), PersistError> {
 }
 
 fn remove_tree(dir: &Path, removed: &mut Removed, ids: &mut HashSet<u32>) -> Result<(), PersistError> {
+    remove_children(dir, removed, ids)?;
+    std::fs::remove_dir(dir).map_err(io_err("removing", dir))
+}
+
+fn remove_children(dir: &Path, removed: &mut Removed, ids: &mut HashSet<u32>) -> Result<(), PersistError> {
     for entry in std::fs::read_dir(dir).map_err(io_err("reading", dir))? {
         let entry = entry.map_err(io_err("reading", dir))?;
         let path = entry.path();
@@ -73,5 +85,5 @@ fn remove_tree(dir: &Path, removed: &mut Removed, ids: &mut HashSet<u32>) -> Res
         }
         std::fs::remove_file(&path).map_err(io_err("removing", &path))?;
     }
-    std::fs::remove_dir(dir).map_err(io_err("removing", dir))
+    Ok(())
 }

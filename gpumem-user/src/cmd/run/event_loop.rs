@@ -61,6 +61,16 @@ impl Signals {
             hup: on(SignalKind::hangup(), "SIGHUP")?,
         })
     }
+
+    /// Whether SIGINT or SIGTERM came since the handlers were installed
+    /// (the runtime's signal driver first reads what came while a start
+    /// kept it from running).
+    pub async fn stop_requested(&mut self) -> bool {
+        use futures_util::FutureExt;
+        tokio::task::yield_now().await;
+        let came = |s: &mut Signal| s.recv().now_or_never().is_some();
+        came(&mut self.int) | came(&mut self.term)
+    }
 }
 
 /// Runs until SIGINT, SIGTERM or the end of `--duration`.

@@ -46,7 +46,10 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
             args.socket.display()
         );
     }
-    let signals = event_loop::Signals::install()?;
+    // With --persist, a stop that comes while the agent starts (a
+    // takeover under way) waits until the start is complete; without, the
+    // kernel undoes a killed start by itself.
+    let early = args.persist.then(event_loop::Signals::install).transpose()?;
     let libs = discover::libraries(&args.libcuda, &args.libnvml)?;
     let sink = setup::open_sink(args.output.as_deref(), args.format)?;
     // Held until the agent ends: no other agent or detach changes the pins
@@ -63,14 +66,28 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
             return Err(e);
         }
     };
-    let result = event_loop::run(&mut state, &args, signals).await;
+    let mut signals = match early {
+        Some(s) => s,
+        None => event_loop::Signals::install()?,
+    };
+    let result = match signals.stop_requested().await {
+        true => {
+            tracing::info!("a stop came while the agent started: it stops now that the start is complete");
+            Ok(())
+        }
+        false => event_loop::run(&mut state, &args, signals).await,
+    };
     let _ = std::fs::remove_file(&args.socket);
     result?;
-    // With --persist the programs stay: what the ring held when the stop
-    // came is read, for at most a second (a producer faster than the agent
-    // cannot keep it from stopping), and the rest waits in the pinned ring
-    // for the next agent.
-    // Without, the programs go first, then everything left is read.
+    stop(state, &args)
+}
+
+/// The agent's end, once its loop has stopped: with --persist the
+/// programs stay, and what the ring held when the stop came is read for at
+/// most a second (a producer faster than the agent cannot keep it from
+/// stopping); the rest waits in the pinned ring for the next agent.
+/// Without, the programs go first, then everything left is read.
+fn stop(mut state: event_loop::State, args: &RunArgs) -> anyhow::Result<()> {
     match state.tracer.pins() {
         Some(_) => {
             let (ring, agent) = (state.ring.get_mut(), &mut state.agent);
