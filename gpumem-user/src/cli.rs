@@ -145,7 +145,10 @@ pub struct RunArgs {
     /// usage) pinned under --pin-dir, so the kernel goes on counting and
     /// enforcing. The next `run --persist` of the same build adopts them,
     /// with their rules (--limit and --config apply over them as a SIGHUP
-    /// would); `gpumem detach` removes them.
+    /// would); one of another build takes them over without a gap, and
+    /// settles a takeover that was interrupted; `gpumem detach` removes
+    /// them. One agent at a time holds --pin-dir; a SIGTERM while it starts
+    /// takes effect once the start is complete.
     #[arg(long)]
     pub persist: bool,
     /// Where --persist pins (in bpffs, mounted at /sys/fs/bpf if need be).
@@ -156,7 +159,8 @@ pub struct RunArgs {
 
 #[derive(Debug, Parser)]
 pub struct DetachArgs {
-    /// Where `gpumem run --persist` pinned.
+    /// Where `gpumem run --persist` pinned (refused while an agent holds
+    /// it).
     #[arg(long, value_name = "DIR", default_value = crate::bpf::persist::DEFAULT_ROOT)]
     pub pin_dir: PathBuf,
     /// A running agent's control socket (detach refuses if one answers).
