@@ -74,6 +74,16 @@ fn mark(thread: u64, value: u64) {
     }
 }
 
+/// Forgets the mark of exiting `thread` while a takeover is under way:
+/// a later thread given its id must not find it (and the marks map does
+/// not fill with the dead while a takeover stays interrupted).
+#[inline(always)]
+pub fn forget_mark(thread: u64) {
+    if word().is_some_and(|w| w != handover::steady(me())) {
+        let _ = HANDOVER_MARKS.remove(thread);
+    }
+}
+
 /// Whether a raw tracepoint program runs this hit.
 #[inline(always)]
 pub fn tracepoint_runs() -> bool {

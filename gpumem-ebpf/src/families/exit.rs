@@ -22,7 +22,7 @@ use crate::{
     base::{
         atomic::sub,
         bounded,
-        handover::tracepoint_runs,
+        handover::{forget_mark, tracepoint_runs},
         records::{emit, Subject},
     },
     maps::{CALLERS, CGROUP_USAGE, LEADER_GONE, PENDING, PROC_NVML, PROC_POOLS, PROC_USAGE},
@@ -35,10 +35,11 @@ const LATE_THREAD_NS: u64 = 10_000_000_000;
 /// tracefs mount (many hosts and containers have none).
 #[raw_tracepoint(tracepoint = "sched_process_exit")]
 pub fn process_exit(_ctx: RawTracePointContext) -> i32 {
+    let pid_tgid = bpf_get_current_pid_tgid();
+    forget_mark(pid_tgid);
     if !tracepoint_runs() {
         return 0;
     }
-    let pid_tgid = bpf_get_current_pid_tgid();
     let tgid = (pid_tgid >> 32) as u32;
     if CALLERS.get_ptr(tgid).is_some() || LEADER_GONE.get_ptr(tgid).is_some() {
         let _ = forget_pending(pid_tgid);

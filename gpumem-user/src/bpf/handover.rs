@@ -20,7 +20,8 @@ use super::{error::BpfError, persist, probes, takeover::Takeover, Tracer};
 /// can signal or kill it exactly there: `joining` (stored, nothing of this
 /// build attached), `attached` (every library attached, the old build
 /// still running), `leaving` (stored, the old build's pins not yet
-/// removed).
+/// removed), `removed` (the old build's programs gone, `steady` not yet
+/// stored).
 fn stop_at(step: &str) {
     if std::env::var_os("GPUMEM_STOP_AT").is_some_and(|s| s == step) {
         tracing::info!("GPUMEM_STOP_AT: stopping at {step}");
@@ -106,6 +107,7 @@ impl Tracer {
             persist::Removed::default()
         });
         let detach = started.elapsed();
+        stop_at("removed");
         self.set_word(handover::steady(self.build))?;
         self.clear_marks()?;
         Ok(Some(TookOver { from, removed, detach }))

@@ -32,6 +32,17 @@ impl PinDir {
         dirs.map(|e| e.file_name().to_string_lossy().into_owned()).collect()
     }
 
+    /// How many handover marks (`HANDOVER_MARKS`, pinned by `build`) the
+    /// threads of process `tgid` left.
+    pub fn marks_of(&self, build: &str, tgid: u32) -> usize {
+        use aya::maps::{HashMap, Map, MapData};
+        let pin = self.dir.join(build).join("maps").join("HANDOVER_MARKS");
+        let data = MapData::from_pin(&pin).unwrap_or_else(|e| panic!("opening {}: {e}", pin.display()));
+        let marks: HashMap<MapData, u64, u64> =
+            HashMap::try_from(Map::HashMap(data)).expect("HANDOVER_MARKS is a hash map of u64");
+        marks.keys().flatten().filter(|thread| (thread >> 32) as u32 == tgid).count()
+    }
+
     /// Runs `gpumem detach` on this directory.
     pub fn detach(&self) -> Output {
         let socket = format!("/tmp/gpumem-{}-no-agent.sock", test_name());

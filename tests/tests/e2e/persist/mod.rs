@@ -8,6 +8,8 @@ use std::os::unix::process::ExitStatusExt;
 
 use nix::sys::signal::Signal;
 
+mod takeover;
+
 const MIB: u64 = 1 << 20;
 
 fn steps(cg: &Cgroup, size: u64, n: u32, pause: bool) -> Workload {
@@ -20,7 +22,7 @@ fn steps(cg: &Cgroup, size: u64, n: u32, pause: bool) -> Workload {
 }
 
 /// Process, cgroup and limit all hold `held`, in the ledger and the kernel.
-fn assert_holds(agent: &Agent, cg: &Cgroup, procs: &[(u32, u64)], held: u64) {
+pub(super) fn assert_holds(agent: &Agent, cg: &Cgroup, procs: &[(u32, u64)], held: u64) {
     let s = agent.status();
     for &(pid, bytes) in procs {
         assert_process_holds(&s, pid, bytes);
@@ -91,87 +93,6 @@ fn a_killed_agent_leaves_the_limit_enforced_and_its_successor_adopts_the_exact_t
     detach_leaves_nothing(&pins, &cg);
 }
 
-#[test]
-fn another_build_takes_over_under_load_with_every_call_counted_once() {
-    if !privileged() {
-        return;
-    }
-    let pins = PinDir::new("takeover");
-    let cg = Cgroup::create("takeover");
-    let limit = format!("cgroup:{}=1TiB,action=audit", cg.path);
-    // A ring that holds every record made while no agent reads it.
-    let common = [&pins.run_args()[..], &["--limit", &limit, "--ring-buffer", "64MiB"]].concat();
-    let card = SimCard::new(1 << 40);
-    let first = Agent::start_on(&card, &common);
-    // Four threads allocating and freeing through every device family,
-    // 5,000 calls a second in all (what the debug agent the tests run
-    // keeps up with under emulation in the kernel matrix), from before the
-    // first agent stops until after the second runs alone; then they stop
-    // and hold what they hold.
-    let args = ["--scenario", "threads", "--mix", "--threads", "4", "--iterations", "0", "--pause"];
-    let args = [&args[..], &["--rate", "5000"]].concat();
-    let w = Workload::spawn(&args, Some(&cg), &card.env());
-    let pid = w.pid();
-    wait_until("the workload holding memory", || card.held(pid, 0).0 > 0);
-    // An upgrade: the old agent is stopped (SIGINT here; SIGTERM, what a
-    // DaemonSet's rolling update or systemd sends, is handled alike),
-    // writes what it read, and leaves its pins; the kernel goes on
-    // counting until the new one runs.
-    let (status, before) = first.stop();
-    assert!(status.success(), "{status:?}");
-
-    // Another build (the object with the programs' log compiled in)
-    // attaches beside the old one, runs in its place, and removes it.
-    let second = Agent::start_on(&card, &[&common[..], &["--bpf-log"]].concat());
-    let err = second.stderr();
-    assert!(err.contains("adopted the gpumem state of build"), "{err}");
-    assert!(err.contains("took over from build"), "{err}");
-    let builds = || std::fs::read_dir(&pins.dir).map_or(0, |d| d.count());
-    assert_eq!(builds(), 1, "the old build's pins are gone, the new build's stay");
-    let seen = second.lines().count(pid, RecordEvent::Alloc);
-    second
-        .wait_for("calls counted by the new build alone", |l| l.count(pid, RecordEvent::Alloc) > seen + 1000);
-
-    println!(
-        "allocations recorded by the old build's agent: {}, by the new one's: {}",
-        before.count(pid, RecordEvent::Alloc),
-        second.lines().count(pid, RecordEvent::Alloc)
-    );
-    ends_exact(w, &before, &second, &cg, &card);
-    let (status, _) = second.stop();
-    assert!(status.success(), "{status:?}");
-    assert_eq!(builds(), 1);
-    detach_leaves_nothing(&pins, &cg);
-}
-
-/// The threads workload `w` (paused at its end) resumed to two
-/// checkpoints, at each of which `agent`'s records with those of the
-/// agents `before` it hold every call once, and the process, the cgroup
-/// (its limit) and the split by kind equal the workload's truth and the
-/// card's count; then it exits and everything goes back to zero.
-fn ends_exact(mut w: Workload, before: &[Line], agent: &Agent, cg: &Cgroup, card: &SimCard) {
-    let pid = w.pid();
-    for round in ["mixed", "drained"] {
-        w.resume();
-        let c = w.checkpoint();
-        assert_eq!(c.checkpoint, round);
-        let lines = wait_across(before, agent, &c);
-        assert_holds(agent, cg, &[(c.pid, c.held)], c.held);
-        // The card counts device memory (device, VMM), not managed memory
-        // no kernel touched.
-        let on_card: u64 = ["device:0", "vmm:0"].iter().filter_map(|k| c.split.get(*k)).sum();
-        assert_eq!(card.held(pid, 0).0, on_card, "the card's own count");
-        assert_eq!(split_of(&agent.status(), pid), c.split, "the split by kind and device");
-        let frees = [before.events(pid, RecordEvent::Free), lines.events(pid, RecordEvent::Free)].concat();
-        assert!(frees.iter().all(|f| !f.flags.contains(&Flag::Untracked)), "an untracked free: {frees:?}");
-        assert_eq!((before.lost(), lines.lost()), (0, 0), "records lost");
-        assert_every_call_whole(&agent.status());
-    }
-    w.finish();
-    agent.wait_for_exit(pid);
-    agent.wait_for_state("the cgroup and its limit to hold nothing", || held(agent, cg), |h| *h == (0, 0));
-}
-
 /// A limit set at run time on a cgroup already holding memory carries that
 /// memory in its base; the base survives a restart knowing what it
 /// carries: memory freed while no agent ran leaves it at the next start,
@@ -208,100 +129,11 @@ fn a_limits_carried_memory_is_known_again_after_a_restart() {
     assert!(pins.detach().status.success());
 }
 
-/// A takeover interrupted at each step (SIGTERM while the new build
-/// attaches; SIGKILL with every library attached by both builds; SIGKILL
-/// once the new build runs, before the old build's pins go) is settled by
-/// the next agent, whichever build it is, with the kernel counting
-/// throughout and every call counted once. The agent stops itself at each
-/// step (`GPUMEM_STOP_AT`), so each signal lands exactly there.
-#[test]
-fn an_interrupted_takeover_is_settled_by_the_next_agent_with_every_call_counted_once() {
-    if !privileged() {
-        return;
-    }
-    let pins = PinDir::new("interrupted");
-    let cg = Cgroup::create("interrupted");
-    let limit = format!("cgroup:{}=1TiB,action=audit", cg.path);
-    let a = [&pins.run_args()[..], &["--limit", &limit, "--ring-buffer", "64MiB"]].concat();
-    let b = [&a[..], &["--bpf-log"]].concat(); // another build: the object with the log
-    let card = SimCard::new(1 << 40);
-    let first = Agent::start_on(&card, &a);
-    // 1,000 calls a second: what the ring holds through every phase with
-    // no agent reading (under emulation in the kernel matrix, each
-    // takeover there detaches 123 single links in about 8 s).
-    let args = ["--scenario", "threads", "--mix", "--threads", "4", "--iterations", "0", "--pause"];
-    let w = Workload::spawn(&[&args[..], &["--rate", "1000"]].concat(), Some(&cg), &card.env());
-    wait_until("the workload holding memory", || card.held(w.pid(), 0).0 > 0);
-    let (status, mut before) = first.stop();
-    assert!(status.success(), "{status:?}");
-    let build_a = pins.builds().pop().expect("build A's pins");
-    let (term, cont, kill) = (Signal::SIGTERM, Signal::SIGCONT, Signal::SIGKILL);
-
-    // SIGTERM while B attaches: B completes the takeover, then stops.
-    let (status, err, lines) = Agent::start_stopped_at(&card, &b, "joining", &[term, cont]);
-    assert!(status.success() && err.contains("took over from build"), "{status:?}: {err}");
-    assert!(err.contains("a stop came while the agent started"), "{err}");
-    let build_b = pins.builds().pop().expect("build B's pins");
-    assert_eq!(pins.builds(), std::slice::from_ref(&build_b));
-    before.extend(lines);
-
-    // SIGKILL once A, taking back over, has attached everything beside B
-    // (joining: B's programs run, A's stand by): both builds' pins left.
-    let (status, err, _) = Agent::start_stopped_at(&card, &a, "attached", &[kill]);
-    assert_eq!(status.signal(), Some(kill as i32), "{err}");
-    assert_eq!(pins.builds().len(), 2, "{err}");
-    // A again: removes its own pins and takes over from B.
-    let again = Agent::start_on(&card, &a);
-    let err = again.stderr();
-    let settled = format!("(joining: build tag {:#x} runs", tag(&build_b));
-    assert!(
-        err.contains(&settled) && err.contains(&format!("so build {build_a}'s pins were removed")),
-        "{err}"
-    );
-    assert!(err.contains("took over from build"), "{err}");
-    said(&err, "interrupted takeover");
-    assert_eq!(pins.builds(), std::slice::from_ref(&build_a));
-    let (status, lines) = again.stop();
-    assert!(status.success(), "{status:?}");
-    before.extend(lines);
-
-    // SIGKILL once B runs in A's place, before A's pins go (leaving).
-    let (status, err, _) = Agent::start_stopped_at(&card, &b, "leaving", &[kill]);
-    assert_eq!(status.signal(), Some(kill as i32), "{err}");
-    assert_eq!(pins.builds().len(), 2, "{err}");
-    // B again: removes A's pins and finishes its takeover.
-    let last = Agent::start_on(&card, &b);
-    let err = last.stderr();
-    let settled = format!("(leaving: build tag {:#x} runs", tag(&build_b));
-    assert!(
-        err.contains(&settled) && err.contains(&format!("so build {build_a}'s pins were removed")),
-        "{err}"
-    );
-    assert!(err.contains("finished an interrupted takeover"), "{err}");
-    said(&err, "interrupted takeover");
-    assert_eq!(pins.builds(), [build_b]);
-
-    ends_exact(w, &before, &last, &cg, &card);
-    let (status, _) = last.stop();
-    assert!(status.success(), "{status:?}");
-    detach_leaves_nothing(&pins, &cg);
-}
-
-/// The tag a build's programs know it by, from its pin directory's name.
-fn tag(build: &str) -> u32 {
-    gpumem::bpf::persist::tag(build)
-}
-
-/// Prints the lines of an agent's stderr that hold `what`.
-fn said(err: &str, what: &str) {
-    err.lines().filter(|l| l.contains(what)).for_each(|l| println!("{l}"));
-}
-
 /// Waits until the records of both agents together hold checkpoint `c`'s
 /// calls, each once: what the first wrote before it was killed, and what
 /// the second read, the calls made while no agent ran among them (they
 /// waited in the pinned ring buffer).
-fn wait_across(before: &[Line], agent: &Agent, c: &Checkpoint) -> Vec<Line> {
+pub(super) fn wait_across(before: &[Line], agent: &Agent, c: &Checkpoint) -> Vec<Line> {
     let calls = [Rec::Alloc, Rec::Free, Rec::AllocFailed];
     let want = (vec![c.allocs, c.frees, c.failed], 0);
     let seen = || {
@@ -315,7 +147,7 @@ fn wait_across(before: &[Line], agent: &Agent, c: &Checkpoint) -> Vec<Line> {
 }
 
 /// What the cgroup holds in the kernel and under its limit.
-fn held(agent: &Agent, cg: &Cgroup) -> (u64, u64) {
+pub(super) fn held(agent: &Agent, cg: &Cgroup) -> (u64, u64) {
     let kernel = cgroup_entry(&agent.status(), cg.id).map_or(0, |e| e.kernel_bytes);
     let limits = agent.limits();
     (kernel, rule(&limits, &format!("cgroup:{}", cg.path)).map_or(0, |r| r.usage))
@@ -323,7 +155,7 @@ fn held(agent: &Agent, cg: &Cgroup) -> (u64, u64) {
 
 /// `gpumem detach` removes every pin, and with them the probes: a process
 /// crossing the limit the pins enforced runs to its end.
-fn detach_leaves_nothing(pins: &PinDir, cg: &Cgroup) {
+pub(super) fn detach_leaves_nothing(pins: &PinDir, cg: &Cgroup) {
     let out = pins.detach();
     let said = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{said}{}", String::from_utf8_lossy(&out.stderr));
