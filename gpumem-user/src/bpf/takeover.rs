@@ -104,10 +104,15 @@ pub fn prepare(
     // A word part way (a takeover of it interrupted, the other build's
     // pins since removed) is taken over as it stands, if it runs.
     if handover::owner(state.word) != tag {
-        return Err(refuse(format!(
-            "its handover word says another build's programs run ({})",
-            word::describe(state.word)
-        )));
+        // Not that build's to adopt either: no agent can tell what runs.
+        return Err(PersistError::Interrupted {
+            root: root.display().to_string(),
+            count: 1,
+            why: format!(
+                "the handover word of build {old}'s pins names another build, whose pins are gone ({})",
+                word::describe(state.word)
+            ),
+        });
     }
     if tag == ours {
         return Err(refuse("the two builds' 31-bit tags collide".into()));

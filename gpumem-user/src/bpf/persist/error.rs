@@ -16,7 +16,7 @@ pub enum PersistError {
     )]
     OtherBuild { root: String, dir: String, found: String, ours: String, why: String },
     #[error(
-        "the state of {count} gpumem builds is pinned at {root}, and which build's programs count cannot be \
+        "gpumem state of {count} build(s) is pinned at {root}, and which build's programs count cannot be \
          told: {why}. Run `gpumem detach --pin-dir {root}` (counts and limit usage are lost; processes then \
          holding memory are counted from their next call) and start again"
     )]
