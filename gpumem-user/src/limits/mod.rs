@@ -87,13 +87,7 @@ impl Limits {
             if base == 0 {
                 continue;
             }
-            let m = self.table.matcher(&i.limit.target, i.limit.device);
-            let entries: Vec<Entry> = live
-                .iter()
-                .filter(|a| m.covers(a.tgid, a.comm, a.cgroup_id, a.device))
-                .filter(|a| !charged.contains(&(i.slot, a.tgid, a.key)))
-                .map(|a| (a.tgid, a.key, a.size))
-                .collect();
+            let entries = self.covered(&i.limit, live, |a| !charged.contains(&(i.slot, a.tgid, a.key)));
             let total = self.carried.carry(i.slot, &entries);
             let target = &i.limit.target;
             if total > base {
@@ -118,12 +112,7 @@ impl Limits {
     /// Sets a limit at run time (see `LimitTable::set`); a new target's
     /// live allocations (among `live`) are carried in its base until freed.
     pub fn set(&mut self, limit: &Limit, live: &[LiveAllocation<'_>]) -> Result<Installed, LimitError> {
-        let m = self.table.matcher(&limit.target, limit.device);
-        let entries: Vec<Entry> = live
-            .iter()
-            .filter(|a| m.covers(a.tgid, a.comm, a.cgroup_id, a.device))
-            .map(|a| (a.tgid, a.key, a.size))
-            .collect();
+        let entries = self.covered(limit, live, |_| true);
         let total = entries.iter().map(|e| e.2).sum();
         let (installed, new) = self.table.set(limit, total)?;
         if new {
@@ -131,6 +120,21 @@ impl Limits {
         }
         self.names = self.table.names();
         Ok(installed)
+    }
+
+    /// The allocations among `live` that `limit`'s target holds (and
+    /// `also` keeps), as carried entries.
+    fn covered(
+        &self,
+        limit: &Limit,
+        live: &[LiveAllocation<'_>],
+        also: impl Fn(&LiveAllocation<'_>) -> bool,
+    ) -> Vec<Entry> {
+        let m = self.table.matcher(&limit.target, limit.device);
+        live.iter()
+            .filter(|a| m.covers(a.tgid, a.comm, a.cgroup_id, a.device) && also(a))
+            .map(|a| (a.tgid, a.key, a.size))
+            .collect()
     }
 
     /// Takes the limit on `target` out of force.

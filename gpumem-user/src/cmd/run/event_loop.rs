@@ -43,9 +43,10 @@ pub struct State {
     pub rejected: HashSet<(u64, u64)>,
 }
 
-/// The agent's signal handlers, installed before it loads anything: a
-/// SIGTERM or SIGINT that comes while it starts (a takeover half done)
-/// waits until the start is complete, and the loop then stops at once.
+/// The agent's signal handlers. With `--persist` they are installed
+/// before it loads anything: a SIGTERM or SIGINT that comes while it
+/// starts (a takeover half done) waits until the start is complete, and it
+/// then stops at once.
 pub struct Signals {
     int: Signal,
     term: Signal,
