@@ -13,38 +13,18 @@ fn another_build_takes_over_under_load_with_every_call_counted_once() {
     if !privileged() {
         return;
     }
-    let pins = PinDir::new("takeover");
-    let cg = Cgroup::create("takeover");
-    let limit = format!("cgroup:{}=1TiB,action=audit", cg.path);
-    // A ring that holds every record made while no agent reads it.
-    let common = [&pins.run_args()[..], &["--limit", &limit, "--ring-buffer", "64MiB"]].concat();
-    let card = SimCard::new(1 << 40);
-    let first = Agent::start_on(&card, &common);
-    // Four threads allocating and freeing through every device family,
-    // 5,000 calls a second in all (what the debug agent the tests run
-    // keeps up with under emulation in the kernel matrix), from before the
-    // first agent stops until after the second runs alone; then they stop
-    // and hold what they hold.
-    let args = ["--scenario", "threads", "--mix", "--threads", "4", "--iterations", "0", "--pause"];
-    let args = [&args[..], &["--rate", "5000"]].concat();
-    let w = Workload::spawn(&args, Some(&cg), &card.env());
+    // 5,000 calls a second: what the debug agent the tests run keeps up
+    // with under emulation in the kernel matrix.
+    let Stopped { pins, cg, limit, card, w, before } = stopped_under_load("takeover", "5000");
     let pid = w.pid();
-    wait_until("the workload holding memory", || card.held(pid, 0).0 > 0);
-    // An upgrade: the old agent is stopped (SIGINT here; SIGTERM, what a
-    // DaemonSet's rolling update or systemd sends, is handled alike),
-    // writes what it read, and leaves its pins; the kernel goes on
-    // counting until the new one runs.
-    let (status, before) = first.stop();
-    assert!(status.success(), "{status:?}");
 
     // Another build (the object with the programs' log compiled in)
     // attaches beside the old one, runs in its place, and removes it.
-    let second = Agent::start_on(&card, &[&common[..], &["--bpf-log"]].concat());
+    let second = Agent::start_on(&card, &[&build_a(&pins, &limit)[..], &["--bpf-log"]].concat());
     let err = second.stderr();
     assert!(err.contains("adopted the gpumem state of build"), "{err}");
     assert!(err.contains("took over from build"), "{err}");
-    let builds = || std::fs::read_dir(&pins.dir).map_or(0, |d| d.count());
-    assert_eq!(builds(), 1, "the old build's pins are gone, the new build's stay");
+    assert_eq!(pins.builds().len(), 1, "the old build's pins are gone, the new build's stay");
     let seen = second.lines().count(pid, RecordEvent::Alloc);
     second
         .wait_for("calls counted by the new build alone", |l| l.count(pid, RecordEvent::Alloc) > seen + 1000);
@@ -57,8 +37,47 @@ fn another_build_takes_over_under_load_with_every_call_counted_once() {
     ends_exact(w, &before, &second, &cg, &card);
     let (status, _) = second.stop();
     assert!(status.success(), "{status:?}");
-    assert_eq!(builds(), 1);
+    assert_eq!(pins.builds().len(), 1);
     detach_leaves_nothing(&pins, &cg);
+}
+
+/// What [`stopped_under_load`] leaves: build A's pins, the cgroup and its
+/// limit, the card, the workload running and A's records.
+struct Stopped {
+    pins: PinDir,
+    cg: Cgroup,
+    limit: String,
+    card: SimCard,
+    w: Workload,
+    before: Vec<Line>,
+}
+
+/// Build A (the default object) running with `--persist` ([`build_a`]);
+/// four threads allocating and freeing through every device family at
+/// `rate` calls a second in all, from before A stops until the test lets
+/// them finish (then they stop and hold what they hold); and A stopped
+/// (SIGINT here; SIGTERM, what a DaemonSet's rolling update or systemd
+/// sends, is handled alike), having written what it read and left its
+/// pins: the kernel goes on counting until the next agent runs.
+fn stopped_under_load(name: &str, rate: &str) -> Stopped {
+    let pins = PinDir::new(name);
+    let cg = Cgroup::create(name);
+    let limit = format!("cgroup:{}=1TiB,action=audit", cg.path);
+    let card = SimCard::new(1 << 40);
+    let first = Agent::start_on(&card, &build_a(&pins, &limit));
+    let args = ["--scenario", "threads", "--mix", "--threads", "4", "--iterations", "0", "--pause"];
+    let w = Workload::spawn(&[&args[..], &["--rate", rate]].concat(), Some(&cg), &card.env());
+    wait_until("the workload holding memory", || card.held(w.pid(), 0).0 > 0);
+    let (status, before) = first.stop();
+    assert!(status.success(), "{status:?}");
+    Stopped { pins, cg, limit, card, w, before }
+}
+
+/// Build A's arguments: pinned under `pins`, with `limit`, and a ring that
+/// holds every record made while no agent reads it. Build B's add
+/// `--bpf-log` (another object: the programs' log compiled in).
+fn build_a<'a>(pins: &'a PinDir, limit: &'a str) -> Vec<&'a str> {
+    [&pins.run_args()[..], &["--limit", limit, "--ring-buffer", "64MiB"]].concat()
 }
 
 /// The threads workload `w` (paused at its end) resumed to two
@@ -93,29 +112,20 @@ fn ends_exact(mut w: Workload, before: &[Line], agent: &Agent, cg: &Cgroup, card
 /// attaches; SIGKILL with every library attached by both builds; SIGKILL
 /// once the new build runs, before the old build's pins go, and once they
 /// are gone) is settled by the next agent, whichever build it is, with the
-/// kernel counting
-/// throughout and every call counted once. The agent stops itself at each
-/// step (`GPUMEM_STOP_AT`), so each signal lands exactly there.
+/// kernel counting throughout and every call counted once. The agent
+/// stops itself at each step (`GPUMEM_STOP_AT`), so each signal lands
+/// exactly there.
 #[test]
 fn an_interrupted_takeover_is_settled_by_the_next_agent_with_every_call_counted_once() {
     if !privileged() {
         return;
     }
-    let pins = PinDir::new("interrupted");
-    let cg = Cgroup::create("interrupted");
-    let limit = format!("cgroup:{}=1TiB,action=audit", cg.path);
-    let a = [&pins.run_args()[..], &["--limit", &limit, "--ring-buffer", "64MiB"]].concat();
-    let b = [&a[..], &["--bpf-log"]].concat(); // another build: the object with the log
-    let card = SimCard::new(1 << 40);
-    let first = Agent::start_on(&card, &a);
     // 1,000 calls a second: what the ring holds through every phase with
     // no agent reading (under emulation in the kernel matrix, each
     // takeover there detaches 123 single links in about 8 s).
-    let args = ["--scenario", "threads", "--mix", "--threads", "4", "--iterations", "0", "--pause"];
-    let w = Workload::spawn(&[&args[..], &["--rate", "1000"]].concat(), Some(&cg), &card.env());
-    wait_until("the workload holding memory", || card.held(w.pid(), 0).0 > 0);
-    let (status, mut before) = first.stop();
-    assert!(status.success(), "{status:?}");
+    let Stopped { pins, cg, limit, card, w, mut before } = stopped_under_load("interrupted", "1000");
+    let a = build_a(&pins, &limit);
+    let b = [&a[..], &["--bpf-log"]].concat();
     let build_a = pins.builds().pop().expect("build A's pins");
     let (term, cont) = (Signal::SIGTERM, Signal::SIGCONT);
 
