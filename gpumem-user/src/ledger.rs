@@ -14,11 +14,17 @@ mod adopt;
 pub mod holders;
 pub mod oldest;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 use gpumem_common::ns;
 
 use crate::decode::{Body, Change, Event, Origin};
+
+/// The ledger's maps, touched on every record: foldhash, seeded at
+/// random per map, rather than SipHash (a tenth of a record's time; the
+/// keys are pids, cgroup ids and addresses, and a random seed keeps a
+/// process from choosing addresses that collide).
+type HashMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
 
 /// A device ordinal, or None where the calling thread's context was not
 /// known.

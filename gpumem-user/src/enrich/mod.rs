@@ -21,13 +21,24 @@ pub struct Enricher {
     cgroups: CgroupResolver,
     pods: PodNames,
     procs: Processes,
+    /// The container the latest cgroup's path named: records come in runs
+    /// from one cgroup, and an id names one cgroup for good.
+    parsed: Option<(u64, Option<Container>)>,
 }
 
 impl Enricher {
     /// A cgroup's path and the container it names.
     pub fn cgroup(&mut self, id: u64) -> (Option<String>, Option<Container>) {
         let path = self.cgroups.path(id);
-        let mut container = path.as_deref().and_then(container::parse);
+        let mut container = match (&self.parsed, path.as_deref()) {
+            (Some((last, parsed)), _) if *last == id => parsed.clone(),
+            (_, Some(p)) => {
+                let parsed = container::parse(p);
+                self.parsed = Some((id, parsed.clone()));
+                parsed
+            }
+            (_, None) => None,
+        };
         if let Some(c) = container.as_mut() {
             self.pods.fill(c);
         }

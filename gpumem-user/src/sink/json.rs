@@ -2,7 +2,7 @@
 use std::io::{self, Write};
 
 use super::{pending::Pending, Sink};
-use crate::output::Line;
+use crate::output::{lines::event_json, Line};
 
 /// Flush to the writer once this much is buffered, even mid-batch.
 const FLUSH_AT: usize = 64 * 1024;
@@ -21,7 +21,10 @@ impl<W: Write + Send> JsonSink<W> {
 impl<W: Write + Send> Sink for JsonSink<W> {
     fn write(&mut self, line: &Line) -> io::Result<()> {
         self.pending.add(&mut self.out, FLUSH_AT, |w| {
-            serde_json::to_writer(&mut *w, line)?;
+            match line {
+                Line::Event(event) => event_json::write(w.get_mut(), event)?,
+                _ => serde_json::to_writer(&mut *w, line)?,
+            }
             w.write_all(b"\n")
         })
     }

@@ -92,3 +92,12 @@ fn every_line_reads_back_as_the_line_it_was() {
         assert_eq!(serde_json::from_str::<Line>(&text).unwrap(), line, "{text}");
     }
 }
+
+proptest::proptest! {
+    #[test]
+    fn an_address_is_written_as_format_writes_it(n in proptest::prelude::any::<u64>(), shift in 0u32..64) {
+        for n in [n, n >> shift, 0] {
+            proptest::prop_assert_eq!(hex(n), format!("{n:#x}"));
+        }
+    }
+}

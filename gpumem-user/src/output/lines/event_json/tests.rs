@@ -1,0 +1,88 @@
+use std::borrow::Cow;
+
+use proptest::prelude::*;
+
+use super::write;
+use crate::{
+    enrich::container::Container,
+    output::{Caller, EventLine, Flag, Holder, Holders, Line, RecordEvent},
+};
+
+/// What serde_json writes for the line, and what [`write`] writes.
+fn both(l: &EventLine) -> (String, String) {
+    let serde = serde_json::to_string(&Line::Event(l.clone())).unwrap();
+    let mut ours = bytes::BytesMut::new();
+    write(&mut ours, l).unwrap();
+    (serde, String::from_utf8(ours.to_vec()).unwrap())
+}
+
+fn line(comm: String, cgroup: Option<String>, device: Option<u32>, result: Option<u32>) -> EventLine {
+    EventLine {
+        caller: Caller {
+            ts_ns: u64::MAX,
+            event: RecordEvent::AllocFailed,
+            api: Cow::Borrowed("cuMemAlloc_v2"),
+            pid: 7,
+            tid: u32::MAX,
+            comm,
+            cgroup_id: 0,
+            cgroup,
+        },
+        container: None,
+        device,
+        kind: Cow::Borrowed("device"),
+        size: 1 << 40,
+        addr: "0x7f0000001000".into(),
+        result,
+        proc_total: 0,
+        cgroup_total: 12345,
+        flags: Vec::new(),
+        holders: None,
+    }
+}
+
+#[test]
+fn the_rare_parts_are_written_as_serde_json_writes_them() {
+    let mut l = line("tab\there \"q\" \\ é\u{7f}".into(), None, None, None);
+    l.container = Some(Container {
+        runtime: "docker".into(),
+        id: "a".repeat(64),
+        pod: Some("p".into()),
+        ..Container::default()
+    });
+    l.flags = vec![Flag::Untracked, Flag::CgroupSlotsFull];
+    l.holders = Some(Box::new(Holders {
+        device: Some(1),
+        total: 10,
+        processes: vec![Holder { pid: Some(3), bytes: 10, ..Holder::default() }],
+        ..Holders::default()
+    }));
+    let (serde, ours) = both(&l);
+    assert_eq!(ours, serde);
+    // And it reads back as the same line.
+    assert_eq!(serde_json::from_str::<Line>(&ours).unwrap(), Line::Event(l));
+}
+
+proptest! {
+    #[test]
+    fn any_event_line_is_written_byte_for_byte_as_serde_json_writes_it(
+        comm in any::<String>(),
+        cgroup in proptest::option::of(any::<String>()),
+        device in proptest::option::of(any::<u32>()),
+        result in proptest::option::of(any::<u32>()),
+        event in 0usize..12,
+        untracked in any::<bool>(),
+    ) {
+        let mut l = line(comm, cgroup, device, result);
+        l.caller.event = [
+            RecordEvent::Alloc, RecordEvent::Free, RecordEvent::AllocFailed, RecordEvent::Exit,
+            RecordEvent::Exec, RecordEvent::Context, RecordEvent::Pool, RecordEvent::Import,
+            RecordEvent::Export, RecordEvent::Multicast, RecordEvent::HostMapping, RecordEvent::Call,
+        ][event];
+        if untracked {
+            l.flags.push(Flag::Untracked);
+        }
+        let (serde, ours) = both(&l);
+        prop_assert_eq!(ours, serde);
+    }
+}
