@@ -22,6 +22,7 @@ pub mod holders;
 pub mod ledger;
 pub mod limits;
 pub mod logging;
+pub mod memory;
 pub mod metrics;
 pub mod output;
 pub mod privileges;

@@ -22,6 +22,7 @@ use crate::{
     },
     cli::RunArgs,
     ledger::Ledger,
+    memory,
     output::lines::monotonic_ns,
     privileges,
     sink::records::Records,
@@ -33,6 +34,7 @@ pub const READY: &str = "gpumem: ready";
 
 pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     privileges::check()?;
+    memory::map_large_blocks();
     setup::raise_memlock();
     if !args.persist {
         persist::refuse_unadopted(&args.pin_dir)?;
@@ -66,6 +68,8 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
             return Err(e);
         }
     };
+    // What parsing the kernel's BTF and the object left freed.
+    memory::give_back_freed();
     let mut signals = match early {
         Some(s) => s,
         None => event_loop::Signals::install()?,
