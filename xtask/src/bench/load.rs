@@ -24,6 +24,9 @@ pub struct LoadRow {
     pub agent_cpu_pct: f64,
     /// The agent's peak resident memory during the load.
     pub agent_peak_rss_mb: f64,
+    /// Of that peak, what the agent allocated: less its mapped files and
+    /// the ring buffer's mapping (see [`peak_allocated_mb`]).
+    pub agent_peak_allocated_mb: f64,
 }
 
 #[derive(Debug)]
@@ -37,6 +40,9 @@ pub struct AgentLoad {
     /// Records the agent applied.
     pub delivered_records: u64,
     pub agent_rss_mb_100k_live: f64,
+    pub agent_allocated_mb_100k_live: f64,
+    /// The ring buffer's pages resident in the agent (mapped twice).
+    pub ring_mapped_mb: f64,
     pub live_allocations: usize,
 }
 
@@ -82,6 +88,34 @@ fn peak_rss_mb(pid: u32) -> f64 {
     status.ok().and_then(|s| s.vmhwm).map_or(0.0, |kb| kb as f64 / 1024.0)
 }
 
+/// The agent's peak RSS less what is mapped from files and shared: what it
+/// allocated at its peak. The kernel counts the ring buffer's mapping as a
+/// file's (`RssFile`), and that part, with the binary's and libraries'
+/// pages, hardly changes once the agent runs.
+fn peak_allocated_mb(pid: u32) -> f64 {
+    let status = procfs::process::Process::new(pid as i32).and_then(|p| p.status());
+    let Ok(s) = status else { return 0.0 };
+    let mapped = s.rssfile.unwrap_or(0) + s.rssshmem.unwrap_or(0);
+    s.vmhwm.map_or(0.0, |kb| kb.saturating_sub(mapped) as f64 / 1024.0)
+}
+
+/// The ring buffer's resident pages in the agent (`smaps`: the mapping of
+/// its map, `anon_inode:bpf-map`), in MB.
+fn ring_mapped_mb(pid: u32) -> f64 {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/smaps")).unwrap_or_default();
+    let (mut ring, mut kb) = (false, 0u64);
+    for line in text.lines() {
+        match line.split_whitespace().collect::<Vec<_>>()[..] {
+            ["Rss:", n, "kB"] if ring => kb += n.parse::<u64>().unwrap_or(0),
+            [range, ..] if range.contains('-') && !range.ends_with(':') => {
+                ring = line.ends_with("anon_inode:bpf-map")
+            }
+            _ => {}
+        }
+    }
+    kb as f64 / 1024.0
+}
+
 /// Starts a new peak for `VmHWM` (proc(5), clear_refs "5").
 fn reset_peak(pid: u32) {
     let _ = std::fs::write(format!("/proc/{pid}/clear_refs"), "5");
@@ -116,6 +150,7 @@ impl Meter<'_> {
             events_per_s: produced as f64 / produce_time.as_secs_f64(),
             agent_cpu_pct: (cpu_ns(self.pid) - cpu0) as f64 / wall.as_nanos() as f64 * 100.0,
             agent_peak_rss_mb: peak_rss_mb(self.pid),
+            agent_peak_allocated_mb: peak_allocated_mb(self.pid),
         };
         eprintln!("xtask: bench {load}: {row:?}");
         Ok(row)
@@ -171,8 +206,10 @@ pub fn measure(b: &Built, quick: bool) -> anyhow::Result<AgentLoad> {
     rows.push(row);
     let live = 100_000;
     let row = m.measure("100k live", || hold(b, &socket, live))?;
-    let agent_rss_mb_100k_live = row.agent_peak_rss_mb;
+    let (agent_rss_mb_100k_live, agent_allocated_mb_100k_live) =
+        (row.agent_peak_rss_mb, row.agent_peak_allocated_mb);
     rows.push(row);
+    let ring_mapped_mb = ring_mapped_mb(pid);
     drop(agent);
     let _ = std::fs::remove_file(b.out.join("load.jsonl"));
     Ok(AgentLoad {
@@ -182,6 +219,8 @@ pub fn measure(b: &Built, quick: bool) -> anyhow::Result<AgentLoad> {
         produced_records: m.produced,
         delivered_records: m.delivered,
         agent_rss_mb_100k_live,
+        agent_allocated_mb_100k_live,
+        ring_mapped_mb,
         live_allocations: live,
     })
 }
