@@ -29,6 +29,9 @@ pub mod map_name {
 /// records, 80 ms of the most one 2-core host produced (`cargo xtask
 /// bench`, saturation), while the agent is woken at 256 KiB of backlog.
 pub const EVENTS_BYTES: u32 = 4 << 20;
+/// Bytes waiting in the ring buffer above which a record wakes the agent;
+/// below, records are submitted quietly and the agent drains on a timer.
+pub const WAKEUP_BACKLOG: u32 = 256 << 10;
 /// Calls in flight (between entry and return), all threads on the host.
 pub const PENDING_ENTRIES: u32 = 16384;
 /// Live allocations tracked at once, all processes on the host.

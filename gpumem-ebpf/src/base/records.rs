@@ -11,12 +11,9 @@ use aya_ebpf::{
     bindings::{BPF_RB_AVAIL_DATA, BPF_RB_FORCE_WAKEUP, BPF_RB_NO_WAKEUP},
     helpers::{bpf_get_current_comm, bpf_ktime_get_ns},
 };
-use gpumem_common::{stat, Header, Record, TASK_COMM_LEN};
+use gpumem_common::{stat, Header, Record, TASK_COMM_LEN, WAKEUP_BACKLOG};
 
 use crate::{base::counters::count, maps::EVENTS};
-
-/// Bytes waiting in the ring buffer above which a record wakes the agent.
-const WAKEUP_BACKLOG: u64 = 256 * 1024;
 
 /// Who a record is about: the thread (pid_tgid) and the cgroup.
 #[derive(Clone, Copy)]
@@ -42,7 +39,7 @@ pub fn emit<P: Copy + 'static>(event: u32, api: u32, who: Subject, body: P) {
     // Waking the agent for every record costs the caller more than the
     // record itself: records are submitted quietly and the agent drains on
     // a short timer, unless a backlog builds up (then it is woken at once).
-    let flags = if EVENTS.query(BPF_RB_AVAIL_DATA as u64) >= WAKEUP_BACKLOG {
+    let flags = if EVENTS.query(BPF_RB_AVAIL_DATA as u64) >= u64::from(WAKEUP_BACKLOG) {
         BPF_RB_FORCE_WAKEUP as u64
     } else {
         BPF_RB_NO_WAKEUP as u64

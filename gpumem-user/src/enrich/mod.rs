@@ -22,8 +22,9 @@ pub struct Enricher {
     pods: PodNames,
     procs: Processes,
     /// The container the latest cgroup's path named: records come in runs
-    /// from one cgroup, and an id names one cgroup for good.
-    parsed: Option<(u64, Option<Container>)>,
+    /// from one cgroup (the id and path it was parsed from: a renamed
+    /// cgroup keeps its id).
+    parsed: Option<(u64, String, Option<Container>)>,
 }
 
 impl Enricher {
@@ -31,13 +32,13 @@ impl Enricher {
     pub fn cgroup(&mut self, id: u64) -> (Option<String>, Option<Container>) {
         let path = self.cgroups.path(id);
         let mut container = match (&self.parsed, path.as_deref()) {
-            (Some((last, parsed)), _) if *last == id => parsed.clone(),
+            (_, None) => None,
+            (Some((last, from, parsed)), Some(p)) if *last == id && from == p => parsed.clone(),
             (_, Some(p)) => {
                 let parsed = container::parse(p);
-                self.parsed = Some((id, parsed.clone()));
+                self.parsed = Some((id, p.to_string(), parsed.clone()));
                 parsed
             }
-            (_, None) => None,
         };
         if let Some(c) = container.as_mut() {
             self.pods.fill(c);
@@ -53,5 +54,33 @@ impl Enricher {
     /// A process's image is gone (exit or exec).
     pub fn forget(&mut self, pid: u32) {
         self.procs.forget(pid);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::MetadataExt;
+
+    use super::*;
+
+    #[test]
+    fn a_renamed_cgroup_is_parsed_again_for_its_container() {
+        let root = tempfile::tempdir().unwrap();
+        let id = format!("docker-{}.scope", "ab".repeat(32));
+        let dir = root.path().join("system.slice").join(&id);
+        std::fs::create_dir_all(&dir).unwrap();
+        let ino = std::fs::metadata(&dir).unwrap().ino();
+        let mut e =
+            Enricher { cgroups: CgroupResolver::with_root(Some(root.path().into())), ..Enricher::default() };
+        let (path, container) = e.cgroup(ino);
+        assert_eq!(path.as_deref(), Some(format!("/system.slice/{id}").as_str()));
+        assert_eq!(container.map(|c| c.runtime), Some("docker".to_string()));
+        // Asked again: the same answer (from the memo).
+        assert_eq!(e.cgroup(ino).1.map(|c| c.id), Some("ab".repeat(32)));
+        // Renamed (same inode); an id the resolver does not know makes it
+        // walk the tree again.
+        std::fs::rename(&dir, root.path().join("system.slice/plain")).unwrap();
+        assert_eq!(e.cgroup(u64::MAX), (None, None));
+        assert_eq!(e.cgroup(ino), (Some("/system.slice/plain".to_string()), None));
     }
 }

@@ -22,11 +22,25 @@ use crate::{
 };
 
 /// How often the agent drains records the kernel submitted quietly: how
-/// late a record may reach the output. Requests and scrapes drain first,
-/// and a backlog of 256 KiB wakes the agent at once. Each wake-up costs
-/// the agent about as much as 50 records, so at 20 ms an idle agent took
-/// 0.5% of a core (0.16% at 100 ms; `cargo xtask bench`'s load rows).
+/// late a record may reach the output. Requests, scrapes, SIGHUP and
+/// usage records drain first, and a backlog of `WAKEUP_BACKLOG` (256 KiB)
+/// wakes the agent at once. Each wake-up costs the agent about as much as
+/// 50 records, so at 20 ms an idle agent took 0.5% of a core (0.16% at
+/// 100 ms; `cargo xtask bench`'s load rows).
 const DRAIN_EVERY: Duration = Duration::from_millis(100);
+/// The same for a ring too small for the backlog to wake the agent before
+/// it is full (`--ring-buffer` under twice `WAKEUP_BACKLOG`): only the
+/// timer empties it, and at 20 ms a 64 KiB ring takes about 30k records a
+/// second.
+const DRAIN_SMALL_RING_EVERY: Duration = Duration::from_millis(20);
+
+/// How often a ring of `bytes` is drained.
+fn drain_every(bytes: u32) -> Duration {
+    match bytes >= 2 * gpumem_common::WAKEUP_BACKLOG {
+        true => DRAIN_EVERY,
+        false => DRAIN_SMALL_RING_EVERY,
+    }
+}
 /// The longest the loop reads records before it looks at signals,
 /// requests and timers again.
 const TURN: Duration = Duration::from_millis(50);
@@ -45,6 +59,15 @@ pub struct State {
     pub bpf_log: Option<BpfLog>,
     /// Library files that could not be attached (said once).
     pub rejected: HashSet<(u64, u64)>,
+}
+
+impl State {
+    /// The agent, once it has applied every record in the ring (of `ring`
+    /// bytes).
+    fn drained(&mut self, ring: u32) -> anyhow::Result<&mut Agent> {
+        drain_at_most(self.ring.get_mut(), &mut self.agent, ring, Duration::MAX)?;
+        Ok(&mut self.agent)
+    }
 }
 
 /// The agent's signal handlers. With `--persist` they are installed
@@ -91,7 +114,7 @@ pub async fn run(s: &mut State, args: &RunArgs, mut signals: Signals) -> anyhow:
     let mut health = tokio::time::interval(HEALTH_EVERY);
     // The kernel submits records without waking the agent unless a backlog
     // builds up (see gpumem-ebpf's base/records.rs): drain on a short timer.
-    let mut drain_tick = tokio::time::interval(DRAIN_EVERY);
+    let mut drain_tick = tokio::time::interval(drain_every(args.ring_buffer));
     let mut rescan = tokio::time::interval(args.rescan_every().unwrap_or(Duration::from_secs(3600)));
     let mut usage = tokio::time::interval(args.interval.unwrap_or(Duration::from_secs(3600)));
     usage.tick().await; // the first tick is immediate; usage starts one interval in
@@ -110,18 +133,17 @@ pub async fn run(s: &mut State, args: &RunArgs, mut signals: Signals) -> anyhow:
                     drain_at_most(guard.get_inner_mut(), &mut s.agent, ring, TURN)?;
                     guard.clear_ready();
                 }
+                // Each of these first applies everything already in the
+                // ring: a status, page or usage line taken after a
+                // workload's calls returned includes them, and a rule set
+                // by SIGHUP carries all its target holds.
                 Some((request, reply)) = requests.recv() => {
-                    // Apply everything already in the ring first, so a
-                    // status taken after a workload's calls returned
-                    // includes them.
-                    drain_at_most(s.ring.get_mut(), &mut s.agent, ring, Duration::MAX)?;
-                    let _ = reply.send(s.agent.answer(request));
+                    let _ = reply.send(s.drained(ring)?.answer(request));
                 }
                 Some(page) = scrapes.recv() => {
-                    drain_at_most(s.ring.get_mut(), &mut s.agent, ring, Duration::MAX)?;
-                    let _ = page.send(encode(&s.agent.scrape()).map_err(|e| format!("encoding the page: {e}")));
+                    let _ = page.send(encode(&s.drained(ring)?.scrape()).map_err(|e| format!("encoding the page: {e}")));
                 }
-                _ = signals.hup.recv() => reload(&mut s.agent, args),
+                _ = signals.hup.recv() => reload(s.drained(ring)?, args),
                 _ = drain_tick.tick() => {
                     drain_at_most(s.ring.get_mut(), &mut s.agent, ring, TURN)?;
                     if let Some(log) = s.bpf_log.as_mut() {
@@ -133,7 +155,7 @@ pub async fn run(s: &mut State, args: &RunArgs, mut signals: Signals) -> anyhow:
                     s.agent.check_health(|gone| tracer.release_gone(gone)).context("writing records")?;
                 }
                 _ = rescan.tick(), if args.rescan_every().is_some() => setup::attach_new(&mut s.tracer, &mut s.agent, &mut s.rejected),
-                _ = usage.tick(), if args.interval.is_some() => s.agent.write_usage().context("writing records")?,
+                _ = usage.tick(), if args.interval.is_some() => s.drained(ring)?.write_usage().context("writing records")?,
                 _ = signals.int.recv() => break,
                 _ = signals.term.recv() => break,
                 _ = &mut deadline => break,
