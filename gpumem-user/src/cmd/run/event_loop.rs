@@ -22,25 +22,15 @@ use crate::{
 };
 
 /// How often the agent drains records the kernel submitted quietly: how
-/// late a record may reach the output. Requests, scrapes, SIGHUP and
-/// usage records drain first, and a backlog of `WAKEUP_BACKLOG` (256 KiB)
-/// wakes the agent at once. Each wake-up costs the agent about as much as
-/// 50 records, so at 20 ms an idle agent took 0.5% of a core (0.16% at
-/// 100 ms; `cargo xtask bench`'s load rows).
-const DRAIN_EVERY: Duration = Duration::from_millis(100);
-/// The same for a ring too small for the backlog to wake the agent before
-/// it is full (`--ring-buffer` under twice `WAKEUP_BACKLOG`): only the
-/// timer empties it, and at 20 ms a 64 KiB ring takes about 30k records a
-/// second.
-const DRAIN_SMALL_RING_EVERY: Duration = Duration::from_millis(20);
-
-/// How often a ring of `bytes` is drained.
-fn drain_every(bytes: u32) -> Duration {
-    match bytes >= 2 * gpumem_common::WAKEUP_BACKLOG {
-        true => DRAIN_EVERY,
-        false => DRAIN_SMALL_RING_EVERY,
-    }
-}
+/// late a record may reach the output (requests, scrapes, SIGHUP and
+/// usage records drain first; a backlog of `WAKEUP_BACKLOG` wakes the
+/// agent at once). Each wake-up costs the agent about as much as 50
+/// records: an idle agent takes 0.5% of a core for these ticks. 100 ms
+/// was tried (0.16% idle) and given up: the takeover tests, which wait for
+/// every record at each step while a workload runs, took 32 s instead of
+/// 17.6 on the host and 440 s instead of about 150 on 6.1 under
+/// emulation, more than the matrix allows; why so much is not yet known.
+const DRAIN_EVERY: Duration = Duration::from_millis(20);
 /// The longest the loop reads records before it looks at signals,
 /// requests and timers again.
 const TURN: Duration = Duration::from_millis(50);
@@ -114,7 +104,7 @@ pub async fn run(s: &mut State, args: &RunArgs, mut signals: Signals) -> anyhow:
     let mut health = tokio::time::interval(HEALTH_EVERY);
     // The kernel submits records without waking the agent unless a backlog
     // builds up (see gpumem-ebpf's base/records.rs): drain on a short timer.
-    let mut drain_tick = tokio::time::interval(drain_every(args.ring_buffer));
+    let mut drain_tick = tokio::time::interval(DRAIN_EVERY);
     let mut rescan = tokio::time::interval(args.rescan_every().unwrap_or(Duration::from_secs(3600)));
     let mut usage = tokio::time::interval(args.interval.unwrap_or(Duration::from_secs(3600)));
     usage.tick().await; // the first tick is immediate; usage starts one interval in
@@ -123,14 +113,17 @@ pub async fn run(s: &mut State, args: &RunArgs, mut signals: Signals) -> anyhow:
     // Each turn reads at most what the ring holds when full (all it held
     // when the turn began), and the ring's own wake-ups and the timer for
     // at most TURN, so that a producer faster than the agent cannot keep
-    // signals and requests waiting (the timer comes back for the rest).
+    // signals and requests waiting; a turn cut short makes the timer fire
+    // at once for the rest, so an agent behind reads without pause.
     let ring = args.ring_buffer;
     let result: anyhow::Result<()> = async {
         loop {
             tokio::select! {
                 guard = s.ring.readable_mut() => {
                     let mut guard = guard.context("waiting on the ring buffer")?;
-                    drain_at_most(guard.get_inner_mut(), &mut s.agent, ring, TURN)?;
+                    if drain_at_most(guard.get_inner_mut(), &mut s.agent, ring, TURN)? {
+                        drain_tick.reset_immediately();
+                    }
                     guard.clear_ready();
                 }
                 // Each of these first applies everything already in the
@@ -145,7 +138,11 @@ pub async fn run(s: &mut State, args: &RunArgs, mut signals: Signals) -> anyhow:
                 }
                 _ = signals.hup.recv() => reload(s.drained(ring)?, args),
                 _ = drain_tick.tick() => {
-                    drain_at_most(s.ring.get_mut(), &mut s.agent, ring, TURN)?;
+                    if drain_at_most(s.ring.get_mut(), &mut s.agent, ring, TURN)? {
+                        // More is waiting: the next turn comes at once
+                        // (after signals and requests), not a tick later.
+                        drain_tick.reset_immediately();
+                    }
                     if let Some(log) = s.bpf_log.as_mut() {
                         log.drain();
                     }
@@ -198,31 +195,36 @@ impl Drop for Servers {
 /// Applies every record waiting in the ring buffer, then makes them
 /// visible to readers.
 pub fn drain(ring: &mut RingBuf<MapData>, agent: &mut Agent) -> anyhow::Result<()> {
-    drain_at_most(ring, agent, u32::MAX, Duration::MAX)
+    drain_at_most(ring, agent, u32::MAX, Duration::MAX).map(drop)
 }
 
 /// [`drain`], reading at most `bytes` of records (headers counted: all
-/// that a ring of that size held when called) and for at most `time`.
+/// that a ring of that size held when called) and for at most `time`;
+/// true when it stopped at a bound, records perhaps still waiting.
 pub fn drain_at_most(
     ring: &mut RingBuf<MapData>,
     agent: &mut Agent,
     bytes: u32,
     time: Duration,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<bool> {
     let started = std::time::Instant::now();
     let (mut read, mut clock_at) = (0usize, 0usize);
-    while read < bytes as usize {
+    let bounded = loop {
+        if read >= bytes as usize {
+            break true;
+        }
         if read >= clock_at {
             if started.elapsed() >= time {
-                break;
+                break true;
             }
             clock_at = read + (16 << 10); // the clock every 16 KiB of records
         }
-        let Some(item) = ring.next() else { break };
+        let Some(item) = ring.next() else { break false };
         read += item.len() + 8;
         agent.on_bytes(&item).context("writing records")?;
-    }
-    agent.flush().context("writing records")
+    };
+    agent.flush().context("writing records")?;
+    Ok(bounded)
 }
 
 /// SIGHUP: reads --config again and applies the difference.
