@@ -52,6 +52,14 @@ enum Cmd {
         /// target/bench/attach.json and prints its table).
         #[arg(long)]
         attach_only: bool,
+        /// Only the agent under load: this build's agent and AGENT
+        /// (another build's release `gpumem`, e.g. of the commit before a
+        /// change: `git worktree add`, `cargo build --release`) under the
+        /// same loads, alternately, 3 rounds (7 without --quick); prints
+        /// each figure's medians and this/AGENT ratios and writes
+        /// target/bench/load_against.json.
+        #[arg(long, value_name = "AGENT", conflicts_with = "attach_only")]
+        load_against: Option<std::path::PathBuf>,
     },
     /// Lint, build, then run the unit tests, the deployment files' checks,
     /// the privileged end-to-end tests on this kernel and the limit and
@@ -104,7 +112,9 @@ fn main() -> std::process::ExitCode {
         Cmd::BuildAndRun { args } => artifacts::build_and_run(&args),
         Cmd::Demo => demo::demo(),
         Cmd::Lint => lint::lint(),
-        Cmd::Bench { quick, attach_only } => bench::bench(quick, attach_only),
+        Cmd::Bench { quick, attach_only, load_against } => {
+            bench::bench(quick, attach_only, load_against.as_deref())
+        }
         Cmd::Test => test::test(),
         Cmd::DeployCheck => test::deploy_only(),
         Cmd::Nvidia => nvidia::print(),

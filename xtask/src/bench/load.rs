@@ -1,5 +1,5 @@
-//! The agent under load: its CPU (% of one core) and peak RSS while the
-//! probes produce 1k and 10k records per second, at saturation (every core
+//! The agent under load: its CPU (% of one core) and peak RSS idle, while
+//! the probes produce 1k and 10k records per second, at saturation (every core
 //! allocating, one process per core) and with many allocations held; and
 //! whether every record the probes produced reached it or was counted lost.
 use std::{
@@ -188,6 +188,12 @@ pub fn measure(b: &Built, quick: bool) -> anyhow::Result<AgentLoad> {
     let mut m = Meter { b, socket: &socket, pid, lost: 0, produced: 0, delivered: 0 };
     let seconds = if quick { 3 } else { 10 };
     let mut rows = Vec::new();
+    // What the agent costs with nothing to read: its timers alone.
+    let idle = Duration::from_secs(seconds);
+    rows.push(m.measure("idle", || {
+        std::thread::sleep(idle);
+        Ok(0)
+    })?);
     for (load, pairs_per_s) in [("1k/s", 500), ("10k/s", 5_000)] {
         let pairs = pairs_per_s * seconds;
         let row = m.measure(load, || {

@@ -12,8 +12,11 @@
 //! (`load`), attaching and detaching 1 and 20 libraries (`attach`), and what
 //! the verifier walked for its programs (`verifier`). Writes
 //! target/bench/report.md and target/bench/report.json (`report`).
+//! `--load-against` measures only the agent under load, this build's
+//! beside another's (`load_against`).
 mod attach;
 mod load;
+mod load_against;
 mod nvidia;
 mod report;
 mod runtime;
@@ -21,7 +24,7 @@ mod setup;
 mod tracer;
 mod verifier;
 
-use std::{collections::BTreeMap, time::Duration};
+use std::{collections::BTreeMap, path::Path, time::Duration};
 
 use anyhow::{bail, Context};
 
@@ -78,12 +81,15 @@ impl Collected {
     }
 }
 
-pub fn bench(quick: bool, attach_only: bool) -> anyhow::Result<()> {
+pub fn bench(quick: bool, attach_only: bool, load_against: Option<&Path>) -> anyhow::Result<()> {
     if !is_root() {
         bail!("cargo xtask bench loads eBPF programs: run it as root");
     }
     let b = build()?;
     let (reps, pairs, mixed_pairs) = if quick { (3, 20_000, 4_000) } else { (7, 100_000, 20_000) };
+    if let Some(other) = load_against {
+        return load_against::compare(&b, other, reps, quick);
+    }
     if attach_only {
         let attach = attach::measure(&b, reps)?;
         std::fs::write(b.out.join("attach.json"), serde_json::to_string_pretty(&attach.json())?)?;

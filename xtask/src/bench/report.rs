@@ -94,6 +94,7 @@ fn report_json(machine: &str, samples: &Samples, run: &Run, load: &AgentLoad) ->
         "lost_records": load.lost_records,
         "produced_records": load.produced_records,
         "delivered_records": load.delivered_records,
+        "agent_cpu_pct_idle": cpu_at("idle"),
         "agent_cpu_pct_at_1k": cpu_at("1k/s"),
         "agent_cpu_pct_at_10k": cpu_at("10k/s"),
         "agent_cpu_pct_at_saturation": cpu_at("saturation"),
