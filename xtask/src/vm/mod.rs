@@ -64,7 +64,12 @@ impl Selection {
 const E2E: &str = "e2e";
 
 /// How long one kernel's boot and suites may take.
-const PER_KERNEL: Duration = Duration::from_secs(15 * 60);
+/// 6.1, the slowest (single links under emulation: each takeover detaches
+/// 123 of them), took 594 and 615 s in two clean-clone CI runs one
+/// session and passed 900 s in two the next (a 2-core VM whose speed
+/// moves by half between hours), with a debug agent no slower per record:
+/// 20 minutes keeps a slow hour from failing the matrix, within CI's 90.
+const PER_KERNEL: Duration = Duration::from_secs(20 * 60);
 
 /// One kernel's outcome.
 pub struct KernelResult {
