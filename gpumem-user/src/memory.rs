@@ -1,26 +1,17 @@
 //! The agent's own memory: what it gives back to the system. glibc keeps
 //! freed memory for reuse, so without these the agent would stay at its
 //! high-water mark: the kernel's BTF and the eBPF object parsed at start
-//! (about 10 MB, freed once the programs are loaded) and the live-allocation
-//! tables of processes that have exited.
-
-/// Large blocks (over 128 KiB: the ledger's tables of a process holding
-/// thousands of allocations, the kernel's BTF) are mapped on their own and
-/// unmapped when freed. glibc would otherwise raise this threshold after
-/// the first such block is freed and serve the next ones from its heap,
-/// which it hands back only from the top.
-#[cfg(target_env = "gnu")]
-pub fn map_large_blocks() {
-    // SAFETY: mallopt changes allocator settings only, under glibc's own
-    // lock; 128 KiB is within the option's range (up to 32 MiB).
-    let set = unsafe { libc::mallopt(libc::M_MMAP_THRESHOLD, 128 << 10) };
-    if set == 0 {
-        tracing::debug!("mallopt(M_MMAP_THRESHOLD) refused: freed large blocks stay in the heap");
-    }
-}
+//! (about 10 MB, freed once the programs are loaded).
+//!
+//! Tried and given up: `mallopt(M_MMAP_THRESHOLD, 128 KiB)`, which makes
+//! glibc unmap every freed block over 128 KiB (an exited process's ledger
+//! tables went back at once) but also map, fault in and unmap every such
+//! block again each time, where glibc would reuse its heap. While it was
+//! in, the 6.1 kernel matrix's takeover tests, under emulation, ran past
+//! 20 minutes (the host's did not slow): the likeliest cause, not proven.
 
 /// Hands the free pages inside glibc's heap back to the system (what the
-/// start-up's parsing freed, or an exited process's tables).
+/// start-up's parsing freed).
 #[cfg(target_env = "gnu")]
 pub fn give_back_freed() {
     // SAFETY: malloc_trim only walks the allocator's free lists under its
@@ -28,10 +19,6 @@ pub fn give_back_freed() {
     unsafe { libc::malloc_trim(0) };
 }
 
-/// Other C libraries (musl) have neither call; their allocators give
-/// freed memory back by themselves.
-#[cfg(not(target_env = "gnu"))]
-pub fn map_large_blocks() {}
-
+/// Other C libraries (musl) have no such call.
 #[cfg(not(target_env = "gnu"))]
 pub fn give_back_freed() {}

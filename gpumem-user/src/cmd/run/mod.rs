@@ -34,7 +34,6 @@ pub const READY: &str = "gpumem: ready";
 
 pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     privileges::check()?;
-    memory::map_large_blocks();
     setup::raise_memlock();
     if !args.persist {
         persist::refuse_unadopted(&args.pin_dir)?;
