@@ -14,6 +14,7 @@ use gpumem::{
 use super::{
     card::SimCard,
     env::{paths, scratch},
+    output::Output,
     poll::{poll, DEADLINE},
     records::Records,
     workload::collect_lines,
@@ -22,7 +23,7 @@ use crate::truth::Checkpoint;
 
 pub struct Agent {
     child: Option<Child>,
-    pub output: PathBuf,
+    pub output: Output,
     pub socket: PathBuf,
     stderr: Arc<Mutex<Vec<String>>>,
     _scratch: tempfile::TempDir,
@@ -118,7 +119,7 @@ impl Agent {
             .spawn()
             .expect("spawning the agent");
         let (stderr, rx) = collect_lines(child.stderr.take().unwrap());
-        (Self { child: Some(child), output, socket, stderr, _scratch: scratch }, rx)
+        (Self { child: Some(child), output: Output::new(output), socket, stderr, _scratch: scratch }, rx)
     }
 
     fn died(&mut self, what: &str) -> ! {
@@ -164,20 +165,32 @@ impl Agent {
     /// (a read can land in the middle of a write: a last line without its
     /// newline is not complete yet).
     pub fn lines(&self) -> Vec<Line> {
-        let text = std::fs::read_to_string(&self.output).unwrap_or_default();
-        let complete = text.rfind('\n').map_or("", |end| &text[..end]);
-        complete
-            .lines()
-            .map(|l| {
-                serde_json::from_str(l)
-                    .unwrap_or_else(|e| panic!("agent wrote a line that is not a record ({e}): {l}"))
-            })
-            .collect()
+        self.output.with(<[Line]>::to_vec)
+    }
+
+    /// `f` over [`Agent::lines`], without copying them.
+    pub fn with_lines<R>(&self, f: impl FnOnce(&[Line]) -> R) -> R {
+        self.output.with(f)
     }
 
     /// Waits until `pred` holds for the agent's records, and returns them.
     pub fn wait_for(&self, what: &str, pred: impl Fn(&[Line]) -> bool) -> Vec<Line> {
-        poll(what, || self.lines(), |l| pred(l), || format!("stderr:\n{}", self.stderr()))
+        let last = || self.with_lines(|l| format!("{} records, the last: {:?}", l.len(), l.last()));
+        poll(
+            what,
+            || self.with_lines(&pred),
+            |&ok| ok,
+            || {
+                format!(
+                    "{}
+stderr:
+{}",
+                    last(),
+                    self.stderr()
+                )
+            },
+        );
+        self.lines()
     }
 
     /// Waits for process `pid`'s `exit` record; every record so far.

@@ -13,6 +13,7 @@ mod cgroup;
 mod env;
 pub mod http;
 mod links;
+mod output;
 mod pins;
 mod podman;
 mod poll;

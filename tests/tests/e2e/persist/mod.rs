@@ -136,10 +136,13 @@ fn a_limits_carried_memory_is_known_again_after_a_restart() {
 pub(super) fn wait_across(before: &[Line], agent: &Agent, c: &Checkpoint) -> Vec<Line> {
     let calls = [Rec::Alloc, Rec::Free, Rec::AllocFailed];
     let want = (vec![c.allocs, c.frees, c.failed], 0);
+    let earlier: Vec<usize> = calls.iter().map(|&e| before.count(c.pid, e)).collect();
     let seen = || {
-        let lines = agent.lines();
-        let counts = calls.iter().map(|&e| (before.count(c.pid, e) + lines.count(c.pid, e)) as u64).collect();
-        (counts, before.lost() + lines.lost())
+        agent.with_lines(|lines| {
+            let counts =
+                calls.iter().zip(&earlier).map(|(&e, n)| (n + lines.count(c.pid, e)) as u64).collect();
+            (counts, before.lost() + lines.lost())
+        })
     };
     let what = format!("the records of checkpoint {c:?} across both agents (allocs, frees, failed; lost)");
     poll(&what, seen, |s| *s == want, || format!("wanted {want:?}; stderr:\n{}", agent.stderr()));
