@@ -25,12 +25,9 @@ use crate::{
 /// late a record may reach the output (requests, scrapes, SIGHUP and
 /// usage records drain first; a backlog of `WAKEUP_BACKLOG` wakes the
 /// agent at once). Each wake-up costs the agent about as much as 50
-/// records: an idle agent takes 0.5% of a core for these ticks. 100 ms
-/// was tried (0.16% idle) and given up: the takeover tests, which wait for
-/// every record at each step while a workload runs, took 32 s instead of
-/// 17.6 on the host and 440 s instead of about 150 on 6.1 under
-/// emulation, more than the matrix allows; why so much is not yet known.
-const DRAIN_EVERY: Duration = Duration::from_millis(20);
+/// records: at 20 ms an idle agent took 0.5% of a core for these ticks,
+/// at 100 ms 0.16%.
+const DRAIN_EVERY: Duration = Duration::from_millis(100);
 /// The longest the loop reads records before it looks at signals,
 /// requests and timers again.
 const TURN: Duration = Duration::from_millis(50);
