@@ -34,7 +34,7 @@ pub use self::{
     links::{link_exists, links_of, BpfLink},
     pins::PinDir,
     podman::{Container, Podman},
-    poll::{poll, wait_until, DEADLINE},
+    poll::{poll, poll_moving, wait_until, DEADLINE},
     prometheus::Prometheus,
     records::*,
     tmpfs::Tmpfs,

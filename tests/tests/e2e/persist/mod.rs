@@ -132,21 +132,60 @@ fn a_limits_carried_memory_is_known_again_after_a_restart() {
 /// Waits until the records of both agents together hold checkpoint `c`'s
 /// calls, each once: what the first wrote before it was killed, and what
 /// the second read, the calls made while no agent ran among them (they
-/// waited in the pinned ring buffer).
+/// waited in the pinned ring buffer). The wait goes on while the count
+/// rises: under emulation the debug agent reads about 2,600 records a
+/// second, and a backlog of every phase with no agent reading takes it
+/// longer than one deadline.
 pub(super) fn wait_across(before: &[Line], agent: &Agent, c: &Checkpoint) -> Vec<Line> {
     let calls = [Rec::Alloc, Rec::Free, Rec::AllocFailed];
     let want = (vec![c.allocs, c.frees, c.failed], 0);
     let earlier: Vec<usize> = calls.iter().map(|&e| before.count(c.pid, e)).collect();
+    // Every 5 s what had been read and the agent's CPU time: on a timeout,
+    // whether the agent was slow (busy, counts rising) or stuck.
+    let progress = std::cell::RefCell::new(Progress::default());
     let seen = || {
-        agent.with_lines(|lines| {
-            let counts =
-                calls.iter().zip(&earlier).map(|(&e, n)| (n + lines.count(c.pid, e)) as u64).collect();
+        let now = agent.with_lines(|lines| {
+            let counts = calls
+                .iter()
+                .zip(&earlier)
+                .map(|(&e, n)| (n + lines.count(c.pid, e)) as u64)
+                .collect::<Vec<u64>>();
             (counts, before.lost() + lines.lost())
-        })
+        });
+        progress.borrow_mut().sample(agent.pid(), &now.0);
+        now
     };
     let what = format!("the records of checkpoint {c:?} across both agents (allocs, frees, failed; lost)");
-    poll(&what, seen, |s| *s == want, || format!("wanted {want:?}; stderr:\n{}", agent.stderr()));
+    let context =
+        || format!("wanted {want:?}; {}\nstderr:\n{}", progress.borrow().samples.join("; "), agent.stderr());
+    poll_moving(&what, seen, |s| *s == want, context);
     agent.lines()
+}
+
+/// What [`wait_across`] saw every 5 s.
+#[derive(Default)]
+struct Progress {
+    started: Option<std::time::Instant>,
+    samples: Vec<String>,
+}
+
+impl Progress {
+    fn sample(&mut self, agent: u32, counts: &[u64]) {
+        let started = *self.started.get_or_insert_with(std::time::Instant::now);
+        let at = started.elapsed().as_secs();
+        if at >= 5 * self.samples.len() as u64 {
+            let cpu = cpu_ticks(agent);
+            self.samples.push(format!("at {at} s: {counts:?} read, the agent's CPU {cpu} ticks"));
+        }
+    }
+}
+
+/// A process's user and system time so far, in clock ticks.
+fn cpu_ticks(pid: u32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // pid (comm) state ... utime stime: the 12th and 13th fields after ')'.
+    let after = stat.rsplit(')').next().unwrap_or("");
+    after.split_whitespace().skip(11).take(2).filter_map(|f| f.parse::<u64>().ok()).sum()
 }
 
 /// What the cgroup holds in the kernel and under its limit.

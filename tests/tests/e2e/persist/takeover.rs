@@ -120,10 +120,12 @@ fn an_interrupted_takeover_is_settled_by_the_next_agent_with_every_call_counted_
     if !privileged() {
         return;
     }
-    // 1,000 calls a second: what the ring holds through every phase with
-    // no agent reading (under emulation in the kernel matrix, each
-    // takeover there detaches 123 single links in about 8 s).
-    let Stopped { pins, cg, limit, card, w, mut before } = stopped_under_load("interrupted", "1000");
+    // 500 calls a second: the ring holds every phase with no agent
+    // reading, and the last agent reads that backlog in about a minute
+    // under emulation in the kernel matrix (where each takeover detaches
+    // 123 single links in about 8 s, and the debug agent reads about
+    // 2,600 records a second).
+    let Stopped { pins, cg, limit, card, w, mut before } = stopped_under_load("interrupted", "500");
     let a = build_a(&pins, &limit);
     let b = [&a[..], &["--bpf-log"]].concat();
     let build_a = pins.builds().pop().expect("build A's pins");
