@@ -176,20 +176,8 @@ impl Agent {
     /// Waits until `pred` holds for the agent's records, and returns them.
     pub fn wait_for(&self, what: &str, pred: impl Fn(&[Line]) -> bool) -> Vec<Line> {
         let last = || self.with_lines(|l| format!("{} records, the last: {:?}", l.len(), l.last()));
-        poll(
-            what,
-            || self.with_lines(&pred),
-            |&ok| ok,
-            || {
-                format!(
-                    "{}
-stderr:
-{}",
-                    last(),
-                    self.stderr()
-                )
-            },
-        );
+        let context = || format!("{}\nstderr:\n{}", last(), self.stderr());
+        poll(what, || self.with_lines(&pred), |&ok| ok, context);
         self.lines()
     }
 
