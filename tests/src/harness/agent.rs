@@ -16,6 +16,7 @@ use super::{
     env::{paths, scratch},
     output::Output,
     poll::{poll, DEADLINE},
+    procfs,
     records::Records,
     workload::collect_lines,
 };
@@ -23,7 +24,7 @@ use crate::truth::Checkpoint;
 
 pub struct Agent {
     child: Option<Child>,
-    pub output: Output,
+    output: Output,
     pub socket: PathBuf,
     stderr: Arc<Mutex<Vec<String>>>,
     _scratch: tempfile::TempDir,
@@ -78,13 +79,8 @@ impl Agent {
     ) -> (ExitStatus, String, Vec<Line>) {
         let env = [&card.env()[..], &[("GPUMEM_STOP_AT", step)]].concat();
         let (mut agent, rx) = Self::spawn(None, extra, &env);
-        let stat = format!("/proc/{}/stat", agent.pid());
-        let stopped = || {
-            let text = std::fs::read_to_string(&stat).unwrap_or_default();
-            // pid (comm) STATE ...: the state follows the last ')'.
-            text.rsplit(')').next().and_then(|rest| rest.split_whitespace().next()) == Some("T")
-        };
-        poll(&format!("the agent to stop at {step}"), stopped, |s| *s, || agent.stderr());
+        let pid = agent.pid();
+        poll(&format!("the agent to stop at {step}"), || procfs::stopped(pid), |s| *s, || agent.stderr());
         for &signal in signals {
             agent.signal(signal);
         }

@@ -17,6 +17,7 @@ mod output;
 mod pins;
 mod podman;
 mod poll;
+mod procfs;
 mod prometheus;
 mod records;
 mod tmpfs;
@@ -35,6 +36,7 @@ pub use self::{
     pins::PinDir,
     podman::{Container, Podman},
     poll::{poll, poll_moving, wait_until, DEADLINE},
+    procfs::cpu_ticks,
     prometheus::Prometheus,
     records::*,
     tmpfs::Tmpfs,

@@ -12,7 +12,7 @@ use std::{
 use gpumem::output::Line;
 
 pub struct Output {
-    pub path: PathBuf,
+    path: PathBuf,
     read: Mutex<Seen>,
 }
 

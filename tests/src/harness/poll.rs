@@ -14,21 +14,12 @@ const EVERY: Duration = Duration::from_millis(20);
 /// last state read and `context()` (what else helps to see why).
 pub fn poll<T: std::fmt::Debug>(
     what: &str,
-    mut read: impl FnMut() -> T,
+    read: impl FnMut() -> T,
     done: impl Fn(&T) -> bool,
     context: impl FnOnce() -> String,
 ) -> T {
     let until = Instant::now() + DEADLINE;
-    loop {
-        let state = read();
-        if done(&state) {
-            return state;
-        }
-        if Instant::now() > until {
-            panic!("timed out waiting for {what}; last seen: {state:#?}\n{}", context());
-        }
-        std::thread::sleep(EVERY);
-    }
+    poll_until(what, read, done, context, |_| until)
 }
 
 /// [`poll`] for a state that moves toward `done` (records being read): the
@@ -38,35 +29,48 @@ pub fn poll<T: std::fmt::Debug>(
 /// never longer than [`MOVING_AT_MOST`] in all.
 pub fn poll_moving<T: std::fmt::Debug + PartialEq + Clone>(
     what: &str,
-    mut read: impl FnMut() -> T,
+    read: impl FnMut() -> T,
     done: impl Fn(&T) -> bool,
     context: impl FnOnce() -> String,
 ) -> T {
     let started = Instant::now();
     let (mut last, mut until) = (None, started + DEADLINE);
+    let deadline = |state: &T| {
+        if last.as_ref() != Some(state) {
+            last = Some(state.clone());
+            until = (Instant::now() + DEADLINE).min(started + MOVING_AT_MOST);
+        }
+        until
+    };
+    let what = format!("{what} ({DEADLINE:?} without a change, {MOVING_AT_MOST:?} at most)");
+    poll_until(&what, read, done, context, deadline)
+}
+
+/// The longest [`poll_moving`] waits, however its state moves.
+pub const MOVING_AT_MOST: Duration = Duration::from_secs(300);
+
+/// The loop of [`poll`] and [`poll_moving`]: the test fails once the time
+/// passes what `deadline` says for the state just read.
+fn poll_until<T: std::fmt::Debug>(
+    what: &str,
+    mut read: impl FnMut() -> T,
+    done: impl Fn(&T) -> bool,
+    context: impl FnOnce() -> String,
+    mut deadline: impl FnMut(&T) -> Instant,
+) -> T {
+    let started = Instant::now();
     loop {
         let state = read();
         if done(&state) {
             return state;
         }
-        let now = Instant::now();
-        if last.as_ref() != Some(&state) {
-            last = Some(state.clone());
-            until = (now + DEADLINE).min(started + MOVING_AT_MOST);
-        }
-        if now > until {
-            let waited = now - started;
-            panic!(
-                "timed out waiting for {what} after {waited:?} ({DEADLINE:?} without a change, or {MOVING_AT_MOST:?} in all); last seen: {state:#?}\n{}",
-                context()
-            );
+        if Instant::now() > deadline(&state) {
+            let waited = started.elapsed();
+            panic!("timed out waiting for {what} after {waited:?}; last seen: {state:#?}\n{}", context());
         }
         std::thread::sleep(EVERY);
     }
 }
-
-/// The longest [`poll_moving`] waits, however its state moves.
-pub const MOVING_AT_MOST: Duration = Duration::from_secs(300);
 
 /// Waits until `cond` holds.
 pub fn wait_until(what: &str, cond: impl Fn() -> bool) {

@@ -140,6 +140,7 @@ pub(super) fn wait_across(before: &[Line], agent: &Agent, c: &Checkpoint) -> Vec
     let calls = [Rec::Alloc, Rec::Free, Rec::AllocFailed];
     let want = (vec![c.allocs, c.frees, c.failed], 0);
     let earlier: Vec<usize> = calls.iter().map(|&e| before.count(c.pid, e)).collect();
+    let lost_before = before.lost();
     // Every 5 s what had been read and the agent's CPU time: on a timeout,
     // whether the agent was slow (busy, counts rising) or stuck.
     let progress = std::cell::RefCell::new(Progress::default());
@@ -150,7 +151,7 @@ pub(super) fn wait_across(before: &[Line], agent: &Agent, c: &Checkpoint) -> Vec
                 .zip(&earlier)
                 .map(|(&e, n)| (n + lines.count(c.pid, e)) as u64)
                 .collect::<Vec<u64>>();
-            (counts, before.lost() + lines.lost())
+            (counts, lost_before + lines.lost())
         });
         progress.borrow_mut().sample(agent.pid(), &now.0);
         now
@@ -178,14 +179,6 @@ impl Progress {
             self.samples.push(format!("at {at} s: {counts:?} read, the agent's CPU {cpu} ticks"));
         }
     }
-}
-
-/// A process's user and system time so far, in clock ticks.
-fn cpu_ticks(pid: u32) -> u64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    // pid (comm) state ... utime stime: the 12th and 13th fields after ')'.
-    let after = stat.rsplit(')').next().unwrap_or("");
-    after.split_whitespace().skip(11).take(2).filter_map(|f| f.parse::<u64>().ok()).sum()
 }
 
 /// What the cgroup holds in the kernel and under its limit.
