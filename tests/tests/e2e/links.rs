@@ -41,8 +41,9 @@ fn kernel_version() -> (u32, u32) {
 }
 
 /// The agent's uprobe links now; a workload's allocations counted exactly
-/// through them; after SIGINT none of them is left in the kernel.
-fn traces_exactly_and_detaches_all(agent: Agent) -> Vec<BpfLink> {
+/// through them; after SIGINT none of them is left in the kernel. Also
+/// what the agent said, whole.
+fn traces_exactly_and_detaches_all(agent: Agent) -> (Vec<BpfLink>, String) {
     let links: Vec<BpfLink> = links_of(agent.pid())
         .into_iter()
         .filter(|l| l.kind != "raw_tracepoint" && l.kind != "tracing")
@@ -55,11 +56,12 @@ fn traces_exactly_and_detaches_all(agent: Agent) -> Vec<BpfLink> {
     w.resume();
     w.finish();
     agent.wait_for_exit(pid);
+    let stderr = agent.stderr();
     let (status, _) = agent.stop();
     assert!(status.success(), "the agent stopped with {status}");
     let left: Vec<_> = links.iter().filter(|l| link_exists(l.id)).collect();
     assert!(left.is_empty(), "links left in the kernel after the stop: {left:?}");
-    links
+    (links, stderr)
 }
 
 #[test]
@@ -76,11 +78,11 @@ fn multi_links_hold_every_probe_where_the_kernel_has_them_and_a_stop_leaves_none
     let agent = Agent::start(&[]);
     let Said { probes, sites, multi } = said_attached(&agent);
     assert!(probes < sites && sites < 2 * probes, "frees have no return probe, the others one");
-    let links = traces_exactly_and_detaches_all(agent);
+    let (links, stderr) = traces_exactly_and_detaches_all(agent);
     match refusal {
         None => {
             assert!(links.iter().all(BpfLink::is_multi_uprobe), "{links:?}");
-            assert_eq!(links.len(), multi, "one descriptor per link said");
+            assert_eq!(links.len(), multi, "one descriptor per link said; the agent said:\n{stderr}");
             match links.iter().map(|l| l.probes).sum::<Option<usize>>() {
                 Some(held) => assert_eq!(held, sites, "each probe's entry and return, once: {links:?}"),
                 None => println!("this kernel's fdinfo does not count a multi link's probes (6.18 and 7.x do): links checked by kind and number"),
@@ -91,7 +93,7 @@ fn multi_links_hold_every_probe_where_the_kernel_has_them_and_a_stop_leaves_none
             println!("this kernel has no multi-uprobe links ({why}): single links, checked as such");
             assert_eq!(multi, 0);
             assert!(!links.iter().any(BpfLink::is_multi_uprobe), "{links:?}");
-            assert_eq!(links.len(), sites, "{links:?}");
+            assert_eq!(links.len(), sites, "{links:?}; the agent said:\n{stderr}");
         }
     }
 }
@@ -104,9 +106,9 @@ fn single_links_on_request_and_multi_refused_by_name_where_the_kernel_has_none()
     let agent = Agent::start(&["--uprobe-links", "single"]);
     let Said { sites, multi, .. } = said_attached(&agent);
     assert_eq!(multi, 0);
-    let links = traces_exactly_and_detaches_all(agent);
+    let (links, stderr) = traces_exactly_and_detaches_all(agent);
     assert!(!links.iter().any(BpfLink::is_multi_uprobe), "{links:?}");
-    assert_eq!(links.len(), sites, "one link per entry and return: {links:?}");
+    assert_eq!(links.len(), sites, "one link per entry and return: {links:?}; the agent said:\n{stderr}");
     match multi_link_refusal() {
         None => {
             let agent = Agent::start(&["--uprobe-links", "multi"]);

@@ -88,6 +88,20 @@ impl Signals {
     }
 }
 
+/// The rescan's timer, its first look at what processes have mapped (the
+/// interval's first tick is immediate) taken before the agent says
+/// `ready`: `ready` then means that every library mapped at the start
+/// (NVML in the agent itself, too) is attached, and whoever waits for it
+/// sees every link.
+async fn first_rescan(s: &mut State, args: &RunArgs) -> tokio::time::Interval {
+    let mut rescan = tokio::time::interval(args.rescan_every().unwrap_or(Duration::from_secs(3600)));
+    rescan.tick().await;
+    if args.rescan_every().is_some() {
+        setup::attach_new(&mut s.tracer, &mut s.agent, &mut s.rejected);
+    }
+    rescan
+}
+
 /// Runs until SIGINT, SIGTERM or the end of `--duration`.
 pub async fn run(s: &mut State, args: &RunArgs, mut signals: Signals) -> anyhow::Result<()> {
     let (_servers, mut requests, mut scrapes) = Servers::start(args).await?;
@@ -102,7 +116,7 @@ pub async fn run(s: &mut State, args: &RunArgs, mut signals: Signals) -> anyhow:
     // The kernel submits records without waking the agent unless a backlog
     // builds up (see gpumem-ebpf's base/records.rs): drain on a short timer.
     let mut drain_tick = tokio::time::interval(DRAIN_EVERY);
-    let mut rescan = tokio::time::interval(args.rescan_every().unwrap_or(Duration::from_secs(3600)));
+    let mut rescan = first_rescan(s, args).await;
     let mut usage = tokio::time::interval(args.interval.unwrap_or(Duration::from_secs(3600)));
     usage.tick().await; // the first tick is immediate; usage starts one interval in
     tracing::info!("control socket {}", args.socket.display());
