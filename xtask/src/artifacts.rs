@@ -19,7 +19,8 @@ pub fn build() -> anyhow::Result<Built> {
     build_profile("debug")
 }
 
-/// Builds everything in `profile` (`debug` or `release`).
+/// Builds everything in Cargo profile `profile` (`debug`, `release`, or a
+/// custom one such as the matrix's), its outputs in `target/<profile>`.
 pub fn build_profile(profile: &str) -> anyhow::Result<Built> {
     let setup = setup()?;
     let mut c = cmd("cargo");
@@ -36,9 +37,7 @@ pub fn build_profile(profile: &str) -> anyhow::Result<Built> {
         "--bins",
         "--lib",
     ]);
-    if profile == "release" {
-        c.arg("--release");
-    }
+    c.args(profile_args(profile));
     run(&mut c).context("building gpumem")?;
     let target = target_dir();
     let dir = target.join(profile);
@@ -57,11 +56,24 @@ pub fn build_profile(profile: &str) -> anyhow::Result<Built> {
         bail!("the agent was built without its eBPF object (bpf-linker not found); see the warnings above");
     }
     // Tests and the demo use target/simcuda; the bench its own copy.
-    let sim_dir = if profile == "release" { target.join("bench") } else { target.join("simcuda") };
+    let sim_dir = match profile {
+        "debug" => target.join("simcuda"),
+        "release" => target.join("bench"),
+        _ => dir.join("simcuda"),
+    };
     let libcuda = install(&dir.join("libsimcuda.so"), &sim_dir, "libcuda.so.1")?;
     // The simulated NVML beside it, as a driver's directory holds both.
     install(&dir.join("libsimnvml.so"), &sim_dir, "libnvidia-ml.so.1")?;
     Ok(Built { setup, agent, libcuda, workload: dir.join("gpumem-workload") })
+}
+
+/// Cargo's arguments that select `profile` (none for `debug`, the
+/// default).
+pub fn profile_args(profile: &str) -> Vec<String> {
+    match profile {
+        "debug" => Vec::new(),
+        other => vec!["--profile".to_string(), other.to_string()],
+    }
 }
 
 /// Puts a simulated library where tests and the demo expect it, under the

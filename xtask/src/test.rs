@@ -9,7 +9,7 @@ use std::{
 use anyhow::Context;
 
 use crate::{
-    artifacts::build,
+    artifacts::{build, build_profile},
     tally::Tally,
     util::{cmd, host_crate_args, is_root, root, target_dir},
 };
@@ -35,6 +35,9 @@ pub fn test() -> anyhow::Result<()> {
     println!("== lint");
     crate::lint::lint()?;
     let built = build()?;
+    // The guests' build, before any test runs: a failure to build says so
+    // at once, not after the host's suite.
+    let guest = if is_root() { Some(build_profile(crate::vm::PROFILE)?) } else { None };
     let mut tally = Tally::default();
     println!("== unit tests");
     let mut unit_args = host_crate_args();
@@ -65,9 +68,9 @@ pub fn test() -> anyhow::Result<()> {
         ],
         &mut tally,
     )?;
-    let vm_ok = if is_root() {
+    let vm_ok = if let Some(guest) = &guest {
         println!("== the kernel matrix under QEMU");
-        let results = crate::vm::matrix(&built, &[], &crate::vm::Selection::default())?;
+        let results = crate::vm::matrix(guest, &[], &crate::vm::Selection::default())?;
         report_matrix(&results, &mut tally)
     } else {
         println!("SKIPPED the kernel matrix: booting kernels and loading eBPF in them needs root");
@@ -130,7 +133,7 @@ pub fn vm_only(only: &[String], selection: &crate::vm::Selection) -> anyhow::Res
             "the kernel matrix loads eBPF inside the VMs as root and installs QEMU: run it as root"
         );
     }
-    let built = build()?;
+    let built = build_profile(crate::vm::PROFILE)?;
     let mut tally = Tally::default();
     let results = crate::vm::matrix(&built, only, selection)?;
     let ok = report_matrix(&results, &mut tally);

@@ -10,14 +10,18 @@ pub struct Paths {
     pub workload: PathBuf,
 }
 
+/// The agent and workload come from `target/<GPUMEM_BUILD_PROFILE>`
+/// (`debug` when unset; the kernel matrix's guests set the profile they
+/// were built in), the simulated driver from `target/simcuda`.
 pub fn paths() -> Paths {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf();
     let target =
         std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| root.join("target"));
+    let profile = target.join(std::env::var_os("GPUMEM_BUILD_PROFILE").unwrap_or_else(|| "debug".into()));
     let p = Paths {
-        agent: target.join("debug/gpumem"),
+        agent: profile.join("gpumem"),
         libcuda: target.join("simcuda/libcuda.so.1"),
-        workload: target.join("debug/gpumem-workload"),
+        workload: profile.join("gpumem-workload"),
         root,
     };
     for f in [&p.agent, &p.libcuda, &p.workload] {

@@ -4,6 +4,9 @@
 # console, powers off. Lines starting GPUMEM-VM- are read by the host.
 /bin/busybox --install -s /bin
 export PATH=/bin HOME=/root CARGO_TARGET_DIR=/t RUST_BACKTRACE=1
+# The profile the agent, the workload and the tests were built in
+# (xtask/src/vm/mod.rs: PROFILE); the tests find them under /t/PROFILE.
+export GPUMEM_BUILD_PROFILE="$(/bin/busybox cat /etc/gpumem-profile)"
 mount -t proc proc /proc
 mount -t sysfs sysfs /sys
 mount -t devtmpfs dev /dev
@@ -11,7 +14,7 @@ mount -t tmpfs tmp /tmp
 mount -t cgroup2 cgroup2 /sys/fs/cgroup
 mount -t bpf bpf /sys/fs/bpf
 echo "GPUMEM-VM-KERNEL $(uname -r)"
-/t/debug/gpumem probe | sed 's/^/GPUMEM-VM-PROBE /'
+"/t/$GPUMEM_BUILD_PROFILE/gpumem" probe | sed 's/^/GPUMEM-VM-PROBE /'
 # Known failures on this kernel (xtask/src/vm/kernels.rs): said, not run.
 skips=""
 while read -r prefix test reason; do

@@ -63,15 +63,18 @@ impl Selection {
 /// The end-to-end test binary's name (`tests/tests/e2e`).
 const E2E: &str = "e2e";
 
-/// How long one kernel's boot and suites may take.
-/// 6.1, the slowest (single links under emulation: each takeover detaches
-/// 123 of them), took 594 and 615 s in two clean-clone CI runs one
-/// session and passed 900 s in two the next (a 2-core VM whose speed
-/// moves by half between hours), with a debug agent no slower per record
-/// (the tests' harness then parsed the agent's whole output again at each
-/// poll, since mended: `tests/src/harness/output.rs`); 1,005 s, one test
-/// failing, on a slow hour the session after: 20 minutes keeps a slow hour
-/// from failing the matrix, within CI's 90.
+/// The Cargo profile of what runs in the guests (the root Cargo.toml's
+/// `[profile.matrix]`: optimised, with debug assertions and overflow
+/// checks). Under emulation a debug agent reads about 2,600 records a
+/// second with a whole vCPU, so a test's backlog, not the kernel, set the
+/// matrix's pace; the host's suite runs the debug build.
+pub const PROFILE: &str = "matrix";
+
+/// How long one kernel's boot and suites may take. With debug builds
+/// 6.1 took 594 to 1,005 s in clean-clone CI runs (a 2-core VM whose speed
+/// moves by half between hours); with the matrix profile 526 s alone and
+/// 686 s beside 6.12. 20 minutes keeps a slow hour from failing the
+/// matrix, within CI's 90.
 const PER_KERNEL: Duration = Duration::from_secs(20 * 60);
 
 /// One kernel's outcome.
@@ -137,6 +140,7 @@ fn test_binary() -> anyhow::Result<PathBuf> {
         "--test",
         E2E,
     ]);
+    c.args(crate::artifacts::profile_args(PROFILE));
     let out = c.stderr(Stdio::inherit()).output().context("building the test binary")?;
     if !out.status.success() {
         bail!("building the end-to-end test binary failed");
@@ -158,8 +162,8 @@ fn guest_files(built: &Built, busybox: PathBuf) -> anyhow::Result<Vec<(PathBuf, 
     let nvidia = crate::nvidia::libraries()?.pop().context("no NVIDIA driver library was fetched")?;
     Ok(vec![
         (busybox, "bin/busybox".to_string()),
-        (built.agent.clone(), format!("{g}/debug/gpumem")),
-        (built.workload.clone(), format!("{g}/debug/gpumem-workload")),
+        (built.agent.clone(), format!("{g}/{PROFILE}/gpumem")),
+        (built.workload.clone(), format!("{g}/{PROFILE}/gpumem-workload")),
         (built.libcuda.clone(), format!("{g}/simcuda/libcuda.so.1")),
         (built.libcuda.with_file_name("libnvidia-ml.so.1"), format!("{g}/simcuda/libnvidia-ml.so.1")),
         (nvidia.path, "nvidia/libcuda.so.1".to_string()),
@@ -184,6 +188,7 @@ fn initrd(built: &Built, busybox: PathBuf, selection: &Selection, dir: &Path) ->
             ("etc/gpumem-suites", &suites),
             ("etc/gpumem-python", &python),
             ("etc/gpumem-repeat", &repeat),
+            ("etc/gpumem-profile", PROFILE),
         ],
         &dir.join("stage"),
         &initrd,
@@ -220,8 +225,22 @@ fn boot(k: &kernels::Kernel, initrd: &Path, log: &Path) -> anyhow::Result<qemu::
     Ok(again)
 }
 
-/// Runs the matrix (only the columns named in `only`, if any) and returns
-/// one result per kernel.
+/// How many kernels boot at once: GPUMEM_VM_LANES, else 2. A guest keeps
+/// about 60% of its two emulated CPUs busy (the tests pace workloads and
+/// wait on the agent's 100 ms drains), so two guests side by side finish
+/// sooner than one after the other even on a host of two cores.
+fn lanes() -> anyhow::Result<usize> {
+    match std::env::var("GPUMEM_VM_LANES") {
+        Err(_) => Ok(2),
+        Ok(v) => v.parse::<usize>().ok().filter(|n| *n > 0).with_context(|| {
+            format!("GPUMEM_VM_LANES={v:?}: give how many kernels may boot at once, 1 or more")
+        }),
+    }
+}
+
+/// Runs the matrix (only the columns named in `only`, if any), [`lanes`]
+/// kernels at a time, and returns one result per kernel, in the matrix's
+/// order.
 pub fn matrix(built: &Built, only: &[String], selection: &Selection) -> anyhow::Result<Vec<KernelResult>> {
     ensure_tool("qemu-system-x86_64", "qemu-system-x86")?;
     let busybox = ensure_tool("busybox", "busybox-static")?;
@@ -234,36 +253,58 @@ pub fn matrix(built: &Built, only: &[String], selection: &Selection) -> anyhow::
     }
     let dir = target_dir().join("vm");
     let initrd = initrd(built, busybox, selection, &dir)?;
-    let mut results = Vec::new();
-    for k in kernels {
-        println!("== kernel {} ({}) under QEMU", k.series, k.release);
-        let log = dir.join(format!("{}.log", k.series));
-        let boot = boot(&k, &initrd, &log)?;
-        let mut tally = Tally::default();
-        let (mut writes, mut user_writes) = (None, None);
-        for l in &boot.lines {
-            tally.line(l);
-            if let Some(rest) = l.strip_prefix("GPUMEM-VM-PROBE uprobe_register_writes") {
-                writes = Some(rest.trim_start().starts_with("yes"));
+    let lanes = lanes()?.min(kernels.len());
+    println!("xtask: {} kernel(s), {lanes} at a time", kernels.len());
+    let queue = std::sync::Mutex::new(kernels.into_iter().enumerate());
+    let mut results: Vec<(usize, KernelResult)> = std::thread::scope(|s| {
+        let lane = || -> anyhow::Result<Vec<(usize, KernelResult)>> {
+            let mut done = Vec::new();
+            loop {
+                let Some((i, k)) = queue.lock().unwrap().next() else { return Ok(done) };
+                done.push((i, run_kernel(k, &initrd, &dir)?));
             }
-            if let Some(rest) = l.strip_prefix("GPUMEM-VM-PROBE user_memory_writes") {
-                user_writes = Some(rest.trim_start().starts_with("yes"));
-            }
-        }
-        let r = KernelResult {
-            series: k.series,
-            release: k.release,
-            tally,
-            finished: boot.finished,
-            timed_out: boot.timed_out,
-            wall: boot.wall,
-            register_writes: writes,
-            user_writes,
         };
-        if !r.ok() {
-            println!("[{}] the whole console is in {}", k.series, log.display());
+        let handles: Vec<_> = (0..lanes).map(|_| s.spawn(lane)).collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("a matrix lane panicked"))
+            .collect::<anyhow::Result<Vec<_>>>()
+    })?
+    .into_iter()
+    .flatten()
+    .collect();
+    results.sort_by_key(|(i, _)| *i);
+    Ok(results.into_iter().map(|(_, r)| r).collect())
+}
+
+/// Boots one kernel with `initrd` and reads its result from the console.
+fn run_kernel(k: kernels::Kernel, initrd: &Path, dir: &Path) -> anyhow::Result<KernelResult> {
+    println!("== kernel {} ({}) under QEMU", k.series, k.release);
+    let log = dir.join(format!("{}.log", k.series));
+    let boot = boot(&k, initrd, &log)?;
+    let mut tally = Tally::default();
+    let (mut writes, mut user_writes) = (None, None);
+    for l in &boot.lines {
+        tally.line(l);
+        if let Some(rest) = l.strip_prefix("GPUMEM-VM-PROBE uprobe_register_writes") {
+            writes = Some(rest.trim_start().starts_with("yes"));
         }
-        results.push(r);
+        if let Some(rest) = l.strip_prefix("GPUMEM-VM-PROBE user_memory_writes") {
+            user_writes = Some(rest.trim_start().starts_with("yes"));
+        }
     }
-    Ok(results)
+    let r = KernelResult {
+        series: k.series,
+        release: k.release,
+        tally,
+        finished: boot.finished,
+        timed_out: boot.timed_out,
+        wall: boot.wall,
+        register_writes: writes,
+        user_writes,
+    };
+    if !r.ok() {
+        println!("[{}] the whole console is in {}", k.series, log.display());
+    }
+    Ok(r)
 }

@@ -79,8 +79,10 @@ fn console(child: &mut Child) -> mpsc::Receiver<String> {
 }
 
 /// Boots `vmlinuz` with `initrd`, echoing the guest's own output (from
-/// its first GPUMEM-VM- line on) to stdout prefixed with `tag`, and keeping
-/// the whole console in `log`. Kills the guest after `limit`.
+/// its first GPUMEM-VM- line on) to stdout prefixed with `tag` and the
+/// seconds since the boot, and keeping the whole console in `log`, each
+/// line after the seconds it arrived at (a test's line arrives when it
+/// ends: the gaps are the tests' times). Kills the guest after `limit`.
 pub fn boot(k: &Kernel, initrd: &Path, log: &Path, limit: Duration) -> anyhow::Result<Boot> {
     let start = Instant::now();
     let tag = k.series;
@@ -99,10 +101,11 @@ pub fn boot(k: &Kernel, initrd: &Path, log: &Path, limit: Duration) -> anyhow::R
         let left = limit.saturating_sub(start.elapsed());
         match rx.recv_timeout(left) {
             Ok(line) => {
-                writeln!(file, "{line}")?;
+                let at = start.elapsed().as_secs_f64();
+                writeln!(file, "{at:7.1} {line}")?;
                 echo |= line.starts_with("GPUMEM-VM-");
                 if echo {
-                    println!("[{tag}] {line}");
+                    println!("[{tag} {at:4.0} s] {line}");
                 }
                 boot.finished |= line.starts_with("GPUMEM-VM-END");
                 boot.lines.push(line);
