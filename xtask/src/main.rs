@@ -88,7 +88,10 @@ enum Cmd {
     /// framework's figures with gpumem's and NVML's and writes a report.
     GpuKit,
     /// Only the kernel matrix: boot stock Debian kernels (6.1, 6.12, 6.18,
-    /// sid's newest) under QEMU and run the limit and tracing suites in each.
+    /// sid's newest) under QEMU and run the limit and tracing suites in each,
+    /// built in the profile `matrix` (optimised, debug checks kept). Two
+    /// kernels boot at a time (GPUMEM_VM_LANES), each with two CPUs
+    /// (GPUMEM_VM_SMP); each console is kept in target/vm/<column>.log.
     Vm {
         /// Only these columns (repeatable): 6.1, 6.12, 6.18, sid.
         #[arg(long = "kernel")]

@@ -34,6 +34,8 @@ fn cargo_test(args: &[&str], envs: &[(&str, &std::ffi::OsStr)], tally: &mut Tall
 pub fn test() -> anyhow::Result<()> {
     println!("== lint");
     crate::lint::lint()?;
+    // Said before anything is built: a bad GPUMEM_VM_LANES is refused at once.
+    let lanes = if is_root() { crate::vm::lanes()? } else { 1 };
     let built = build()?;
     // The guests' build, before any test runs: a failure to build says so
     // at once, not after the host's suite.
@@ -70,7 +72,7 @@ pub fn test() -> anyhow::Result<()> {
     )?;
     let vm_ok = if let Some(guest) = &guest {
         println!("== the kernel matrix under QEMU");
-        let results = crate::vm::matrix(guest, &[], &crate::vm::Selection::default())?;
+        let results = crate::vm::matrix(guest, &[], &crate::vm::Selection::default(), lanes)?;
         report_matrix(&results, &mut tally)
     } else {
         println!("SKIPPED the kernel matrix: booting kernels and loading eBPF in them needs root");
@@ -133,9 +135,10 @@ pub fn vm_only(only: &[String], selection: &crate::vm::Selection) -> anyhow::Res
             "the kernel matrix loads eBPF inside the VMs as root and installs QEMU: run it as root"
         );
     }
+    let lanes = crate::vm::lanes()?;
     let built = build_profile(crate::vm::PROFILE)?;
     let mut tally = Tally::default();
-    let results = crate::vm::matrix(&built, only, selection)?;
+    let results = crate::vm::matrix(&built, only, selection, lanes)?;
     let ok = report_matrix(&results, &mut tally);
     println!("{} passed, {} failed", tally.passed, tally.failed);
     if !ok {

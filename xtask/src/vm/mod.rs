@@ -229,7 +229,7 @@ fn boot(k: &kernels::Kernel, initrd: &Path, log: &Path) -> anyhow::Result<qemu::
 /// about 60% of its two emulated CPUs busy (the tests pace workloads and
 /// wait on the agent's 100 ms drains), so two guests side by side finish
 /// sooner than one after the other even on a host of two cores.
-fn lanes() -> anyhow::Result<usize> {
+pub fn lanes() -> anyhow::Result<usize> {
     match std::env::var("GPUMEM_VM_LANES") {
         Err(_) => Ok(2),
         Ok(v) => v.parse::<usize>().ok().filter(|n| *n > 0).with_context(|| {
@@ -238,10 +238,15 @@ fn lanes() -> anyhow::Result<usize> {
     }
 }
 
-/// Runs the matrix (only the columns named in `only`, if any), [`lanes`]
-/// kernels at a time, and returns one result per kernel, in the matrix's
-/// order.
-pub fn matrix(built: &Built, only: &[String], selection: &Selection) -> anyhow::Result<Vec<KernelResult>> {
+/// Runs the matrix (only the columns named in `only`, if any), `lanes`
+/// kernels at a time (see [`lanes`]), and returns one result per kernel,
+/// in the matrix's order.
+pub fn matrix(
+    built: &Built,
+    only: &[String],
+    selection: &Selection,
+    lanes: usize,
+) -> anyhow::Result<Vec<KernelResult>> {
     ensure_tool("qemu-system-x86_64", "qemu-system-x86")?;
     let busybox = ensure_tool("busybox", "busybox-static")?;
     let kernels: Vec<_> = kernels::kernels()?
@@ -253,7 +258,7 @@ pub fn matrix(built: &Built, only: &[String], selection: &Selection) -> anyhow::
     }
     let dir = target_dir().join("vm");
     let initrd = initrd(built, busybox, selection, &dir)?;
-    let lanes = lanes()?.min(kernels.len());
+    let lanes = lanes.min(kernels.len());
     println!("xtask: {} kernel(s), {lanes} at a time", kernels.len());
     let queue = std::sync::Mutex::new(kernels.into_iter().enumerate());
     let mut results: Vec<(usize, KernelResult)> = std::thread::scope(|s| {
