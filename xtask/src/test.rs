@@ -34,12 +34,13 @@ fn cargo_test(args: &[&str], envs: &[(&str, &std::ffi::OsStr)], tally: &mut Tall
 pub fn test() -> anyhow::Result<()> {
     println!("== lint");
     crate::lint::lint()?;
-    // Said before anything is built: a bad GPUMEM_VM_LANES is refused at once.
-    let lanes = if is_root() { crate::vm::lanes()? } else { 1 };
+    // The matrix runs as root only. Its lanes are read before anything is
+    // built (a bad GPUMEM_VM_LANES is refused at once), its guests' build
+    // comes before any test runs (a failure to build says so at once, not
+    // after the host's suite).
+    let lanes = is_root().then(crate::vm::lanes).transpose()?;
     let built = build()?;
-    // The guests' build, before any test runs: a failure to build says so
-    // at once, not after the host's suite.
-    let guest = if is_root() { Some(build_profile(crate::vm::PROFILE)?) } else { None };
+    let guest = lanes.map(|n| build_profile(crate::vm::PROFILE).map(|b| (b, n))).transpose()?;
     let mut tally = Tally::default();
     println!("== unit tests");
     let mut unit_args = host_crate_args();
@@ -70,9 +71,9 @@ pub fn test() -> anyhow::Result<()> {
         ],
         &mut tally,
     )?;
-    let vm_ok = if let Some(guest) = &guest {
+    let vm_ok = if let Some((guest, lanes)) = &guest {
         println!("== the kernel matrix under QEMU");
-        let results = crate::vm::matrix(guest, &[], &crate::vm::Selection::default(), lanes)?;
+        let results = crate::vm::matrix(guest, &[], &crate::vm::Selection::default(), *lanes)?;
         report_matrix(&results, &mut tally)
     } else {
         println!("SKIPPED the kernel matrix: booting kernels and loading eBPF in them needs root");
