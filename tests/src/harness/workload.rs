@@ -7,7 +7,12 @@ use std::{
     sync::{mpsc, Arc, Mutex},
 };
 
-use super::{cgroup::Cgroup, env::paths, poll::DEADLINE};
+use super::{
+    cgroup::Cgroup,
+    env::paths,
+    poll::{DEADLINE, MOVING_AT_MOST},
+    procfs::cpu_ticks,
+};
 use crate::truth::Checkpoint;
 
 /// Collects a child's stream line by line on a thread: every line so far,
@@ -71,18 +76,50 @@ impl Workload {
         self.line()
     }
 
-    /// The next line the workload prints, read as `T`.
+    /// The next line the workload prints, read as `T`; see
+    /// [`Self::next_line`] for how long it is waited for.
     pub fn line<T: serde::de::DeserializeOwned>(&mut self) -> T {
-        match self.rx.recv_timeout(DEADLINE) {
+        let started = std::time::Instant::now();
+        match self.next_line() {
             Ok(line) => {
                 serde_json::from_str(&line).unwrap_or_else(|e| panic!("workload printed `{line}`: {e}"))
             }
-            Err(_) => panic!(
-                "no checkpoint from workload {} (status {:?}); it printed:\n{}",
+            Err(why) => panic!(
+                "no checkpoint from workload {} after {:?} ({why}; status {:?}); it printed:\n{}",
                 self.child.id(),
+                started.elapsed(),
                 self.child.try_wait().ok().flatten(),
                 self.stdout.lock().unwrap().join("\n")
             ),
+        }
+    }
+
+    /// The next line the workload prints, or why none came: its stdout
+    /// closed, or [`DEADLINE`] passed with the workload using no CPU. A
+    /// workload that computes (a Python client importing numba on an
+    /// emulated CPU takes tens of seconds) is waited for while its CPU
+    /// time moves, [`MOVING_AT_MOST`] at most.
+    fn next_line(&self) -> Result<String, String> {
+        use std::{sync::mpsc::RecvTimeoutError, time::Instant};
+        let pid = self.child.id();
+        let started = Instant::now();
+        let (mut ticks, mut until) = (cpu_ticks(pid), started + DEADLINE);
+        loop {
+            match self.rx.recv_timeout(std::time::Duration::from_millis(500)) {
+                Ok(line) => return Ok(line),
+                Err(RecvTimeoutError::Disconnected) => return Err("its stdout closed".into()),
+                Err(RecvTimeoutError::Timeout) => {}
+            }
+            let now = cpu_ticks(pid);
+            if now != ticks {
+                ticks = now;
+                until = (Instant::now() + DEADLINE).min(started + MOVING_AT_MOST);
+            }
+            if Instant::now() > until {
+                return Err(format!(
+                    "{DEADLINE:?} without CPU time used or {MOVING_AT_MOST:?} in all; {ticks} ticks of CPU"
+                ));
+            }
         }
     }
 
@@ -98,7 +135,7 @@ impl Workload {
     pub fn run_to_end(mut self) {
         loop {
             self.resume();
-            if self.rx.recv_timeout(DEADLINE).is_err() {
+            if self.next_line().is_err() {
                 break; // stdout closed: it is exiting
             }
         }
@@ -110,7 +147,7 @@ impl Workload {
     pub fn until_exit(mut self) -> (Vec<Checkpoint>, ExitStatus) {
         drop(self.stdin.take());
         let mut seen = Vec::new();
-        while let Ok(line) = self.rx.recv_timeout(DEADLINE) {
+        while let Ok(line) = self.next_line() {
             seen.push(
                 serde_json::from_str(&line).unwrap_or_else(|e| panic!("workload printed `{line}`: {e}")),
             );
