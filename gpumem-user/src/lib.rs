@@ -27,6 +27,7 @@ pub mod metrics;
 pub mod output;
 pub mod privileges;
 pub mod sink;
+pub mod stop_at;
 
 /// An error with its causes, `outer: inner: innermost`, for a log line.
 pub fn chain(e: &dyn std::error::Error) -> String {

@@ -14,20 +14,7 @@ use gpumem_common::{
 };
 
 use super::{error::BpfError, persist, probes, takeover::Takeover, Tracer};
-
-/// A testing aid: with `GPUMEM_STOP_AT=<step>` in its environment the
-/// agent stops itself (SIGSTOP) at that step of a takeover, so that a test
-/// can signal or kill it exactly there: `joining` (stored, nothing of this
-/// build attached), `attached` (every library attached, the old build
-/// still running), `leaving` (stored, the old build's pins not yet
-/// removed), `removed` (the old build's programs gone, `steady` not yet
-/// stored).
-fn stop_at(step: &str) {
-    if std::env::var_os("GPUMEM_STOP_AT").is_some_and(|s| s == step) {
-        tracing::info!("GPUMEM_STOP_AT: stopping at {step}");
-        let _ = nix::sys::signal::raise(nix::sys::signal::Signal::SIGSTOP);
-    }
-}
+use crate::stop_at::stop_at;
 
 /// What a completed takeover did.
 #[derive(Debug)]
@@ -52,7 +39,7 @@ impl Tracer {
             // this one's.
             self.clear_marks()?;
             tracing::info!("taking over from build {build}: attaching this build's programs beside its own");
-            stop_at("joining");
+            stop_at("joining", "");
             return Ok(());
         }
         let build = self.build;
@@ -89,10 +76,10 @@ impl Tracer {
     /// runs alone. None where nothing was taken over.
     pub fn complete_takeover(&mut self) -> Result<Option<TookOver>, BpfError> {
         let Some(from) = self.takeover.clone() else { return Ok(None) };
-        stop_at("attached");
+        stop_at("attached", "");
         self.set_word(handover::leaving(from.tag, self.build))?;
         tracing::info!("this build's programs run in build {}'s place; removing its pins", from.build);
-        stop_at("leaving");
+        stop_at("leaving", "");
         // This build runs now: from here on nothing hands back (the old
         // build's links are going), whatever fails.
         self.takeover = None;
@@ -107,7 +94,7 @@ impl Tracer {
             persist::Removed::default()
         });
         let detach = started.elapsed();
-        stop_at("removed");
+        stop_at("removed", "");
         self.set_word(handover::steady(self.build))?;
         self.clear_marks()?;
         Ok(Some(TookOver { from, removed, detach }))

@@ -15,6 +15,7 @@ mod parallel_load;
 pub mod persist;
 pub mod placement;
 pub mod probes;
+pub mod ring;
 pub mod site;
 #[cfg(test)]
 mod stack_check;
@@ -387,7 +388,11 @@ impl Tracer {
     where
         M: TryFrom<aya::maps::Map, Error = aya::maps::MapError>,
     {
-        let map = self.ebpf.take_map(name).ok_or(BpfError::MissingMap(name))?;
-        M::try_from(map).map_err(|e| BpfError::Map { name, source: Box::new(e) })
+        M::try_from(self.take_any_map(name)?).map_err(|e| BpfError::Map { name, source: Box::new(e) })
+    }
+
+    /// The map `name`, taken out of the object, of whatever type.
+    pub fn take_any_map(&mut self, name: &'static str) -> Result<aya::maps::Map, BpfError> {
+        self.ebpf.take_map(name).ok_or(BpfError::MissingMap(name))
     }
 }

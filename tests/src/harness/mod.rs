@@ -36,7 +36,7 @@ pub use self::{
     pins::PinDir,
     podman::{Container, Podman},
     poll::{poll, poll_moving, wait_until, DEADLINE},
-    procfs::cpu_ticks,
+    procfs::{cpu_ticks, stopped},
     prometheus::Prometheus,
     records::*,
     tmpfs::Tmpfs,

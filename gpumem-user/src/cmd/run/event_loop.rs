@@ -4,7 +4,6 @@
 use std::{collections::HashSet, time::Duration};
 
 use anyhow::Context;
-use aya::maps::{MapData, RingBuf};
 use tokio::{
     io::unix::AsyncFd,
     signal::unix::{signal, Signal, SignalKind},
@@ -15,10 +14,11 @@ use tokio::{
 use super::setup;
 use crate::{
     agent::Agent,
-    bpf::{log::BpfLog, Tracer},
+    bpf::{log::BpfLog, ring::Ring, Tracer},
     cli::RunArgs,
     control,
     metrics::{encode::encode, server::ScrapeRequest},
+    stop_at,
 };
 
 /// How often the agent drains records the kernel submitted quietly: how
@@ -41,7 +41,7 @@ const HEALTH_EVERY: Duration = Duration::from_secs(1);
 pub struct State {
     pub agent: Agent,
     pub tracer: Tracer,
-    pub ring: AsyncFd<RingBuf<MapData>>,
+    pub ring: AsyncFd<Ring>,
     /// The programs' log, with `--bpf-log`.
     pub bpf_log: Option<BpfLog>,
     /// Library files that could not be attached (said once).
@@ -205,24 +205,31 @@ impl Drop for Servers {
 
 /// Applies every record waiting in the ring buffer, then makes them
 /// visible to readers.
-pub fn drain(ring: &mut RingBuf<MapData>, agent: &mut Agent) -> anyhow::Result<()> {
+pub fn drain(ring: &mut Ring, agent: &mut Agent) -> anyhow::Result<()> {
     drain_at_most(ring, agent, u32::MAX, Duration::MAX).map(drop)
 }
 
+/// How many bytes of records are read between two commits (an eighth of
+/// a smaller ring): what was read is written out, then its space given
+/// back to the kernel's producers.
+const COMMIT_EVERY: usize = 64 << 10;
+
 /// [`drain`], reading at most `bytes` of records (headers counted: all
 /// that a ring of that size held when called) and for at most `time`;
-/// true when it stopped at a bound, records perhaps still waiting.
-pub fn drain_at_most(
-    ring: &mut RingBuf<MapData>,
-    agent: &mut Agent,
-    bytes: u32,
-    time: Duration,
-) -> anyhow::Result<bool> {
+/// true when it stopped at a bound, records perhaps still waiting. The
+/// ring is told a record was read only once its line is written (see
+/// `bpf/ring.rs`): an agent killed meanwhile leaves it to its successor.
+pub fn drain_at_most(ring: &mut Ring, agent: &mut Agent, bytes: u32, time: Duration) -> anyhow::Result<bool> {
     let started = std::time::Instant::now();
-    let (mut read, mut clock_at) = (0usize, 0usize);
+    let every = COMMIT_EVERY.min(ring.size() / 8);
+    let (mut read, mut records, mut clock_at, mut commit_at) = (0usize, 0u64, 0usize, every);
     let bounded = loop {
         if read >= bytes as usize {
             break true;
+        }
+        if read >= commit_at {
+            written(ring, agent)?;
+            commit_at = read + every;
         }
         if read >= clock_at {
             if started.elapsed() >= time {
@@ -230,12 +237,26 @@ pub fn drain_at_most(
             }
             clock_at = read + (16 << 10); // the clock every 16 KiB of records
         }
-        let Some(item) = ring.next() else { break false };
+        let Some(item) = ring.next_record() else { break false };
         read += item.len() + 8;
-        agent.on_bytes(&item).context("writing records")?;
+        records += 1;
+        agent.on_bytes(item).context("writing records")?;
     };
-    agent.flush().context("writing records")?;
+    if records > 0 && stop_at::armed("read") {
+        let what = format!(": {records} record(s) read, {} bytes not given back", ring.uncommitted());
+        stop_at::stop_at("read", &what);
+    }
+    written(ring, agent)?;
     Ok(bounded)
+}
+
+/// Writes out what the agent formatted, then gives the records it came
+/// from back to the kernel. A write that fails for want of space still
+/// gives them back: their lines wait in the sink or are counted lost.
+fn written(ring: &mut Ring, agent: &mut Agent) -> anyhow::Result<()> {
+    agent.flush().context("writing records")?;
+    ring.commit();
+    Ok(())
 }
 
 /// SIGHUP: reads --config again and applies the difference.

@@ -6,7 +6,6 @@ mod event_loop;
 mod setup;
 
 use anyhow::Context;
-use aya::maps::{MapData, RingBuf};
 use gpumem_common::map_name;
 use tokio::io::{unix::AsyncFd, Interest};
 
@@ -18,6 +17,7 @@ use crate::{
         kernel::KernelMaps,
         persist::{self, lock::RootLock},
         probes::Library,
+        ring::Ring,
         Tracer,
     },
     cli::RunArgs,
@@ -167,9 +167,10 @@ fn start(
             took.detach.as_millis()
         );
     }
-    let ring: RingBuf<MapData> = tracer.take_map(map_name::EVENTS)?;
-    // SAFETY: the RingBuf owns its map fd, which stays open and unchanged
-    // until the AsyncFd (which owns the RingBuf) is dropped.
+    let ring =
+        Ring::new(tracer.take_any_map(map_name::EVENTS)?).context("reading the records' ring buffer")?;
+    // SAFETY: the Ring owns its map fd, which stays open and unchanged
+    // until the AsyncFd (which owns the Ring) is dropped.
     let ring = unsafe { AsyncFd::register_with_interest(ring, Interest::READABLE) }
         .map_err(|e| anyhow::anyhow!("watching the ring buffer: {e}"))?;
     let agent = Agent::new(sink, kernel, limits, ledger, &attached);

@@ -129,6 +129,42 @@ fn a_limits_carried_memory_is_known_again_after_a_restart() {
     assert!(pins.detach().status.success());
 }
 
+/// An agent killed after it read records from the ring and before it
+/// wrote them (it stops itself there: `GPUMEM_STOP_AT=read`) had given
+/// none of them back to the kernel: its successor reads them from the
+/// pinned ring and writes them, and the records of both agents hold every
+/// call once.
+#[test]
+fn records_a_killed_agent_read_and_never_wrote_are_written_by_its_successor() {
+    if !privileged() {
+        return;
+    }
+    let pins = PinDir::new("unwritten");
+    let cg = Cgroup::create("persist-unwritten");
+    let first = Agent::start_with_env(&[("GPUMEM_STOP_AT", "read")], &pins.run_args());
+    let mut w = Workload::spawn(&["--scenario", "basic", "--pause"], Some(&cg), &[]);
+    let c = w.checkpoint();
+    let pid = first.pid();
+    wait_until("the agent to stop with records read and not yet written", || stopped(pid));
+    let said = first.stderr();
+    let before = first.kill();
+    let read: u64 = said
+        .split_once("GPUMEM_STOP_AT: stopping at read: ")
+        .and_then(|(_, rest)| rest.split_once(" record(s) read"))
+        .and_then(|(n, _)| n.parse().ok())
+        .unwrap_or_else(|| panic!("the agent did not say what it read: {said}"));
+    assert!(read >= 1, "{said}");
+    let written = [Rec::Alloc, Rec::Free].iter().map(|&e| before.count(c.pid, e)).sum::<usize>();
+    assert_eq!(written, 0, "the first agent wrote none of the workload's records");
+
+    let second = Agent::start(&pins.run_args());
+    wait_across(&before, &second, &c);
+    w.run_to_end();
+    second.wait_for_exit(c.pid);
+    drop(second);
+    assert!(pins.detach().status.success());
+}
+
 /// Waits until the records of both agents together hold checkpoint `c`'s
 /// calls, each once: what the first wrote before it was killed, and what
 /// the second read, the calls made while no agent ran among them (they
