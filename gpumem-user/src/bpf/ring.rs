@@ -105,21 +105,16 @@ impl Ring {
             // atomically (release) when the record is submitted.
             let header =
                 unsafe { self.producer.ptr.add(at).cast::<AtomicU32>().as_ref() }.load(Ordering::Acquire);
-            if header & BUSY != 0 {
-                return None;
-            }
-            let len = (header & !(BUSY | DISCARD)) as usize;
-            if HEADER + len > self.mask + 1 {
-                // Never from the kernel (it refuses reservations larger
-                // than the ring); a slice past the mapping would be worse
-                // than records left unread.
-                return None;
-            }
-            self.read += (HEADER + len).next_multiple_of(8);
-            if header & DISCARD != 0 {
-                continue;
-            }
-            // The record is no longer than the ring (above), and the data
+            let (len, step) = match Header::of(header, self.mask + 1) {
+                Header::Busy | Header::Invalid => return None,
+                Header::Discarded { step } => {
+                    self.read += step;
+                    continue;
+                }
+                Header::Record { len, step } => (len, step),
+            };
+            self.read += step;
+            // The record is no longer than the ring (`Header::of`), and the data
             // pages follow themselves once more: it lies in the mapping.
             // SAFETY: the kernel does not reuse these bytes before the
             // consumer position passes them, which only `commit` does,
@@ -147,6 +142,36 @@ impl Ring {
     /// Bytes read and not yet committed.
     pub fn uncommitted(&self) -> usize {
         self.read.wrapping_sub(self.consumer_pos().load(Ordering::Relaxed))
+    }
+}
+
+/// What a record's header word says, in a ring of `size` bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Header {
+    /// Reserved, still being written: nothing after it can be read yet.
+    Busy,
+    /// Given up by its producer: `step` bytes to skip.
+    Discarded { step: usize },
+    /// `len` bytes of record after the header; the next is `step` on.
+    Record { len: usize, step: usize },
+    /// Longer than the ring: never from the kernel (it refuses such
+    /// reservations); read no further rather than past the mapping.
+    Invalid,
+}
+
+impl Header {
+    fn of(word: u32, size: usize) -> Self {
+        let len = (word & !(BUSY | DISCARD)) as usize;
+        let step = (HEADER + len).next_multiple_of(8);
+        if word & BUSY != 0 {
+            Self::Busy
+        } else if step > size {
+            Self::Invalid
+        } else if word & DISCARD != 0 {
+            Self::Discarded { step }
+        } else {
+            Self::Record { len, step }
+        }
     }
 }
 
@@ -203,3 +228,20 @@ impl Drop for Mapping {
 // SAFETY: the mappings are plain shared memory, only read through atomics
 // and slices tied to `&mut self`; the agent's one task owns the ring.
 unsafe impl Send for Ring {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_header_says_busy_discarded_or_a_record_and_where_the_next_starts() {
+        assert_eq!(Header::of(BUSY | 40, 4096), Header::Busy);
+        assert_eq!(Header::of(BUSY | DISCARD | 40, 4096), Header::Busy);
+        assert_eq!(Header::of(DISCARD | 13, 4096), Header::Discarded { step: 24 });
+        assert_eq!(Header::of(13, 4096), Header::Record { len: 13, step: 24 });
+        assert_eq!(Header::of(0, 4096), Header::Record { len: 0, step: 8 });
+        assert_eq!(Header::of(4088, 4096), Header::Record { len: 4088, step: 4096 });
+        assert_eq!(Header::of(4089, 4096), Header::Invalid);
+        assert_eq!(Header::of(!BUSY, 4096), Header::Invalid);
+    }
+}
