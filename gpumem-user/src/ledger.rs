@@ -16,7 +16,7 @@ pub mod oldest;
 
 use std::collections::BTreeMap;
 
-use gpumem_common::ns;
+use gpumem_common::{ns, DEVICE_UNKNOWN};
 
 use crate::decode::{Body, Change, Event, Origin};
 
@@ -54,8 +54,31 @@ impl Usage {
     }
 }
 
+/// A live allocation's key in its process's map: (namespace, address),
+/// packed into 12 bytes (as a tuple it takes 16).
+#[repr(C, packed(4))]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+struct Key {
+    ns: u32,
+    addr: u64,
+}
+
+impl Key {
+    fn of((ns, addr): (u32, u64)) -> Self {
+        Self { ns, addr }
+    }
+
+    fn pair(self) -> (u32, u64) {
+        (self.ns, self.addr)
+    }
+}
+
 /// One live allocation, as a process's map keeps it (plain numbers: the
-/// hot path copies it, never allocates for it).
+/// hot path copies it, never allocates for it), in 36 bytes aligned to 4
+/// (40 aligned to 8 with the device as an `Option`): with its key, 48
+/// bytes an entry instead of 56, which with 100k live allocations is
+/// 1.6 MB less at the peak of the table's growth (old and new tables).
+#[repr(C, packed(4))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Live {
     size: u64,
@@ -63,33 +86,40 @@ struct Live {
     /// The allocation's record time (CLOCK_MONOTONIC ns).
     ts_ns: u64,
     kind: u32,
-    device: Device,
+    /// The device ordinal, or `DEVICE_UNKNOWN` (see [`Live::device`]).
+    device: u32,
     /// The entry point that allocated it (`gpumem_common::api::id`).
     api: u32,
 }
 
+const _: () = assert!(size_of::<(Key, Live)>() == 48);
+
 impl Live {
+    fn new(size: u64, cgroup_id: u64, ts_ns: u64, kind: u32, device: Device, api: u32) -> Self {
+        // A record's device is never DEVICE_UNKNOWN itself: that is None.
+        let device = device.unwrap_or(DEVICE_UNKNOWN);
+        Self { size, cgroup_id, ts_ns, kind, device, api }
+    }
+
     fn of(c: &Change, o: &Origin) -> Self {
-        Self {
-            size: c.size,
-            cgroup_id: o.cgroup_id,
-            ts_ns: o.ts_ns,
-            kind: c.kind,
-            device: c.device,
-            api: o.api,
-        }
+        Self::new(c.size, o.cgroup_id, o.ts_ns, c.kind, c.device, o.api)
+    }
+
+    fn device(&self) -> Device {
+        let d = self.device;
+        (d != DEVICE_UNKNOWN).then_some(d)
     }
 
     /// As [`Ledger::live_allocations`] lists it.
-    fn listed<'a>(&self, tgid: u32, comm: &'a str, key: (u32, u64)) -> LiveAllocation<'a> {
+    fn listed<'a>(&self, tgid: u32, comm: &'a str, key: Key) -> LiveAllocation<'a> {
         LiveAllocation {
             tgid,
             comm,
-            key,
+            key: key.pair(),
             size: self.size,
             kind: self.kind,
             cgroup_id: self.cgroup_id,
-            device: self.device,
+            device: self.device(),
             ts_ns: self.ts_ns,
             api: self.api,
         }
@@ -122,7 +152,7 @@ pub struct Process {
     pub comm: String,
     /// cgroup of its latest call.
     pub cgroup_id: u64,
-    live: HashMap<(u32, u64), Live>,
+    live: HashMap<Key, Live>,
 }
 
 impl Process {
@@ -175,8 +205,8 @@ impl Ledger {
                 // Only what the ledger holds: after an adoption the ring
                 // still has frees of allocations gone before it.
                 if let Some(p) = self.procs.get_mut(&tgid) {
-                    if let Some(freed) = p.live.remove(&(ns::for_kind(c.kind), c.addr)) {
-                        p.usage.uncharge(freed.kind, freed.device, freed.size);
+                    if let Some(freed) = p.live.remove(&Key { ns: ns::for_kind(c.kind), addr: c.addr }) {
+                        p.usage.uncharge(freed.kind, freed.device(), freed.size);
                         uncharge_cgroup(&mut self.cgroups, &freed);
                     }
                 }
@@ -194,25 +224,19 @@ impl Ledger {
     }
 
     fn alloc(&mut self, e: &Event, c: &Change) {
-        self.charge(e.origin.pid, &e.origin.comm, (ns::for_kind(c.kind), c.addr), Live::of(c, &e.origin));
+        let key = Key { ns: ns::for_kind(c.kind), addr: c.addr };
+        self.charge(e.origin.pid, &e.origin.comm, key, Live::of(c, &e.origin));
     }
 
     /// Takes in an allocation the kernel held when this agent started (an
     /// earlier agent's, adopted from the pinned maps), as its `alloc`
     /// record would have; `a.ts_ns` is when it was adopted.
     pub fn adopt(&mut self, a: &LiveAllocation<'_>) {
-        let live = Live {
-            size: a.size,
-            cgroup_id: a.cgroup_id,
-            ts_ns: a.ts_ns,
-            kind: a.kind,
-            device: a.device,
-            api: a.api,
-        };
-        self.charge(a.tgid, a.comm, a.key, live);
+        let live = Live::new(a.size, a.cgroup_id, a.ts_ns, a.kind, a.device, a.api);
+        self.charge(a.tgid, a.comm, Key::of(a.key), live);
     }
 
-    fn charge(&mut self, tgid: u32, comm: &str, key: (u32, u64), live: Live) {
+    fn charge(&mut self, tgid: u32, comm: &str, key: Key, live: Live) {
         let p = self.procs.entry(tgid).or_default();
         // The process's name is its first allocating thread's, kept: a
         // name that changed with each thread (a trainer's workers) would
@@ -224,11 +248,11 @@ impl Ledger {
         // Same rule as the kernel: an entry at this address is an
         // allocation whose free was never seen; its charge goes.
         if let Some(stale) = p.live.insert(key, live) {
-            p.usage.uncharge(stale.kind, stale.device, stale.size);
+            p.usage.uncharge(stale.kind, stale.device(), stale.size);
             uncharge_cgroup(&mut self.cgroups, &stale);
         }
-        p.usage.charge(live.kind, live.device, live.size);
-        self.cgroups.entry(live.cgroup_id).or_default().charge(live.kind, live.device, live.size);
+        p.usage.charge(live.kind, live.device(), live.size);
+        self.cgroups.entry(live.cgroup_id).or_default().charge(live.kind, live.device(), live.size);
     }
 
     /// Records applied so far that changed what is held.
@@ -289,10 +313,11 @@ impl Ledger {
 }
 
 fn uncharge_cgroup(cgroups: &mut HashMap<u64, Usage>, live: &Live) {
-    if let Some(u) = cgroups.get_mut(&live.cgroup_id) {
-        u.uncharge(live.kind, live.device, live.size);
+    let cgroup_id = live.cgroup_id;
+    if let Some(u) = cgroups.get_mut(&cgroup_id) {
+        u.uncharge(live.kind, live.device(), live.size);
         if u.bytes == 0 {
-            cgroups.remove(&live.cgroup_id);
+            cgroups.remove(&cgroup_id);
         }
     }
 }
