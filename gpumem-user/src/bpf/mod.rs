@@ -15,6 +15,7 @@ mod parallel_load;
 pub mod persist;
 pub mod placement;
 pub mod probes;
+pub mod rescan;
 pub mod ring;
 pub mod site;
 #[cfg(test)]

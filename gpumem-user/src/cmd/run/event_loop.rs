@@ -1,7 +1,7 @@
 //! `gpumem run`'s event loop: records from the ring buffer, requests from
 //! the control socket, signals and timers, each handled by the agent in
 //! turn (one task: no locks).
-use std::{collections::HashSet, time::Duration};
+use std::time::Duration;
 
 use anyhow::Context;
 use tokio::{
@@ -14,7 +14,7 @@ use tokio::{
 use super::setup;
 use crate::{
     agent::Agent,
-    bpf::{log::BpfLog, ring::Ring, Tracer},
+    bpf::{log::BpfLog, rescan::Rescan, ring::Ring, Tracer},
     cli::RunArgs,
     control,
     metrics::{encode::encode, server::ScrapeRequest},
@@ -44,8 +44,9 @@ pub struct State {
     pub ring: AsyncFd<Ring>,
     /// The programs' log, with `--bpf-log`.
     pub bpf_log: Option<BpfLog>,
-    /// Library files that could not be attached (said once).
-    pub rejected: HashSet<(u64, u64)>,
+    /// What the rescan looked at, and the library files that could not
+    /// be attached (said once).
+    pub rescan: Rescan,
 }
 
 impl State {
@@ -97,7 +98,7 @@ async fn first_rescan(s: &mut State, args: &RunArgs) -> tokio::time::Interval {
     let mut rescan = tokio::time::interval(args.rescan_every().unwrap_or(Duration::from_secs(3600)));
     rescan.tick().await;
     if args.rescan_every().is_some() {
-        setup::attach_new(&mut s.tracer, &mut s.agent, &mut s.rejected);
+        setup::attach_new(&mut s.tracer, &mut s.agent, &mut s.rescan);
     }
     rescan
 }
@@ -162,7 +163,7 @@ pub async fn run(s: &mut State, args: &RunArgs, mut signals: Signals) -> anyhow:
                     let tracer = &s.tracer;
                     s.agent.check_health(|gone| tracer.release_gone(gone)).context("writing records")?;
                 }
-                _ = rescan.tick(), if args.rescan_every().is_some() => setup::attach_new(&mut s.tracer, &mut s.agent, &mut s.rejected),
+                _ = rescan.tick(), if args.rescan_every().is_some() => setup::attach_new(&mut s.tracer, &mut s.agent, &mut s.rescan),
                 _ = usage.tick(), if args.interval.is_some() => s.drained(ring)?.write_usage().context("writing records")?,
                 _ = signals.int.recv() => break,
                 _ = signals.term.recv() => break,

@@ -174,7 +174,7 @@ fn start(
     let ring = unsafe { AsyncFd::register_with_interest(ring, Interest::READABLE) }
         .map_err(|e| anyhow::anyhow!("watching the ring buffer: {e}"))?;
     let agent = Agent::new(sink, kernel, limits, ledger, &attached);
-    Ok(event_loop::State { agent, tracer, ring, bpf_log, rejected: Default::default() })
+    Ok(event_loop::State { agent, tracer, ring, bpf_log, rescan: Default::default() })
 }
 
 /// Attaches (or adopts) every library found at start-up.

@@ -1,6 +1,6 @@
 //! What `gpumem run` does before its event loop: the tracer, the policy,
 //! the sink; and attaching libraries found while it runs.
-use std::{collections::HashSet, io::Write, os::unix::fs::MetadataExt, path::Path};
+use std::{io::Write, os::unix::fs::MetadataExt, path::Path};
 
 use anyhow::Context;
 use gpumem_common::{LiveAlloc, LiveKey};
@@ -11,6 +11,7 @@ use crate::{
         attach::AttachReport,
         discover::{self, Library},
         persist::lock::RootLock,
+        rescan::Rescan,
         Options, Tracer,
     },
     cli::{Format, RunArgs},
@@ -130,12 +131,12 @@ pub fn say_attached(r: &AttachReport) {
 /// `libnvidia-ml.so*`) that a process mapped since the last look and that
 /// is a file gpumem has not seen (a container's own copy, a driver
 /// upgrade). A file that cannot be attached is reported once.
-pub fn attach_new(tracer: &mut Tracer, agent: &mut Agent, rejected: &mut HashSet<(u64, u64)>) {
-    for path in discover::mapped_paths() {
+pub fn attach_new(tracer: &mut Tracer, agent: &mut Agent, rescan: &mut Rescan) {
+    for path in rescan.mapped_since() {
         let Some(kind) = discover::kind_of(&path).filter(|&k| tracer.serves(k)) else { continue };
         let Ok(meta) = std::fs::metadata(&path) else { continue };
         let key = (meta.dev(), meta.ino());
-        if tracer.libraries().any(|l| (l.dev, l.ino) == key) || rejected.contains(&key) {
+        if tracer.libraries().any(|l| (l.dev, l.ino) == key) || rescan.rejected.contains(&key) {
             continue;
         }
         let lib = Library { path, dev: key.0, ino: key.1, kind };
@@ -146,7 +147,7 @@ pub fn attach_new(tracer: &mut Tracer, agent: &mut Agent, rejected: &mut HashSet
             }
             Err(e) => {
                 tracing::warn!("not attaching to {}: {}", lib.path.display(), crate::chain(&e));
-                rejected.insert(key);
+                rescan.rejected.insert(key);
             }
         }
     }
