@@ -33,21 +33,43 @@ pub fn poll_moving<T: std::fmt::Debug + PartialEq + Clone>(
     done: impl Fn(&T) -> bool,
     context: impl FnOnce() -> String,
 ) -> T {
-    let started = Instant::now();
-    let (mut last, mut until) = (None, started + DEADLINE);
-    let deadline = |state: &T| {
-        if last.as_ref() != Some(state) {
-            last = Some(state.clone());
-            until = (Instant::now() + DEADLINE).min(started + MOVING_AT_MOST);
-        }
-        until
-    };
+    let mut moving = Moving::new();
     let what = format!("{what} ({DEADLINE:?} without a change, {MOVING_AT_MOST:?} at most)");
-    poll_until(&what, read, done, context, deadline)
+    poll_until(&what, read, done, context, |state| moving.until(state))
 }
 
 /// The longest [`poll_moving`] waits, however its state moves.
 pub const MOVING_AT_MOST: Duration = Duration::from_secs(300);
+
+/// The deadline of a wait on a state that moves: [`DEADLINE`] after the
+/// state last changed, [`MOVING_AT_MOST`] after the wait began at most.
+pub struct Moving<T> {
+    started: Instant,
+    last: Option<T>,
+    until: Instant,
+}
+
+impl<T: PartialEq + Clone> Moving<T> {
+    pub fn new() -> Self {
+        let started = Instant::now();
+        Self { started, last: None, until: started + DEADLINE }
+    }
+
+    /// The deadline, given the state just read.
+    pub fn until(&mut self, state: &T) -> Instant {
+        if self.last.as_ref() != Some(state) {
+            self.last = Some(state.clone());
+            self.until = (Instant::now() + DEADLINE).min(self.started + MOVING_AT_MOST);
+        }
+        self.until
+    }
+}
+
+impl<T: PartialEq + Clone> Default for Moving<T> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
 
 /// The loop of [`poll`] and [`poll_moving`]: the test fails once the time
 /// passes what `deadline` says for the state just read.

@@ -10,7 +10,7 @@ use std::{
 use super::{
     cgroup::Cgroup,
     env::paths,
-    poll::{DEADLINE, MOVING_AT_MOST},
+    poll::{Moving, DEADLINE, MOVING_AT_MOST},
     procfs::cpu_ticks,
 };
 use crate::truth::Checkpoint;
@@ -102,20 +102,16 @@ impl Workload {
     fn next_line(&self) -> Result<String, String> {
         use std::{sync::mpsc::RecvTimeoutError, time::Instant};
         let pid = self.child.id();
-        let started = Instant::now();
-        let (mut ticks, mut until) = (cpu_ticks(pid), started + DEADLINE);
+        let mut moving = Moving::new();
+        moving.until(&cpu_ticks(pid));
         loop {
             match self.rx.recv_timeout(std::time::Duration::from_millis(500)) {
                 Ok(line) => return Ok(line),
                 Err(RecvTimeoutError::Disconnected) => return Err("its stdout closed".into()),
                 Err(RecvTimeoutError::Timeout) => {}
             }
-            let now = cpu_ticks(pid);
-            if now != ticks {
-                ticks = now;
-                until = (Instant::now() + DEADLINE).min(started + MOVING_AT_MOST);
-            }
-            if Instant::now() > until {
+            let ticks = cpu_ticks(pid);
+            if Instant::now() > moving.until(&ticks) {
                 return Err(format!(
                     "{DEADLINE:?} without CPU time used or {MOVING_AT_MOST:?} in all; {ticks} ticks of CPU"
                 ));
