@@ -15,7 +15,7 @@ use super::{
     card::SimCard,
     env::{paths, scratch},
     output::Output,
-    poll::{poll, DEADLINE},
+    poll::{poll, Moving, DEADLINE},
     procfs,
     records::Records,
     workload::collect_lines,
@@ -55,13 +55,25 @@ impl Agent {
         Self::launch(output, extra, &[])
     }
 
+    /// Starts the agent and waits for `ready` while its CPU time moves (a
+    /// start verifying a large object on a loaded emulated CPU takes more
+    /// than a minute): [`DEADLINE`] without CPU time used, 300 s in all.
     fn launch(output: Option<PathBuf>, extra: &[&str], env: &[(&str, &str)]) -> Self {
+        use std::sync::mpsc::RecvTimeoutError;
         let (mut agent, rx) = Self::spawn(output, extra, env);
+        let pid = agent.pid();
+        let mut moving = Moving::new();
+        moving.until(&procfs::cpu_ticks(pid));
         loop {
-            match rx.recv_timeout(DEADLINE) {
+            match rx.recv_timeout(std::time::Duration::from_millis(500)) {
                 Ok(line) if line == READY => break,
                 Ok(_) => {}
-                Err(_) => agent.died("the agent did not become ready"),
+                Err(RecvTimeoutError::Disconnected) => agent.died("the agent did not become ready"),
+                Err(RecvTimeoutError::Timeout) => {
+                    if std::time::Instant::now() > moving.until(&procfs::cpu_ticks(pid)) {
+                        agent.died("the agent did not become ready (a minute without CPU time used, or 300 s in all)")
+                    }
+                }
             }
         }
         agent
