@@ -15,7 +15,7 @@ use super::{
     card::SimCard,
     env::{paths, scratch},
     output::Output,
-    poll::{poll, Moving, DEADLINE},
+    poll::{poll, poll_moving, Moving, DEADLINE},
     procfs,
     records::Records,
     workload::collect_lines,
@@ -92,7 +92,14 @@ impl Agent {
         let env = [&card.env()[..], &[("GPUMEM_STOP_AT", step)]].concat();
         let (mut agent, rx) = Self::spawn(None, extra, &env);
         let pid = agent.pid();
-        poll(&format!("the agent to stop at {step}"), || procfs::stopped(pid), |s| *s, || agent.stderr());
+        // Waited for while the agent's CPU time moves: it stops after
+        // loading, which on a loaded emulated CPU takes more than a minute.
+        poll_moving(
+            &format!("the agent to stop at {step}"),
+            || (procfs::stopped(pid), procfs::cpu_ticks(pid)),
+            |s| s.0,
+            || agent.stderr(),
+        );
         for &signal in signals {
             agent.signal(signal);
         }
