@@ -94,7 +94,9 @@ pub struct RunArgs {
     /// them; 0 turns it off.
     #[arg(long, value_name = "DURATION", default_value = "1", value_parser = parse_duration_or_off)]
     pub rescan: Duration,
-    /// The control socket `gpumem status` talks to.
+    /// The control socket `gpumem status` talks to. One agent per socket:
+    /// the agent locks PATH.lock before it loads anything, and a second
+    /// agent on the same socket is refused.
     #[arg(long, value_name = "PATH", default_value = DEFAULT_SOCKET)]
     pub socket: PathBuf,
     /// A limit, decided in the kernel at each allocation (repeatable):

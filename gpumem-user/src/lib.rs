@@ -17,6 +17,7 @@ pub mod cmd;
 pub mod control;
 pub mod decode;
 pub mod enrich;
+pub mod flock;
 pub mod health;
 pub mod holders;
 pub mod ledger;

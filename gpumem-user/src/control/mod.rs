@@ -2,9 +2,10 @@
 //! `gpumem status`, `gpumem top` and `gpumem limit` talk to the running
 //! agent, one JSON line each way (`protocol`). `server` accepts
 //! connections and hands each request to the event loop; `client` is the
-//! other end; `socket` holds what both ends share (the default path,
-//! time-outs, errors).
+//! other end; `lock` keeps a second agent off a socket in use; `socket`
+//! holds what both ends share (the default path, time-outs, errors).
 pub mod client;
+pub mod lock;
 pub mod protocol;
 pub mod server;
 pub mod socket;

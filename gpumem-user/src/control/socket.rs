@@ -19,6 +19,11 @@ pub const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
 pub enum ControlError {
     #[error("another gpumem agent is already answering on {0}; stop it or pass --socket PATH")]
     InUse(PathBuf),
+    #[error(
+        "another gpumem agent ({holder}) holds {lock}: it runs, starts or detaches on this control socket; \
+         stop it first (SIGTERM), or give this agent its own --socket PATH"
+    )]
+    Locked { lock: PathBuf, holder: String },
     #[error("control socket {path}")]
     Io { path: PathBuf, source: io::Error },
     #[error("cannot reach the gpumem agent at {path} (is `gpumem run` running, and are you root?)")]

@@ -263,8 +263,13 @@ impl Agent {
     /// The agent's run, expected to fail before it is ready: how it exited
     /// and its stderr.
     pub fn start_failing(extra: &[&str]) -> (ExitStatus, String) {
+        let scratch = scratch();
+        Self::start_failing_on(&scratch.path().join("gpumem.sock"), extra)
+    }
+
+    /// As [`Agent::start_failing`], on control socket `socket`.
+    pub fn start_failing_on(socket: &std::path::Path, extra: &[&str]) -> (ExitStatus, String) {
         let p = paths();
-        let socket = scratch().path().join("gpumem.sock");
         let out = Command::new(&p.agent)
             .arg("run")
             .arg("--libcuda")
@@ -272,7 +277,7 @@ impl Agent {
             .arg("--duration")
             .arg("5")
             .arg("--socket")
-            .arg(&socket)
+            .arg(socket)
             .args(extra)
             .output()
             .expect("running the agent");

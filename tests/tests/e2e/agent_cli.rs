@@ -93,6 +93,27 @@ fn start_ready_and_clean_stop() {
 }
 
 #[test]
+fn a_second_agent_on_one_socket_is_refused_before_it_attaches_anything() {
+    if !privileged() {
+        return;
+    }
+    let agent = Agent::start(&[]);
+    let (status, err) = Agent::start_failing_on(&agent.socket, &[]);
+    assert!(!status.success(), "{err}");
+    let lock = format!("{}.lock", agent.socket.display());
+    let named = format!("another gpumem agent (pid {} (gpumem)) holds {lock}", agent.pid());
+    assert!(err.contains(&named) && err.contains("--socket PATH"), "{err}");
+    // Refused before loading: nothing attached beside the first agent.
+    assert!(!err.contains("attached"), "{err}");
+    // The first agent still answers on its socket, and its stop takes the
+    // lock file with it.
+    assert_eq!(agent.status().libraries.len(), 1);
+    let (status, _) = agent.stop();
+    assert!(status.success());
+    assert!(!std::path::Path::new(&lock).exists(), "{lock} left behind");
+}
+
+#[test]
 fn periodic_usage_records_split_by_kind_and_device() {
     if !privileged() {
         return;

@@ -34,6 +34,9 @@ pub const READY: &str = "gpumem: ready";
 
 pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     privileges::check()?;
+    // Held until the agent has detached: a second agent on this socket is
+    // refused before it loads anything.
+    let _socket_lock = crate::control::lock::SocketLock::take(&args.socket)?;
     setup::raise_memlock();
     if !args.persist {
         persist::refuse_unadopted(&args.pin_dir)?;
