@@ -40,6 +40,9 @@ pub struct AttachReport {
     /// How many of its probes have a return probe too (the others do all
     /// at the entry: frees).
     pub returns: usize,
+    /// From reading its symbols to its last link made (or its pins
+    /// found): the attach alone, the programs already verified.
+    pub took: std::time::Duration,
 }
 
 impl AttachReport {
@@ -64,6 +67,7 @@ impl Tracer {
         lib: &Library,
         programs: Option<(&'static str, &'static str)>,
     ) -> Result<AttachReport, BpfError> {
+        let started = std::time::Instant::now();
         let symbols = SymbolOffsets::load(&lib.path)?;
         let mut plan = plan(&symbols, self.emulation, lib.kind);
         if self.view_refusal.is_some() {
@@ -102,6 +106,7 @@ impl Tracer {
             adopted,
             multi_links,
             returns: plan.placed.iter().filter(|p| p.probe.ret.is_some()).count(),
+            took: started.elapsed(),
         })
     }
 

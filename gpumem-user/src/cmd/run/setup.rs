@@ -112,12 +112,13 @@ pub fn say_attached(r: &AttachReport) {
         n => format!(" through {n} multi-uprobe links"),
     };
     tracing::info!(
-        "{} {} probe(s) ({} with a return probe) to {path}{links} (dev {}, inode {})",
+        "{} {} probe(s) ({} with a return probe) to {path}{links} (dev {}, inode {}) in {} ms",
         if r.adopted { "adopted the pinned" } else { "attached" },
         r.attached.len(),
         r.returns,
         r.library.dev,
-        r.library.ino
+        r.library.ino,
+        r.took.as_millis()
     );
     if !r.missing.is_empty() {
         tracing::info!("{path} does not export (skipped): {}", r.missing.join(", "));
