@@ -110,7 +110,7 @@ fn named(top: Top, device: Option<u32>, enricher: &mut Enricher, devices: &Devic
         .map(|(pid, comm, cgroup_id, usage)| Holder {
             pid: Some(pid),
             comm: Some(comm),
-            cgroup: enricher.cgroup(cgroup_id).0,
+            cgroup: enricher.cgroup(cgroup_id).0.as_deref().map(str::to_string),
             bytes: usage.bytes,
             split: SplitLine::of(&usage),
         })
@@ -119,7 +119,7 @@ fn named(top: Top, device: Option<u32>, enricher: &mut Enricher, devices: &Devic
         .cgroups
         .into_iter()
         .map(|(id, usage)| Holder {
-            cgroup: enricher.cgroup(id).0,
+            cgroup: enricher.cgroup(id).0.as_deref().map(str::to_string),
             bytes: usage.bytes,
             split: SplitLine::of(&usage),
             ..Holder::default()

@@ -12,7 +12,8 @@ impl Agent {
         let mut processes = self.process_entries();
         let mut cgroups = self.cgroup_entries();
         for e in processes.iter_mut().chain(cgroups.iter_mut()) {
-            (e.cgroup, e.container) = self.enricher.cgroup(e.cgroup_id);
+            let (cgroup, container) = self.enricher.cgroup(e.cgroup_id);
+            (e.cgroup, e.container) = (cgroup.as_deref().map(str::to_string), container);
             if let Some(pid) = e.pid {
                 let info = self.enricher.process(pid);
                 (e.exe, e.cmdline) = (info.exe, info.cmdline);

@@ -11,6 +11,7 @@ use std::{
     collections::HashMap,
     os::unix::fs::MetadataExt,
     path::{Path, PathBuf},
+    sync::Arc,
     time::{Duration, Instant},
 };
 
@@ -18,7 +19,8 @@ const RESCAN_EVERY: Duration = Duration::from_secs(1);
 
 pub struct CgroupResolver {
     root: Option<PathBuf>,
-    paths: HashMap<u64, String>,
+    /// Shared with every record of the cgroup (a count, not a copy).
+    paths: HashMap<u64, Arc<str>>,
     /// Ids a walk did not find, and when.
     missed: HashMap<u64, Instant>,
 }
@@ -42,7 +44,7 @@ impl CgroupResolver {
 
     /// The path of cgroup `id` relative to the cgroup2 root ("/" for the
     /// root itself), or None if it is not (or no longer) there.
-    pub fn path(&mut self, id: u64) -> Option<String> {
+    pub fn path(&mut self, id: u64) -> Option<Arc<str>> {
         if let Some(p) = self.paths.get(&id) {
             return Some(p.clone());
         }
@@ -70,7 +72,7 @@ impl CgroupResolver {
                 continue;
             };
             let rel = dir.strip_prefix(&root).map(|r| format!("/{}", r.display())).unwrap_or_default();
-            self.paths.insert(meta.ino(), if rel == "/" { "/".into() } else { rel });
+            self.paths.insert(meta.ino(), if rel == "/" { "/".into() } else { rel.into() });
             let Ok(entries) = std::fs::read_dir(&dir) else {
                 continue;
             };

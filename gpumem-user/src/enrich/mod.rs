@@ -29,7 +29,7 @@ pub struct Enricher {
 
 impl Enricher {
     /// A cgroup's path and the container it names.
-    pub fn cgroup(&mut self, id: u64) -> (Option<String>, Option<Container>) {
+    pub fn cgroup(&mut self, id: u64) -> (Option<std::sync::Arc<str>>, Option<Container>) {
         let path = self.cgroups.path(id);
         let mut container = match (&self.parsed, path.as_deref()) {
             (_, None) => None,
@@ -81,6 +81,6 @@ mod tests {
         // walk the tree again.
         std::fs::rename(&dir, root.path().join("system.slice/plain")).unwrap();
         assert_eq!(e.cgroup(u64::MAX), (None, None));
-        assert_eq!(e.cgroup(ino), (Some("/system.slice/plain".to_string()), None));
+        assert_eq!(e.cgroup(ino), (Some("/system.slice/plain".into()), None));
     }
 }

@@ -117,7 +117,11 @@ fn every_charging_row_was_seen(lines: &[Line], pid: u32) {
 /// handles and sizes, each a record of its own family.
 fn sharing_is_reported(lines: &[Line], pid: u32) {
     let calls = |event| -> Vec<(String, u64, String)> {
-        lines.events(pid, event).iter().map(|l| (l.caller.api.to_string(), l.size, l.addr.clone())).collect()
+        lines
+            .events(pid, event)
+            .iter()
+            .map(|l| (l.caller.api.to_string(), l.size, l.addr.to_string()))
+            .collect()
     };
     let apis = |event| calls(event).into_iter().map(|(api, ..)| api).collect::<BTreeSet<_>>();
     assert_eq!(

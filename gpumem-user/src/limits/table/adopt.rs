@@ -38,7 +38,7 @@ impl LimitTable {
         for (key, slot) in self.index.iter().flatten() {
             let target = match key.scope {
                 limit_scope::PROCESS => Some(Target::Pid(key.id as u32)),
-                limit_scope::CGROUP => cgroups.path(key.id).map(Target::Cgroup),
+                limit_scope::CGROUP => cgroups.path(key.id).map(|p| Target::Cgroup(p.to_string())),
                 _ => None,
             };
             if let Some(t) = target {
