@@ -266,6 +266,25 @@ const fn max_id(apis: &[Api]) -> u32 {
     max
 }
 
+/// Bit `id` set for each API of `shape`: how a program serving several
+/// shapes tells them apart from the API id in its cookie.
+pub const fn ids_of(shape: Shape) -> u64 {
+    let (mut mask, mut i) = (0u64, 0);
+    while i < APIS.len() {
+        if APIS[i].shape as u8 == shape as u8 {
+            mask |= 1 << APIS[i].id;
+        }
+        i += 1;
+    }
+    mask
+}
+
+/// Whether bit `api` of `mask` (from [`ids_of`]) is set.
+#[inline(always)]
+pub const fn in_mask(api: u32, mask: u64) -> bool {
+    api < 64 && (mask >> api) & 1 == 1
+}
+
 /// Bit `id` set for each API that reserves (see [`Shape::reserves`]).
 const RESERVING: u64 = {
     let (mut mask, mut i) = (0u64, 0);
@@ -335,5 +354,28 @@ mod tests {
         }
         assert!(id::reserves(id::MEM_ALLOC_V2) && id::reserves(id::MEM_CREATE));
         assert!(!id::reserves(id::MEM_FREE_V2) && !id::reserves(id::NONE) && !id::reserves(200));
+    }
+
+    #[test]
+    fn each_api_alloc_entry_serves_is_in_the_mask_of_its_own_shape_only() {
+        let shapes = [
+            Shape::Alloc,
+            Shape::Pitch,
+            Shape::HostRegister,
+            Shape::VmmCreate,
+            Shape::PoolAlloc,
+            Shape::Array,
+            Shape::Array3D,
+            Shape::Mipmap,
+        ];
+        for a in APIS {
+            let serves = a.shape.programs().0 == Program::AllocEntry;
+            assert_eq!(serves, shapes.contains(&a.shape), "{}", a.symbol);
+            for s in shapes {
+                assert_eq!(in_mask(a.id, ids_of(s)), a.shape == s, "{} in {s:?}'s mask", a.symbol);
+            }
+        }
+        assert!(in_mask(id::MEM_ALLOC_PITCH_V2, ids_of(Shape::Pitch)));
+        assert!(!in_mask(64, u64::MAX) && !in_mask(200, u64::MAX));
     }
 }

@@ -28,12 +28,7 @@ macro_rules! programs {
 
 programs! {
     AllocEntry          "alloc_entry";
-    PitchEntry          "pitch_entry";
-    HostRegisterEntry   "host_register_entry";
     AllocReturn         "alloc_return";
-    ArrayEntry          "array_entry";
-    Array3dEntry        "array3d_entry";
-    MipmapEntry         "mipmap_entry";
     CtxOutDev1Entry     "ctx_out_dev1_entry";
     CtxOutDev2Entry     "ctx_out_dev2_entry";
     CtxOutDev3Entry     "ctx_out_dev3_entry";
@@ -50,7 +45,6 @@ programs! {
     CallOutEntry        "call_out_entry";
     CallArgsEntry       "call_args_entry";
     CallReturn          "call_return";
-    VmmCreateEntry      "vmm_create_entry";
     VmmReleaseEntry     "vmm_release_entry";
     VmmReleaseReturn    "vmm_release_return";
     VmmMapEntry         "vmm_map_entry";
@@ -58,7 +52,6 @@ programs! {
     VmmUnmapEntry       "vmm_unmap_entry";
     VmmUnmapReturn      "vmm_unmap_return";
     VmmRetainReturn     "vmm_retain_return";
-    PoolAllocEntry      "pool_alloc_entry";
     PoolCreateEntry     "pool_create_entry";
     PoolOfLocationEntry "pool_of_location_entry";
     PoolOfDeviceEntry   "pool_of_device_entry";

@@ -1,23 +1,27 @@
-//! Allocations. Every allocating shape has its own entry program, which
-//! works out what the call asks for (size, kind, where the result goes);
-//! they share one return program, which charges the call if the driver
-//! succeeded and records the live allocation.
+//! Allocations. Every allocating shape enters through one program,
+//! `alloc_entry`, which tells the shapes apart by the API id in its cookie
+//! and works out what the call asks for (size, kind, where the result
+//! goes), then applies the caller's limits once for all of them (one walk
+//! of the limit check for the verifier, not one per shape); they share one
+//! return program, which charges the call if the driver succeeded and
+//! records the live allocation.
 //!
-//! Entry shapes served here:
-//! - `alloc_entry`: `(T **out, size_t bytes, ...)`: `cuMemAlloc_v2`,
+//! Shapes read here:
+//! - `Alloc`: `(T **out, size_t bytes, ...)`: `cuMemAlloc_v2`,
 //!   `cuMemAllocManaged`, `cuMemAllocAsync[_ptsz]`,
 //!   `cuMemAllocHost_v2`, `cuMemHostAlloc`;
-//! - `pitch_entry`: `cuMemAllocPitch_v2`, charged pitch x rows as returned;
-//! - `host_register_entry`: `cuMemHostRegister_v2(void *p, size_t bytes, ..)`.
+//! - `Pitch`: `cuMemAllocPitch_v2`, charged pitch x rows as returned;
+//! - `HostRegister`: `cuMemHostRegister_v2(void *p, size_t bytes, ..)`.
 //!
-//! `vmm.rs`, `array.rs` and `pool.rs` add entries for `cuMemCreate`, the
-//! arrays and allocations from pools.
+//! `vmm.rs`, `array.rs` and `pool.rs` read `cuMemCreate`'s, the arrays'
+//! and pool allocations' arguments.
 use aya_ebpf::{
     helpers::{bpf_get_current_cgroup_id, bpf_get_current_pid_tgid, bpf_probe_read_user},
     programs::{ProbeContext, RetProbeContext},
     EbpfContext,
 };
 use gpumem_common::{
+    api::{ids_of, in_mask, Shape},
     event_type, ns, stat, AllocCall, Change, LiveAlloc, LiveKey, CUDA_SUCCESS, FLAG_CGROUP_SLOTS_FULL,
     NO_SLOT,
 };
@@ -67,23 +71,40 @@ pub fn admit_and_remember(ctx: &ProbeContext, mut call: AllocCall) -> u32 {
 
 on_task_stack!(uprobe alloc_entry = AllocEntry => alloc_entry_run);
 
+/// The APIs of each shape `alloc_entry` serves besides `Alloc`.
+const PITCH: u64 = ids_of(Shape::Pitch);
+const HOST_REGISTER: u64 = ids_of(Shape::HostRegister);
+const VMM_CREATE: u64 = ids_of(Shape::VmmCreate);
+const POOL_ALLOC: u64 = ids_of(Shape::PoolAlloc);
+const ARRAYS: u64 = ids_of(Shape::Array) | ids_of(Shape::Array3D) | ids_of(Shape::Mipmap);
+
 #[inline(always)]
 fn alloc_entry_run(ctx: ProbeContext) -> u32 {
     let mut call = start(&ctx);
-    call.out_ptr = ctx.arg::<u64>(0).unwrap_or(0);
-    call.size = ctx.arg::<u64>(1).unwrap_or(0);
+    let api = cookie::api(&ctx);
+    if in_mask(api, PITCH) {
+        pitch_args(&ctx, &mut call);
+    } else if in_mask(api, HOST_REGISTER) {
+        // The caller's own memory, pinned: the address is the argument.
+        call.addr = ctx.arg::<u64>(0).unwrap_or(0);
+        call.size = ctx.arg::<u64>(1).unwrap_or(0);
+    } else if in_mask(api, VMM_CREATE) {
+        crate::families::vmm::create_args(&ctx, &mut call);
+    } else if in_mask(api, POOL_ALLOC) {
+        crate::families::pool::alloc_args(&ctx, &mut call);
+    } else if in_mask(api, ARRAYS) {
+        crate::families::array::array_args(&ctx, api, &mut call);
+    } else {
+        call.out_ptr = ctx.arg::<u64>(0).unwrap_or(0);
+        call.size = ctx.arg::<u64>(1).unwrap_or(0);
+    }
     admit_and_remember(&ctx, call)
 }
 
-on_task_stack!(
-    /// `cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t width,
-    /// size_t height, unsigned elementSize)`.
-    uprobe pitch_entry = PitchEntry => pitch_entry_run
-);
-
+/// `cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t width,
+/// size_t height, unsigned elementSize)`.
 #[inline(always)]
-fn pitch_entry_run(ctx: ProbeContext) -> u32 {
-    let mut call = start(&ctx);
+fn pitch_args(ctx: &ProbeContext, call: &mut AllocCall) {
     call.out_ptr = ctx.arg::<u64>(0).unwrap_or(0);
     call.pitch_ptr = ctx.arg::<u64>(1).unwrap_or(0);
     call.rows = ctx.arg::<u64>(3).unwrap_or(0);
@@ -91,21 +112,6 @@ fn pitch_entry_run(ctx: ProbeContext) -> u32 {
     // width x rows; the return adjusts to what the driver charged.
     let width = ctx.arg::<u64>(2).unwrap_or(0);
     call.size = gpumem_common::array::mul(width, call.rows);
-    admit_and_remember(&ctx, call)
-}
-
-on_task_stack!(
-    /// `cuMemHostRegister_v2(void *p, size_t bytes, unsigned flags)`: the
-    /// caller's own memory, pinned; the address is the argument.
-    uprobe host_register_entry = HostRegisterEntry => host_register_entry_run
-);
-
-#[inline(always)]
-fn host_register_entry_run(ctx: ProbeContext) -> u32 {
-    let mut call = start(&ctx);
-    call.addr = ctx.arg::<u64>(0).unwrap_or(0);
-    call.size = ctx.arg::<u64>(1).unwrap_or(0);
-    admit_and_remember(&ctx, call)
 }
 
 on_task_stack!(uretprobe alloc_return = AllocReturn => alloc_return_run);

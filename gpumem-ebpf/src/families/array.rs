@@ -1,16 +1,18 @@
 //! CUDA arrays: charged the size their descriptor describes (width x
 //! height x depth x channel bytes x channels, summed over mipmap levels);
-//! the driver's own padding is not visible at the call. They return
-//! through `alloc_return` and are freed through `free_return`.
+//! the driver's own padding is not visible at the call. They enter through
+//! `alloc_entry`, return through `alloc_return` and are freed through
+//! `free_return`.
 use core::ffi::c_void;
 
 use aya_ebpf::{helpers::generated::bpf_probe_read_user, programs::ProbeContext};
-use gpumem_common::{array::bytes, stat};
-
-use crate::{
-    base::{counters::count, task_stack::on_task_stack},
-    families::alloc::{admit_and_remember, start as start_alloc},
+use gpumem_common::{
+    api::{ids_of, in_mask, Shape},
+    array::bytes,
+    stat, AllocCall,
 };
+
+use crate::base::counters::count;
 
 /// `CUDA_ARRAY_DESCRIPTOR`.
 #[repr(C)]
@@ -34,15 +36,32 @@ struct Desc3D {
     flags: u32,
 }
 
-/// Admits and remembers an array of `size` bytes, its handle written
-/// through argument 0.
+/// An array creation's arguments, read for `alloc_entry` (which admits
+/// and remembers the call): the handle is written through argument 0, the
+/// size is what the descriptor at argument 1 describes. The three shapes
+/// end in one computation of the size (a 2D descriptor read as a 3D one
+/// of depth 1, one level unless a mipmap's), walked once by the verifier:
+/// - `cuArrayCreate_v2(CUarray *out, const CUDA_ARRAY_DESCRIPTOR *desc)`;
+/// - `cuArray3DCreate_v2(CUarray *out, const CUDA_ARRAY3D_DESCRIPTOR *desc)`;
+/// - `cuMipmappedArrayCreate(CUmipmappedArray *out,
+///   const CUDA_ARRAY3D_DESCRIPTOR *desc, unsigned levels)`.
 #[inline(always)]
-fn start(ctx: &ProbeContext, size: u64) -> u32 {
-    let mut call = start_alloc(ctx);
+pub fn array_args(ctx: &ProbeContext, api: u32, call: &mut AllocCall) {
     call.out_ptr = ctx.arg::<u64>(0).unwrap_or(0);
-    call.size = size;
-    admit_and_remember(ctx, call)
+    let d = if in_mask(api, ARRAY_2D) {
+        let d = descriptor::<Desc2D>(ctx);
+        Desc3D { width: d.width, height: d.height, depth: 1, format: d.format, channels: d.channels, flags: 0 }
+    } else {
+        descriptor::<Desc3D>(ctx)
+    };
+    let levels = if in_mask(api, MIPMAP) { ctx.arg::<u64>(2).unwrap_or(1) as u32 } else { 1 };
+    call.size = bytes(d.width, d.height, d.depth, d.format, d.channels, levels);
 }
+
+/// The APIs whose descriptor is a `CUDA_ARRAY_DESCRIPTOR`, and those
+/// with mipmap levels.
+const ARRAY_2D: u64 = ids_of(Shape::Array);
+const MIPMAP: u64 = ids_of(Shape::Mipmap);
 
 /// The caller's descriptor at argument 1, all zeros (so size 0) when it
 /// cannot be read, which is counted: `d` starts as zeros, and the helper
@@ -59,39 +78,4 @@ fn descriptor<D: Copy + Default>(ctx: &ProbeContext) -> D {
         count(stat::OUT_PTR_UNREADABLE);
     }
     d
-}
-
-on_task_stack!(
-    /// `cuArrayCreate_v2(CUarray *out, const CUDA_ARRAY_DESCRIPTOR *desc)`.
-    uprobe array_entry = ArrayEntry => array_entry_run
-);
-
-#[inline(always)]
-fn array_entry_run(ctx: ProbeContext) -> u32 {
-    let d = descriptor::<Desc2D>(&ctx);
-    start(&ctx, bytes(d.width, d.height, 1, d.format, d.channels, 1))
-}
-
-on_task_stack!(
-    /// `cuArray3DCreate_v2(CUarray *out, const CUDA_ARRAY3D_DESCRIPTOR *desc)`.
-    uprobe array3d_entry = Array3dEntry => array3d_entry_run
-);
-
-#[inline(always)]
-fn array3d_entry_run(ctx: ProbeContext) -> u32 {
-    let d = descriptor::<Desc3D>(&ctx);
-    start(&ctx, bytes(d.width, d.height, d.depth, d.format, d.channels, 1))
-}
-
-on_task_stack!(
-    /// `cuMipmappedArrayCreate(CUmipmappedArray *out,
-    /// const CUDA_ARRAY3D_DESCRIPTOR *desc, unsigned levels)`.
-    uprobe mipmap_entry = MipmapEntry => mipmap_entry_run
-);
-
-#[inline(always)]
-fn mipmap_entry_run(ctx: ProbeContext) -> u32 {
-    let levels = ctx.arg::<u64>(2).unwrap_or(1) as u32;
-    let d = descriptor::<Desc3D>(&ctx);
-    start(&ctx, bytes(d.width, d.height, d.depth, d.format, d.channels, levels))
 }

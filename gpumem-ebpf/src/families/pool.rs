@@ -26,26 +26,21 @@ use aya_ebpf::{
 };
 use gpumem_common::{
     pool::{Location, Place, ProcPools, PropsHead},
-    stat, PoolCall, CUDA_SUCCESS,
+    stat, AllocCall, PoolCall, CUDA_SUCCESS,
 };
 
 use crate::{
     account::{pending, usage},
     base::{atomic::compare_exchange, bounded, cookie, counters::count, task_stack::on_task_stack},
     device::current_device,
-    families::alloc::{admit_and_remember, start},
     maps::PROC_POOLS,
 };
 
-on_task_stack!(
-    /// `cuMemAllocFromPoolAsync[_ptsz](CUdeviceptr *out, size_t bytes,
-    /// CUmemoryPool pool, CUstream)`; returns through `alloc_return`.
-    uprobe pool_alloc_entry = PoolAllocEntry => pool_alloc_entry_run
-);
-
+/// `cuMemAllocFromPoolAsync[_ptsz](CUdeviceptr *out, size_t bytes,
+/// CUmemoryPool pool, CUstream)`, read for `alloc_entry`; returns through
+/// `alloc_return`.
 #[inline(always)]
-fn pool_alloc_entry_run(ctx: ProbeContext) -> u32 {
-    let mut call = start(&ctx);
+pub fn alloc_args(ctx: &ProbeContext, call: &mut AllocCall) {
     call.out_ptr = ctx.arg::<u64>(0).unwrap_or(0);
     call.size = ctx.arg::<u64>(1).unwrap_or(0);
     let pool = ctx.arg::<u64>(2).unwrap_or(0);
@@ -54,7 +49,6 @@ fn pool_alloc_entry_run(ctx: ProbeContext) -> u32 {
     if let Some(place) = unsafe { PROC_POOLS.get(tgid) }.and_then(|p| p.place(pool)) {
         (call.kind, call.device) = (place.kind, place.device);
     }
-    admit_and_remember(&ctx, call)
 }
 
 on_task_stack!(

@@ -22,7 +22,7 @@ use aya_ebpf::{
 use gpumem_common::{
     id, kind, ns,
     pool::{location, PropsHead},
-    stat, Change, LiveAlloc, LiveKey, MappingCall, CUDA_SUCCESS,
+    stat, AllocCall, Change, LiveAlloc, LiveKey, MappingCall, CUDA_SUCCESS,
 };
 
 use crate::{
@@ -34,23 +34,17 @@ use crate::{
         task_stack::on_task_stack,
     },
     families::{
-        alloc::{admit_and_remember, start},
         free::{live_key, record_free, record_untracked_free, take_live},
         report::report,
     },
     maps::{LIVE, VMM_MAPPINGS},
 };
 
-on_task_stack!(
-    /// `cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
-    /// const CUmemAllocationProp *prop, unsigned long long flags)`; returns
-    /// through `alloc_return`.
-    uprobe vmm_create_entry = VmmCreateEntry => vmm_create_entry_run
-);
-
+/// `cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
+/// const CUmemAllocationProp *prop, unsigned long long flags)`, read for
+/// `alloc_entry`; returns through `alloc_return`.
 #[inline(always)]
-fn vmm_create_entry_run(ctx: ProbeContext) -> u32 {
-    let mut call = start(&ctx);
+pub fn create_args(ctx: &ProbeContext, call: &mut AllocCall) {
     call.out_ptr = ctx.arg::<u64>(0).unwrap_or(0);
     call.size = ctx.arg::<u64>(1).unwrap_or(0);
     let prop = ctx.arg::<u64>(2).unwrap_or(0);
@@ -60,7 +54,6 @@ fn vmm_create_entry_run(ctx: ProbeContext) -> u32 {
         Ok(_) => call.kind = kind::HOST,
         Err(_) => count(stat::OUT_PTR_UNREADABLE),
     }
-    admit_and_remember(&ctx, call)
 }
 
 on_task_stack!(

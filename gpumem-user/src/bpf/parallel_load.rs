@@ -14,11 +14,10 @@ use aya::{
 
 use super::error::BpfError;
 
-/// Programs whose verification costs far more than the rest (the array
-/// descriptor arithmetic and the shared allocation return): started first
-/// so that no core is left with one of them at the end.
-const COSTLY_FIRST: &[&str] =
-    &["mipmap_entry", "alloc_return", "array3d_entry", "array_entry", "process_exit"];
+/// Programs whose verification costs far more than the rest (the shared
+/// allocation entry and return): started first so that no core is left
+/// with one of them at the end.
+const COSTLY_FIRST: &[&str] = &["alloc_entry", "alloc_return", "process_exit", "release_gone"];
 
 /// Loads every program in `names` (uprobes and raw tracepoints); on error,
 /// the first failure by name order.
