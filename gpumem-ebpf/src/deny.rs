@@ -43,13 +43,3 @@ pub fn return_out_of_memory(ctx: &ProbeContext, delta: u64) {
     }
     crate::base::log::deny(CUDA_ERROR_OUT_OF_MEMORY, delta);
 }
-
-/// Never attached: `gpumem` loads it to learn whether this kernel lets
-/// uprobe programs write registers (what `deny` needs). Kernels that do not
-/// reject it at load with `invalid bpf_context access`.
-#[aya_ebpf::macros::uprobe]
-pub fn probe_register_write(ctx: ProbeContext) -> u32 {
-    // SAFETY: never runs; only its load is attempted.
-    unsafe { (*ctx.regs).rax = 0 };
-    0
-}

@@ -50,7 +50,14 @@ pub fn array_args(ctx: &ProbeContext, api: u32, call: &mut AllocCall) {
     call.out_ptr = ctx.arg::<u64>(0).unwrap_or(0);
     let d = if in_mask(api, ARRAY_2D) {
         let d = descriptor::<Desc2D>(ctx);
-        Desc3D { width: d.width, height: d.height, depth: 1, format: d.format, channels: d.channels, flags: 0 }
+        Desc3D {
+            width: d.width,
+            height: d.height,
+            depth: 1,
+            format: d.format,
+            channels: d.channels,
+            flags: 0,
+        }
     } else {
         descriptor::<Desc3D>(ctx)
     };

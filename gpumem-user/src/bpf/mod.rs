@@ -44,6 +44,13 @@ pub fn multi_links() -> Result<(), String> {
     multi::supported()
 }
 
+/// Whether this kernel lets uprobe programs write registers (what `deny`
+/// needs): None if it does, else the kernel's reason. Asked with a program
+/// of its own, before the object is opened.
+pub fn register_write_refusal() -> Option<String> {
+    multi::register_writes::refusal()
+}
+
 /// Program `name` of the object, as its type.
 fn program<'a, P>(ebpf: &'a mut Ebpf, name: &'static str) -> Result<&'a mut P, BpfError>
 where
@@ -156,9 +163,8 @@ impl Tracer {
         Ok(tracer)
     }
 
-    /// The object with its maps created and no program loaded yet: enough
-    /// for [`Self::register_write_refusal`], which decides how to open it
-    /// for good before the costly part, [`Self::load_programs`].
+    /// The object with its maps created and no program loaded yet (the
+    /// costly part is [`Self::load_programs`]).
     pub fn open(options: Options) -> Result<Self, BpfError> {
         Self::open_pinned(options, None)
     }
@@ -289,27 +295,6 @@ impl Tracer {
         // side across libraries too.
         let all = std::mem::take(&mut self.links).into_iter().flat_map(|(_, links)| links).collect();
         self.detach_links(all);
-    }
-
-    /// Whether this kernel lets uprobe programs write registers (what
-    /// `deny` needs): None if it does, else the kernel's reason.
-    pub fn register_write_refusal(&mut self) -> Option<String> {
-        let name = probes::PROBE_REGISTER_WRITE;
-        let prog: &mut UProbe = match self.ebpf.program_mut(name).map(<&mut UProbe>::try_from) {
-            Some(Ok(p)) => p,
-            _ => return Some(format!("the eBPF object has no program `{name}`")),
-        };
-        match prog.load() {
-            Ok(()) => None,
-            Err(e) => {
-                let text = format!("{e:#}");
-                Some(if text.contains("invalid bpf_context access") {
-                    "the verifier rejects stores into pt_regs: invalid bpf_context access".into()
-                } else {
-                    text.lines().next().unwrap_or("load failed").to_string()
-                })
-            }
-        }
     }
 
     /// Whether this kernel lets the program that answers memory queries

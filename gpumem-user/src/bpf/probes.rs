@@ -60,10 +60,6 @@ pub const RELEASE_GONE: &str = "release_gone";
 /// (see gpumem-ebpf's base/handover.rs).
 pub const HANDOVER_SET: &str = "handover_set";
 
-/// Never attached: loaded to learn whether this kernel lets uprobe
-/// programs write registers (what `deny` needs).
-pub const PROBE_REGISTER_WRITE: &str = "probe_register_write";
-
 /// Loaded apart from the others, where the kernel allows it: it writes
 /// user memory, which lockdown forbids; its rows are attached only where
 /// it loaded (see `Tracer::view_refusal`).

@@ -85,14 +85,12 @@ pub fn capabilities() -> Vec<Capability> {
         ),
         Err(why) => cap("uprobe_multi", false, format!("{why}: single links, about 100 ms each to detach")),
     });
+    caps.push(match crate::bpf::register_write_refusal() {
+        None => cap("uprobe_register_writes", true, "a uprobe program storing into pt_regs loaded"),
+        Some(why) => cap("uprobe_register_writes", false, format!("{why}: limits cannot use action deny")),
+    });
     match Tracer::load() {
-        Ok(mut tracer) => {
-            caps.push(match tracer.register_write_refusal() {
-                None => cap("uprobe_register_writes", true, "a uprobe program storing into pt_regs loaded"),
-                Some(why) => {
-                    cap("uprobe_register_writes", false, format!("{why}: limits cannot use action deny"))
-                }
-            });
+        Ok(tracer) => {
             caps.push(match tracer.view_refusal() {
                 None => {
                     cap("user_memory_writes", true, "a uprobe program calling bpf_probe_write_user loaded")
@@ -106,7 +104,6 @@ pub fn capabilities() -> Vec<Capability> {
         }
         Err(e) => {
             let why = format!("loading gpumem's eBPF object failed: {}", crate::chain(&e));
-            caps.push(cap("uprobe_register_writes", false, why.clone()));
             caps.push(cap("user_memory_writes", false, why));
         }
     }

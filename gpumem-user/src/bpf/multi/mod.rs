@@ -13,6 +13,7 @@
 //! `expected_attach_type` for uprobes), so the uprobe programs are loaded
 //! here: aya-obj relocates the same object's instructions against the maps
 //! aya created (`relocate`), and `sys` makes the two bpf(2) calls.
+pub mod register_writes;
 mod relocate;
 mod sys;
 

@@ -46,12 +46,22 @@ pub struct LoadError {
 /// with the verifier's log on, to say why; the error is the first load's
 /// (a log that overflows its buffer makes the second fail with ENOSPC).
 pub fn load(name: &str, insns: &[bpf_insn]) -> Result<OwnedFd, LoadError> {
-    let error = match load_with_log(name, insns, 0, &mut []) {
+    load_as(name, insns, Some(bpf_attach_type::BPF_TRACE_UPROBE_MULTI))
+}
+
+/// [`load`] with `expected_attach_type` `attach` (None: none, as aya loads
+/// a uprobe program for a single link).
+pub fn load_as(
+    name: &str,
+    insns: &[bpf_insn],
+    attach: Option<bpf_attach_type>,
+) -> Result<OwnedFd, LoadError> {
+    let error = match load_with_log(name, insns, attach, 0, &mut []) {
         Ok(fd) => return Ok(fd),
         Err(e) => e,
     };
     let mut log = vec![0u8; 16 << 20];
-    if let Ok(fd) = load_with_log(name, insns, 1, &mut log) {
+    if let Ok(fd) = load_with_log(name, insns, attach, 1, &mut log) {
         return Ok(fd);
     }
     let end = log.iter().position(|&b| b == 0).unwrap_or(log.len());
@@ -61,14 +71,20 @@ pub fn load(name: &str, insns: &[bpf_insn]) -> Result<OwnedFd, LoadError> {
     Err(LoadError { error, log })
 }
 
-fn load_with_log(name: &str, insns: &[bpf_insn], level: u32, log: &mut [u8]) -> io::Result<OwnedFd> {
+fn load_with_log(
+    name: &str,
+    insns: &[bpf_insn],
+    attach: Option<bpf_attach_type>,
+    level: u32,
+    log: &mut [u8],
+) -> io::Result<OwnedFd> {
     let license = c"GPL";
     // SAFETY: an all-zero bpf_attr is its documented empty value.
     let mut attr: bpf_attr = unsafe { std::mem::zeroed() };
     // SAFETY: writing the program-load member of a zeroed union.
     let u = unsafe { &mut attr.__bindgen_anon_3 };
     u.prog_type = bpf_prog_type::BPF_PROG_TYPE_KPROBE as u32;
-    u.expected_attach_type = bpf_attach_type::BPF_TRACE_UPROBE_MULTI as u32;
+    u.expected_attach_type = attach.map_or(0, |a| a as u32);
     u.insn_cnt = u32::try_from(insns.len()).map_err(|_| io::Error::other("program too long"))?;
     u.insns = insns.as_ptr() as u64;
     u.license = license.as_ptr() as u64;

@@ -41,23 +41,19 @@ pub fn policy(args: &RunArgs) -> anyhow::Result<Policy> {
 /// registers on this kernel (None: it can). Where the kernel lets uprobe
 /// programs write registers, the programs are loaded with the deny path
 /// live (see gpumem-ebpf's deny.rs), so a deny limit set at run time works
-/// too. Asked before the programs are verified, so that they are verified
-/// once.
+/// too. Asked with a program of its own before the object is opened
+/// (`bpf::register_write_refusal`), so that it is opened and verified once.
 /// With --persist, the object is opened for good with its maps pinned
 /// (an earlier agent's of the same build adopted, see `bpf::persist`).
 pub fn open_tracer(args: &RunArgs, root: Option<&RootLock>) -> anyhow::Result<(Tracer, Option<String>)> {
-    let mut options = Options {
-        deny_by_registers: false,
+    let deny_reason = crate::bpf::register_write_refusal();
+    let options = Options {
+        deny_by_registers: deny_reason.is_none(),
         ring_bytes: args.ring_buffer,
         bpf_log: args.bpf_log,
         links: args.uprobe_links,
     };
-    let mut tracer = Tracer::open(options)?;
-    let deny_reason = tracer.register_write_refusal();
-    options.deny_by_registers = deny_reason.is_none();
-    if options.deny_by_registers || args.persist {
-        tracer = Tracer::open_pinned(options, root)?;
-    }
+    let mut tracer = Tracer::open_pinned(options, root)?;
     tracer.load_programs()?;
     Ok((tracer, deny_reason))
 }
