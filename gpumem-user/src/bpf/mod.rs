@@ -4,13 +4,11 @@
 //! symbols to file offsets; `discover` finds the libraries; `kernel` reads
 //! the kernel's usage maps. The ring buffer reader lives with the agent's
 //! event loop (`cmd::run`); the limit maps are written by `limits`.
-pub mod ahead;
 pub mod attach;
 pub mod discover;
 mod error;
 pub mod handover;
 pub mod kernel;
-pub mod kernel_btf;
 pub mod log;
 mod multi;
 mod parallel_load;

@@ -8,7 +8,7 @@ use std::{
 };
 
 use aya::{maps::Map, Ebpf};
-use aya_obj::{generated::bpf_insn, Object};
+use aya_obj::{btf::Btf, generated::bpf_insn, Object};
 
 use crate::bpf::error::BpfError;
 
@@ -60,8 +60,8 @@ pub fn programs(
     names: &[&'static str],
 ) -> Result<Vec<(&'static str, Vec<bpf_insn>)>, BpfError> {
     let mut obj = Object::parse(object).map_err(|e| failed("parsing the eBPF object", e))?;
-    if let Some(btf) = crate::bpf::kernel_btf::kernel_btf() {
-        obj.relocate_btf(btf).map_err(|e| failed("relocating against the kernel's BTF", e))?;
+    if let Ok(btf) = Btf::from_sys_fs() {
+        obj.relocate_btf(&btf).map_err(|e| failed("relocating against the kernel's BTF", e))?;
     }
     let mut fds = Vec::new();
     for name in obj.maps.keys() {

@@ -54,14 +54,12 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     // takeover under way) waits until the start is complete; without, the
     // kernel undoes a killed start by itself.
     let early = args.persist.then(event_loop::Signals::install).transpose()?;
-    let ahead = crate::bpf::ahead::Ahead::start(args.uprobe_links, args.bpf_log);
     let libs = discover::libraries(&args.libcuda, &args.libnvml)?;
     let sink = setup::open_sink(args.output.as_deref(), args.format)?;
     // Held until the agent ends: no other agent or detach changes the pins
     // meanwhile (declared before the state, so dropped after it).
     let root = args.persist.then(|| persist::lock::take(&args.pin_dir)).transpose()?;
     let pinned_before = persist::pinned(&args.pin_dir);
-    ahead.wait();
     let mut state = match start(&args, root.as_ref(), &libs, sink) {
         Ok(s) => s,
         Err(e) => {
