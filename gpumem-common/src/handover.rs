@@ -26,7 +26,10 @@
 //! (from 6.13 a perf-link uretprobe registered after the call's entry is
 //! skipped at its return). At 2 the old build's program clears the mark,
 //! and a thread's mark goes when it exits (a later thread given its id
-//! must not find it).
+//! must not find it). Where the kernel skipped that exit's run (7.x, see
+//! `release_gone` in the eBPF crate) the mark stays until an agent next
+//! stores a word, which clears every mark: a later thread given its id
+//! meanwhile overwrites it at its first hit, before any old program reads it.
 //! Raw tracepoints run their programs oldest first; there both builds run
 //! during 2 (the exit and exec programs find nothing left the second
 //! time), so no store between them loses a run.
