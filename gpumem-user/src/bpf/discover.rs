@@ -15,7 +15,6 @@ use std::{
 };
 
 use gpumem_common::api::Library as Kind;
-use procfs::process::{MMapPath, MemoryMaps};
 
 /// Directories where NVIDIA's installers and distributions put the
 /// driver's libraries.
@@ -107,7 +106,7 @@ pub fn discover(set: &mut LibrarySet, kinds: &[Kind]) {
             candidates.extend(entries.flatten().map(|e| e.path()));
         }
     }
-    candidates.extend(mapped_paths());
+    candidates.extend(mapped_paths(|_| true));
     for path in candidates {
         let Some(kind) = kind_of(&path).filter(|k| kinds.contains(k)) else { continue };
         // Unreadable or vanished candidates are not errors: the search goes on.
@@ -159,31 +158,47 @@ pub fn parse_ldconfig(text: &str) -> Vec<PathBuf> {
         .collect()
 }
 
-/// The driver's library files mapped by running processes, reached
-/// through each process's root so that container copies resolve.
-pub fn mapped_paths() -> Vec<PathBuf> {
-    let Ok(procs) = procfs::process::all_processes() else {
-        return Vec::new();
-    };
+/// The driver's library files mapped by the running processes whose map
+/// `wanted` asks to read (by pid), each reached through its process's
+/// root so that a container's copy resolves. A process gone or not ours
+/// to read is skipped.
+pub fn mapped_paths(mut wanted: impl FnMut(u32) -> bool) -> Vec<PathBuf> {
     let mut out = Vec::new();
-    for p in procs.flatten() {
-        // A process gone or not ours to read is skipped.
-        let Ok(maps) = p.maps() else { continue };
-        for path in library_maps(&maps) {
-            out.push(PathBuf::from(format!("/proc/{}/root{}", p.pid, path.display())));
+    let Ok(dir) = std::fs::read_dir("/proc") else { return out };
+    let mut maps = Vec::new();
+    for entry in dir.flatten() {
+        let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else { continue };
+        if !wanted(pid) || read_into(&format!("/proc/{pid}/maps"), &mut maps).is_err() {
+            continue;
+        }
+        for path in library_paths(&maps) {
+            out.push(PathBuf::from(format!("/proc/{pid}/root{path}")));
         }
     }
     out
 }
 
-/// Distinct files of the driver's libraries among a process's memory maps.
-pub fn library_maps(maps: &MemoryMaps) -> Vec<PathBuf> {
-    let mut out: Vec<PathBuf> = Vec::new();
-    for m in maps.iter() {
-        if let MMapPath::Path(path) = &m.pathname {
-            if kind_of(path).is_some() && !out.contains(path) {
-                out.push(path.clone());
-            }
+/// Reads the file at `path` into `buf`, which is emptied first.
+pub fn read_into(path: &str, buf: &mut Vec<u8>) -> std::io::Result<()> {
+    use std::io::Read;
+    buf.clear();
+    std::fs::File::open(path)?.read_to_end(buf).map(drop)
+}
+
+/// The distinct driver library paths in a `/proc/PID/maps` text, matched
+/// as text: only lines naming a driver library are parsed, and a line's
+/// path is what follows its fifth space, trimmed, as procfs takes it.
+pub fn library_paths(maps: &[u8]) -> Vec<String> {
+    let prefixes = [Kind::Cuda.file_prefix().as_bytes(), Kind::Nvml.file_prefix().as_bytes()];
+    let mut out: Vec<String> = Vec::new();
+    for line in maps.split(|&b| b == b'\n') {
+        if !prefixes.iter().any(|p| line.windows(p.len()).any(|w| w == *p)) {
+            continue;
+        }
+        let line = String::from_utf8_lossy(line);
+        let Some(path) = line.splitn(6, ' ').nth(5).map(str::trim) else { continue };
+        if path.starts_with('/') && kind_of(Path::new(path)).is_some() && !out.iter().any(|p| p == path) {
+            out.push(path.to_string());
         }
     }
     out
@@ -215,16 +230,6 @@ mod tests {
     }
 
     #[test]
-    fn maps_lines_yield_each_library_once() {
-        let text = "7f00-7f10 r--p 00000000 08:01 1234 /usr/lib/x86_64-linux-gnu/libcuda.so.535.1\n\
-            7f10-7f20 r-xp 00010000 08:01 1234 /usr/lib/x86_64-linux-gnu/libcuda.so.535.1\n\
-            7f20-7f30 r-xp 00000000 08:01 99 /usr/lib/x86_64-linux-gnu/libc.so.6\n\
-            7f30-7f40 rw-p 00000000 00:00 0 \n";
-        let maps = <MemoryMaps as procfs::FromBufRead>::from_buf_read(text.as_bytes()).unwrap();
-        assert_eq!(library_maps(&maps), vec![PathBuf::from("/usr/lib/x86_64-linux-gnu/libcuda.so.535.1")]);
-    }
-
-    #[test]
     fn one_file_reached_by_two_paths_counts_once() {
         let scratch = tempfile::tempdir().unwrap();
         let dir = scratch.path();
@@ -240,3 +245,6 @@ mod tests {
         assert!(err.contains("--libnvml") && err.contains("missing.so"), "{err}");
     }
 }
+
+#[cfg(test)]
+mod maps_tests;

@@ -9,16 +9,11 @@
 //! last look (`/proc/PID/stat`, read without that lock): mapping a library
 //! grows it. A map that changed at an unchanged size (a library mapped
 //! while as much was unmapped between two looks) is seen at the next
-//! change of size. The map's lines are matched as text: only those naming
-//! a driver library are parsed, the same way procfs parses them.
-use std::{
-    collections::HashMap,
-    io::Read,
-    path::{Path, PathBuf},
-};
+//! change of size. The map itself is read as start-up's discovery reads it
+//! (`discover::mapped_paths`).
+use std::{collections::HashMap, path::PathBuf};
 
-use super::discover::kind_of;
-use gpumem_common::api::Library as Kind;
+use super::discover::{mapped_paths, read_into};
 
 /// The rescan's memory of what it looked at.
 #[derive(Debug, Default)]
@@ -30,6 +25,7 @@ pub struct Rescan {
     /// Library files that could not be attached (said once), by (device,
     /// inode).
     pub rejected: std::collections::HashSet<(u64, u64)>,
+    /// Where each process's `stat` is read.
     buf: Vec<u8>,
 }
 
@@ -48,35 +44,18 @@ impl Rescan {
     pub fn mapped_since(&mut self) -> Vec<PathBuf> {
         self.looks += 1;
         let look = self.looks;
-        let mut out = Vec::new();
-        let Ok(dir) = std::fs::read_dir("/proc") else { return out };
-        for entry in dir.flatten() {
-            let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else { continue };
+        let (seen, buf) = (&mut self.seen, &mut self.buf);
+        let out = mapped_paths(|pid| {
             // A process gone or not ours to read is skipped.
-            let Some((start, vsize)) = start_and_vsize(self.read(&format!("/proc/{pid}/stat"))) else {
-                continue;
-            };
-            let before = self.seen.insert(pid, Seen { start, vsize, look });
-            if before.is_some_and(|b| b.start == start && b.vsize == vsize) {
-                continue;
+            if read_into(&format!("/proc/{pid}/stat"), buf).is_err() {
+                return false;
             }
-            for path in library_paths(self.read(&format!("/proc/{pid}/maps"))) {
-                out.push(PathBuf::from(format!("/proc/{pid}/root{path}")));
-            }
-        }
+            let Some((start, vsize)) = start_and_vsize(buf) else { return false };
+            let before = seen.insert(pid, Seen { start, vsize, look });
+            !before.is_some_and(|b| b.start == start && b.vsize == vsize)
+        });
         self.seen.retain(|_, s| s.look == look);
         out
-    }
-
-    /// The file at `path` in the reused buffer; empty if it cannot be read.
-    fn read(&mut self, path: &str) -> &[u8] {
-        self.buf.clear();
-        if let Ok(mut f) = std::fs::File::open(path) {
-            if f.read_to_end(&mut self.buf).is_err() {
-                self.buf.clear();
-            }
-        }
-        &self.buf
     }
 }
 
@@ -90,24 +69,6 @@ pub fn start_and_vsize(stat: &[u8]) -> Option<(u64, u64)> {
     let start = fields.next()?.parse().ok()?;
     let vsize = fields.next()?.parse().ok()?;
     Some((start, vsize))
-}
-
-/// The distinct driver library paths in a `/proc/PID/maps` text. A line's
-/// path is what follows its fifth space, trimmed, as procfs takes it.
-pub fn library_paths(maps: &[u8]) -> Vec<String> {
-    let prefixes = [Kind::Cuda.file_prefix().as_bytes(), Kind::Nvml.file_prefix().as_bytes()];
-    let mut out: Vec<String> = Vec::new();
-    for line in maps.split(|&b| b == b'\n') {
-        if !prefixes.iter().any(|p| line.windows(p.len()).any(|w| w == *p)) {
-            continue;
-        }
-        let line = String::from_utf8_lossy(line);
-        let Some(path) = line.splitn(6, ' ').nth(5).map(str::trim) else { continue };
-        if path.starts_with('/') && kind_of(Path::new(path)).is_some() && !out.iter().any(|p| p == path) {
-            out.push(path.to_string());
-        }
-    }
-    out
 }
 
 #[cfg(test)]
