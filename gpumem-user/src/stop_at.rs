@@ -8,9 +8,11 @@
 //! from the ring and applied, not yet written nor given back to the
 //! kernel; at each drain that read any).
 
-/// Whether `GPUMEM_STOP_AT` names `step`.
+/// Whether `GPUMEM_STOP_AT` names `step`. The environment is read once:
+/// the event loop asks at every drain.
 pub fn armed(step: &str) -> bool {
-    std::env::var_os("GPUMEM_STOP_AT").is_some_and(|s| s == step)
+    static AT: std::sync::OnceLock<Option<std::ffi::OsString>> = std::sync::OnceLock::new();
+    AT.get_or_init(|| std::env::var_os("GPUMEM_STOP_AT")).as_ref().is_some_and(|s| s == step)
 }
 
 /// Stops the agent at `step` if `GPUMEM_STOP_AT` names it, saying so
