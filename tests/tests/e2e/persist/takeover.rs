@@ -179,7 +179,7 @@ fn an_interrupted_takeover_is_settled_by_the_next_agent_with_every_call_counted_
     );
     // A again: finishes its takeover, with nothing to settle but the marks.
     let last = restarted(&card, &a, None, "finished an interrupted takeover");
-    assert_eq!(pins.builds(), [build_a.clone()]);
+    assert_eq!(pins.builds(), std::slice::from_ref(&build_a));
     assert_eq!(pins.marks_of(&build_a, pid), 0, "marks of {pid}'s threads after the next agent started");
 
     ends_exact(w, &before, &last, &cg, &card);
