@@ -249,8 +249,9 @@ impl Tracer {
                 // The view program is relocated with them, loaded later
                 // (`load_view`).
                 let later = [probes::VIEW_RETURN];
-                self.multi = Some(multi::MultiPrograms::load(self.object, &self.ebpf, &uprobes, &later)?);
-                parallel_load::load_programs(&mut self.ebpf, &rest)?;
+                // The rest (raw tracepoints) verify beside them.
+                let multi = multi::MultiPrograms::load(self.object, &mut self.ebpf, &uprobes, &later, &rest)?;
+                self.multi = Some(multi);
             }
             false => {
                 parallel_load::load_programs(&mut self.ebpf, &names)?;

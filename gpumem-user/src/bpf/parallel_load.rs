@@ -1,46 +1,94 @@
 //! Loading the object's programs on every core at once (and the work
 //! queue on threads that multi links' loads and closes share).
 //!
-//! Start-up time is almost all the kernel's verifier (about 440 ms for the
-//! 33 programs on a 2-core machine, one program alone 150 ms; measured with
-//! `strace -T -e bpf`). Privileged loads verify in parallel, so each core
-//! takes the next program from a shared queue, the costliest first.
+//! Start-up time is mostly the kernel's verifier, and most of that is one
+//! program, `alloc_return` (about 90 ms of the 130 ms the uprobe programs
+//! take on a 2-core machine, measured by timing each load). Privileged
+//! loads verify in parallel, so each core takes the next program from one
+//! shared queue, the costliest first: the object's programs that aya loads
+//! (raw tracepoints; every program with single links) and those relocated
+//! for multi links verify side by side, while one core walks
+//! `alloc_return`.
 use std::{collections::HashMap, sync::Mutex};
 
 use aya::{
     programs::{Program, ProgramError},
     Ebpf,
 };
+use aya_obj::generated::bpf_insn;
 
 use super::error::BpfError;
 
 /// Programs whose verification costs far more than the rest (the shared
-/// allocation entry and return): started first so that no core is left
-/// with one of them at the end.
-const COSTLY_FIRST: &[&str] = &["alloc_entry", "alloc_return", "process_exit", "release_gone"];
+/// allocation return and entry, the exit's release): started first so
+/// that no core is left with one of them at the end.
+const COSTLY_FIRST: &[&str] = &["alloc_return", "alloc_entry", "process_exit", "release_gone"];
+
+/// One program to verify.
+pub enum Job<'a> {
+    /// One of the object's, loaded by aya.
+    Object(&'static str, &'a mut Program),
+    /// Instructions relocated by the caller, loaded by its own `load`.
+    Insns(&'static str, Vec<bpf_insn>),
+}
+
+impl Job<'_> {
+    fn name(&self) -> &'static str {
+        match self {
+            Self::Object(n, _) | Self::Insns(n, _) => n,
+        }
+    }
+
+    /// Verification cost, roughly: the named costly ones first, then the
+    /// longest.
+    fn cost(&self) -> (usize, usize) {
+        let n = self.name();
+        let rank = COSTLY_FIRST.iter().position(|c| *c == n).map_or(0, |i| COSTLY_FIRST.len() - i);
+        let len = match self {
+            Self::Object(..) => 0,
+            Self::Insns(_, insns) => insns.len(),
+        };
+        (rank, len)
+    }
+}
+
+/// The object's programs `names` (uprobes and raw tracepoints) as jobs.
+pub fn object_jobs<'a>(ebpf: &'a mut Ebpf, names: &[&'static str]) -> Result<Vec<Job<'a>>, BpfError> {
+    let wanted: HashMap<&str, &'static str> = names.iter().map(|&n| (n, n)).collect();
+    let jobs: Vec<Job<'a>> =
+        ebpf.programs_mut().filter_map(|(n, p)| wanted.get(n).map(|&name| Job::Object(name, p))).collect();
+    if let Some(&missing) = names.iter().find(|n| !jobs.iter().any(|j| j.name() == **n)) {
+        return Err(BpfError::MissingProgram(missing));
+    }
+    Ok(jobs)
+}
 
 /// Loads every program in `names` (uprobes and raw tracepoints); on error,
 /// the first failure by name order.
 pub fn load_programs(ebpf: &mut Ebpf, names: &[&'static str]) -> Result<(), BpfError> {
-    let wanted: HashMap<&str, &'static str> = names.iter().map(|&n| (n, n)).collect();
-    let mut queue: Vec<(&'static str, &mut Program)> =
-        ebpf.programs_mut().filter_map(|(n, p)| wanted.get(n).map(|&name| (name, p))).collect();
-    if let Some(&missing) = names.iter().find(|n| !queue.iter().any(|(q, _)| q == *n)) {
-        return Err(BpfError::MissingProgram(missing));
-    }
+    verify(object_jobs(ebpf, names)?, |_, _| ()).map(drop)
+}
+
+/// Verifies `jobs` on every core at once, the costliest first, loading
+/// each `Insns` job with `load`. An object program's failure is an error
+/// (the first by name); each `Insns` job's result is given back by name.
+pub fn verify<R: Send>(
+    mut jobs: Vec<Job<'_>>,
+    load: impl Fn(&'static str, &[bpf_insn]) -> R + Sync,
+) -> Result<Vec<(&'static str, R)>, BpfError> {
     // Popped from the back: the costly ones go last in the vector.
-    let rank = |n: &str| COSTLY_FIRST.iter().position(|c| *c == n).map_or(0, |i| COSTLY_FIRST.len() - i);
-    queue.sort_by_key(|(n, _)| rank(n));
-    let workers = cores().min(names.len());
-    let mut failures: Vec<_> =
-        on_threads(queue, workers, |(name, prog)| load_one(prog).err().map(|e| (name, e)))
-            .into_iter()
-            .flatten()
-            .collect();
+    jobs.sort_by_key(Job::cost);
+    let workers = cores().min(jobs.len());
+    let done = on_threads(jobs, workers, |job| match job {
+        Job::Object(name, prog) => Err(load_one(prog).err().map(|e| (name, e))),
+        Job::Insns(name, insns) => Ok((name, load(name, &insns))),
+    });
+    let (loaded, failed): (Vec<_>, Vec<_>) = done.into_iter().partition(Result::is_ok);
+    let mut failures: Vec<_> = failed.into_iter().filter_map(|f| f.err().flatten()).collect();
     failures.sort_by_key(|(n, _)| *n);
     match failures.into_iter().next() {
         Some((name, e)) => Err(BpfError::Program { name, source: Box::new(e) }),
-        None => Ok(()),
+        None => Ok(loaded.into_iter().flatten().collect()),
     }
 }
 

@@ -24,7 +24,7 @@ use aya_obj::generated::bpf_insn;
 
 use super::{
     error::BpfError,
-    parallel_load::{cores, on_threads},
+    parallel_load::{self, on_threads, Job},
 };
 
 pub use self::sys::pin;
@@ -42,14 +42,15 @@ pub enum LinkMode {
 }
 
 /// Whether this kernel makes multi-uprobe links; else why not. A trivial
-/// program is loaded and linked at a file nothing maps (a memfd holding
-/// one `ret`): some kernels load the program and refuse only the link
-/// (6.1 does not check a kprobe program's attach type). The test link is
-/// closed before this returns (a grace period, tens of ms): a thread left
-/// closing it could still be exiting while the agent attaches or detaches
-/// its tracepoints, whose kernel text the kernel rewrites then; the 6.18
-/// guest under QEMU's emulation once died of an int3 oops in `do_exit` in
-/// a gpumem process (CI, once in many runs; not reproduced in 6 more).
+/// program is loaded for them (some kernels load it and refuse only the
+/// link: 6.1 does not check a kprobe program's attach type) and a link is
+/// asked for on `/`, which a kernel with such links refuses only once it
+/// has looked the path up and found no regular file (`EBADF`; libbpf asks
+/// the same way). No link is made, so none has to be closed: a test link
+/// on a real file cost a grace period at its close (about 30 ms of every
+/// start), and a thread left closing it could still be exiting while the
+/// agent attached its tracepoints (the 6.18 guest under QEMU's emulation
+/// once died of an int3 oops in `do_exit` in a gpumem process).
 pub fn supported() -> Result<(), String> {
     static ANSWER: std::sync::OnceLock<Result<(), String>> = std::sync::OnceLock::new();
     ANSWER.get_or_init(test_link).clone()
@@ -64,11 +65,12 @@ fn test_link() -> Result<(), String> {
     // r0 = 0; exit
     let insns = [insn(0xb7), insn(0x95)];
     let prog = sys::load("gpumem_multi", &insns).map_err(|e| no(&e.error))?;
-    let file = nix::sys::memfd::memfd_create(c"gpumem-multi-probe", nix::sys::memfd::MFdFlags::MFD_CLOEXEC)
-        .map_err(|e| format!("creating a memfd to test multi-uprobe links: {e}"))?;
-    nix::unistd::write(&file, &[0xc3]).map_err(|e| format!("writing the multi-uprobe test file: {e}"))?;
-    let path = format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&file));
-    sys::link(&prog, Path::new(&path), &[0], &[0], false).map(drop).map_err(|e| no(&e))
+    match sys::link(&prog, Path::new("/"), &[0], &[0], false) {
+        Err(e) if e.raw_os_error() == Some(nix::libc::EBADF) => Ok(()),
+        // Not a kernel that ever links `/`; had one, the link is closed here.
+        Ok(_) => Ok(()),
+        Err(e) => Err(no(&e)),
+    }
 }
 
 /// Whether `mode` gives multi links on this kernel, for the object with
@@ -109,20 +111,22 @@ pub struct MultiPrograms {
 
 impl MultiPrograms {
     /// Relocates `names` and `later` in `object` against `ebpf`'s maps (one
-    /// pass) and loads `names`, on every core at once; on error, the first
-    /// failure by name.
+    /// pass) and loads `names`, with the object's own programs `beside`
+    /// (loaded by aya), on every core at once; on error, the first failure
+    /// by name (of `beside` first).
     pub fn load(
         object: &[u8],
-        ebpf: &Ebpf,
+        ebpf: &mut Ebpf,
         names: &[&'static str],
         later: &[&'static str],
+        beside: &[&'static str],
     ) -> Result<Self, BpfError> {
         let all: Vec<&'static str> = names.iter().chain(later).copied().collect();
-        let (mut queue, later): (Vec<_>, Vec<_>) =
+        let (queue, later): (Vec<_>, Vec<_>) =
             relocate::programs(object, ebpf, &all)?.into_iter().partition(|(n, _)| names.contains(n));
-        // The costliest to verify are the longest: started first.
-        queue.sort_by_key(|(_, insns)| insns.len());
-        let fds = load_all(queue)?;
+        let mut jobs = parallel_load::object_jobs(ebpf, beside)?;
+        jobs.extend(queue.into_iter().map(|(name, insns)| Job::Insns(name, insns)));
+        let fds = judged(parallel_load::verify(jobs, sys::load)?)?;
         Ok(Self { fds, later: later.into_iter().collect() })
     }
 
@@ -158,11 +162,17 @@ impl MultiPrograms {
     }
 }
 
-/// Verifies `queue` on every core at once, popping from its back; on
-/// error, the first failure by name.
+/// Verifies `queue` on every core at once; on error, the first failure by
+/// name.
 fn load_all(queue: Vec<(&'static str, Vec<bpf_insn>)>) -> Result<HashMap<&'static str, OwnedFd>, BpfError> {
-    let threads = cores().min(queue.len());
-    let mut results = on_threads(queue, threads, |(name, insns)| (name, sys::load(name, &insns)));
+    let jobs = queue.into_iter().map(|(name, insns)| Job::Insns(name, insns)).collect();
+    judged(parallel_load::verify(jobs, sys::load)?)
+}
+
+/// The loaded programs by name, or the first refusal by name.
+fn judged(
+    mut results: Vec<(&'static str, Result<OwnedFd, sys::LoadError>)>,
+) -> Result<HashMap<&'static str, OwnedFd>, BpfError> {
     results.sort_by_key(|(n, _)| *n);
     let mut fds = HashMap::new();
     for (name, loaded) in results {
