@@ -145,11 +145,16 @@ fn records_a_killed_agent_read_and_never_wrote_are_written_by_its_successor() {
     let mut w = Workload::spawn(&["--scenario", "basic", "--pause"], Some(&cg), &[]);
     let c = w.checkpoint();
     let pid = first.pid();
-    wait_until("the agent to stop with records read and not yet written", || stopped(pid));
+    // Its line is written before it stops, and read from the pipe by the
+    // harness's thread, which may not have read it yet when it stops.
+    let line = "GPUMEM_STOP_AT: stopping at read: ";
+    wait_until("the agent to stop with records read and not yet written, and say so", || {
+        stopped(pid) && first.stderr().contains(line)
+    });
     let said = first.stderr();
     let before = first.kill();
     let read: u64 = said
-        .split_once("GPUMEM_STOP_AT: stopping at read: ")
+        .split_once(line)
         .and_then(|(_, rest)| rest.split_once(" record(s) read"))
         .and_then(|(n, _)| n.parse().ok())
         .unwrap_or_else(|| panic!("the agent did not say what it read: {said}"));
