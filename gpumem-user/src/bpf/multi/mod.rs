@@ -63,7 +63,7 @@ fn test_link() -> Result<(), String> {
         format!("kernel {release} makes no multi-uprobe links ({e}; 6.6 and newer do)")
     };
     // r0 = 0; exit
-    let insns = [insn(0xb7), insn(0x95)];
+    let insns = [sys::insn(0xb7, 0, 0, 0), sys::insn(0x95, 0, 0, 0)];
     let prog = sys::load("gpumem_multi", &insns).map_err(|e| no(&e.error))?;
     match sys::link(&prog, Path::new("/"), &[0], &[0], false) {
         Err(e) if e.raw_os_error() == Some(nix::libc::EBADF) => Ok(()),
@@ -92,14 +92,6 @@ pub fn chosen(mode: LinkMode, bpf_log: bool) -> Result<bool, BpfError> {
             .map(|()| true)
             .map_err(|why| BpfError::Multi(format!("{why}: use --uprobe-links single or auto"))),
     }
-}
-
-/// An instruction with opcode `code` and nothing else.
-fn insn(code: u8) -> bpf_insn {
-    // SAFETY: bpf_insn is plain old data; all zeroes is `r0 op 0`.
-    let mut i: bpf_insn = unsafe { std::mem::zeroed() };
-    i.code = code;
-    i
 }
 
 /// The uprobe programs, loaded for multi links, by name.

@@ -8,9 +8,7 @@
 //! BTF and a second set of maps (the ring buffer among them).
 use std::sync::OnceLock;
 
-use aya_obj::generated::bpf_insn;
-
-use super::sys;
+use super::sys::{self, insn};
 
 /// Where `ax` is in x86-64's `struct pt_regs` (r15, r14, r13, r12, bp, bx,
 /// r11, r10, r9, r8, ax, ...): what `deny` writes.
@@ -40,15 +38,4 @@ fn ask() -> Option<String> {
             Some(format!("a uprobe program storing into pt_regs was refused ({}): {last}", e.error))
         }
     }
-}
-
-/// One instruction: opcode, destination and source registers, offset.
-fn insn(code: u8, dst: u8, src: u8, off: i16) -> bpf_insn {
-    // SAFETY: bpf_insn is plain old data; all zeroes is `r0 op 0`.
-    let mut i: bpf_insn = unsafe { std::mem::zeroed() };
-    i.code = code;
-    i.set_dst_reg(dst);
-    i.set_src_reg(src);
-    i.off = off;
-    i
 }

@@ -102,6 +102,18 @@ fn load_with_log(
     bpf_fd(bpf_cmd::BPF_PROG_LOAD, &mut attr)
 }
 
+/// One instruction of a small program of the agent's own: opcode,
+/// destination and source registers, offset (the immediate 0).
+pub fn insn(code: u8, dst: u8, src: u8, off: i16) -> bpf_insn {
+    // SAFETY: bpf_insn is plain old data; all zeroes is `r0 op 0`.
+    let mut i: bpf_insn = unsafe { std::mem::zeroed() };
+    i.code = code;
+    i.set_dst_reg(dst);
+    i.set_src_reg(src);
+    i.off = off;
+    i
+}
+
 /// One multi-uprobe link of `prog` on `path`: a probe at each offset
 /// (file offsets into the library) with the cookie at the same index;
 /// `ret`: uretprobes.
