@@ -80,15 +80,22 @@ pub fn verify<R: Send>(
     jobs.sort_by_key(Job::cost);
     let workers = cores().min(jobs.len());
     let done = on_threads(jobs, workers, |job| match job {
-        Job::Object(name, prog) => Err(load_one(prog).err().map(|e| (name, e))),
-        Job::Insns(name, insns) => Ok((name, load(name, &insns))),
+        Job::Object(name, prog) => (name, load_one(prog).map(|()| None)),
+        Job::Insns(name, insns) => (name, Ok(Some(load(name, &insns)))),
     });
-    let (loaded, failed): (Vec<_>, Vec<_>) = done.into_iter().partition(Result::is_ok);
-    let mut failures: Vec<_> = failed.into_iter().filter_map(|f| f.err().flatten()).collect();
+    let mut loaded = Vec::new();
+    let mut failures = Vec::new();
+    for (name, outcome) in done {
+        match outcome {
+            Ok(Some(r)) => loaded.push((name, r)),
+            Ok(None) => {}
+            Err(e) => failures.push((name, e)),
+        }
+    }
     failures.sort_by_key(|(n, _)| *n);
     match failures.into_iter().next() {
         Some((name, e)) => Err(BpfError::Program { name, source: Box::new(e) }),
-        None => Ok(loaded.into_iter().flatten().collect()),
+        None => Ok(loaded),
     }
 }
 
