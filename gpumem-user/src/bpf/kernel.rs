@@ -110,8 +110,9 @@ impl KernelMaps {
 }
 
 /// The kernel's count of skipped runs of one program, from its fd's
-/// `/proc/self/fdinfo` (aya's program info does not carry it).
-fn recursion_misses(fd: &ProgramFd) -> Option<u64> {
+/// `/proc/self/fdinfo` (aya's program info does not carry it; the line is
+/// there from 5.12).
+pub fn recursion_misses(fd: &ProgramFd) -> Option<u64> {
     let text = std::fs::read_to_string(format!("/proc/self/fdinfo/{}", fd.as_fd().as_raw_fd())).ok()?;
     fdinfo_field(&text, "recursion_misses")
 }

@@ -48,18 +48,14 @@ impl PinDir {
     /// the program's fdinfo: from 7.0 a preempted run makes the kernel skip
     /// the same program on its CPU meanwhile).
     pub fn skipped_runs(&self, build: &str, program: &str) -> u64 {
-        use std::os::fd::{AsFd, AsRawFd};
-
         use aya::programs::{links::PinnedLink, loaded_programs};
         let pin = self.dir.join(build).join("tracepoints").join(program);
         let link = PinnedLink::from_pin(&pin).unwrap_or_else(|e| panic!("opening {}: {e}", pin.display()));
         let id = aya::programs::links::FdLink::from(link).info().expect("the link's info").program_id();
         let info = loaded_programs().flatten().find(|p| p.id() == id).expect("the linked program");
         let fd = info.fd().expect("the linked program's fd");
-        let fdinfo = format!("/proc/self/fdinfo/{}", fd.as_fd().as_raw_fd());
-        let text = std::fs::read_to_string(&fdinfo).unwrap_or_else(|e| panic!("reading {fdinfo}: {e}"));
-        // Kernels before 5.12 have no such line: nothing is skipped there.
-        text.lines().find_map(|l| l.strip_prefix("recursion_misses:")?.trim().parse().ok()).unwrap_or(0)
+        // gpumem needs 5.15 or newer, whose fdinfo has the count.
+        gpumem::bpf::kernel::recursion_misses(&fd).expect("recursion_misses in the linked program's fdinfo")
     }
 
     /// Runs `gpumem detach` on this directory.
