@@ -22,9 +22,13 @@
 //! crate every module names the module it uses.
 #![no_std]
 
+#[cfg(test)]
+extern crate std;
+
 pub mod api;
 pub mod array;
 pub mod cookie;
+pub mod declare;
 pub mod handover;
 pub mod kind;
 pub mod limit_list;

@@ -22,6 +22,8 @@ pub mod map_name {
     pub const CTX_DEVICE: &str = "CTX_DEVICE";
     pub const HANDOVER: &str = "HANDOVER";
     pub const HANDOVER_MARKS: &str = "HANDOVER_MARKS";
+    pub const DECLARED: &str = "DECLARED";
+    pub const ENV_CONFIG: &str = "ENV_CONFIG";
 }
 
 /// Default ring buffer size in bytes (a power-of-two multiple of the page
@@ -185,12 +187,18 @@ pub mod limit_scope {
 
 /// `LIMITS_IN_FORCE[0]`: the kinds of target some rule in force has, so a
 /// call looks up only where a rule can be (no rule: 0, and the limit path
-/// is skipped whole).
+/// is skipped whole). `LIMITS_IN_FORCE[1]`, written by the kernel, is 1
+/// once a process declared a limit ([`DECLARED`](limits_in_force::DECLARED)).
 pub mod limits_in_force {
     pub const PROCESS: u32 = 1;
     pub const CGROUP: u32 = 2;
     pub const COMM: u32 = 4;
+    /// Some process declared limits in its environment (`DECLARED`).
+    pub const DECLARED: u32 = 8;
 }
+
+/// Processes with declared limits at once (`DECLARED`).
+pub const DECLARED_ENTRIES: u32 = 16384;
 
 /// What a limit does to a call that would cross it.
 pub mod limit_action {
@@ -215,6 +223,7 @@ pub struct LimitKey {
 /// limits change at run time), read by the kernel.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "user", derive(bytemuck::Pod, bytemuck::Zeroable))]
 pub struct LimitRule {
     pub hard: u64,
     /// 0: no soft limit.
@@ -238,6 +247,15 @@ pub mod limit_view {
     pub const DRIVER: u32 = 0;
     /// The limit as the card's size, and what is left under it as free.
     pub const LIMIT: u32 = 1;
+
+    /// A view's name, as `view=` writes it.
+    pub const fn name(view: u32) -> &'static str {
+        if view == LIMIT {
+            "limit"
+        } else {
+            "driver"
+        }
+    }
 }
 
 /// One limit slot's count: written by the kernel only, so the agent can
@@ -267,7 +285,6 @@ mod pod {
     unsafe impl aya::Pod for super::LimitRule {}
     // SAFETY: repr(C), integers only, no padding (sizes asserted below).
     unsafe impl aya::Pod for super::LimitState {}
-    // SAFETY: repr(C), integers only, no padding (sizes asserted below).
 }
 
 const _: () = {

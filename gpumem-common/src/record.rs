@@ -31,6 +31,10 @@ pub mod event_type {
     /// Usage went above a soft limit, once per crossing
     /// ([`super::Decision`]).
     pub const LIMIT_SOFT: u32 = 8;
+    /// A process exec'd with limits declared in its environment: what
+    /// they are, and what of them is in force
+    /// ([`crate::declare::declaration::Declaration`]).
+    pub const DECLARED: u32 = 9;
 
     /// The record's name in the output.
     pub const fn name(event: u32) -> &'static str {
@@ -43,6 +47,7 @@ pub mod event_type {
             EXEC => "exec",
             LIMIT => "limit",
             LIMIT_SOFT => "limit_soft",
+            DECLARED => "declared",
             _ => "unknown",
         }
     }
@@ -151,7 +156,8 @@ pub struct Decision {
     pub usage: u64,
     /// The hard limit (`limit`) or the soft limit (`limit_soft`).
     pub limit: u64,
-    /// The limit's slot (`LIMITS` index).
+    /// The limit's slot (`LIMITS` index), or the caller's own declared
+    /// limit's byte (`limit_list::DECLARED_TOTAL` and up).
     pub slot: u32,
     /// What was done (`limit`): one of [`crate::maps::limit_action`].
     pub action: u32,
@@ -176,6 +182,7 @@ pub const fn payload_size(event: u32) -> Option<usize> {
         }
         event_type::EXIT | event_type::EXEC => Some(core::mem::size_of::<Release>()),
         event_type::LIMIT | event_type::LIMIT_SOFT => Some(core::mem::size_of::<Decision>()),
+        event_type::DECLARED => Some(core::mem::size_of::<crate::declare::declaration::Declaration>()),
         _ => None,
     }
 }

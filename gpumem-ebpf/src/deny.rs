@@ -18,14 +18,20 @@ use crate::base::cookie::cookie;
 #[no_mangle]
 static DENY_BY_REGISTERS: u8 = 0;
 
+/// Whether this kernel lets programs deny calls (the agent said so at load).
+#[inline(always)]
+pub fn can_deny() -> bool {
+    // SAFETY: a read of read-only data the loader set.
+    unsafe { core::ptr::read_volatile(&DENY_BY_REGISTERS) != 0 }
+}
+
 /// The distance from the probed function to a `ret`, when this call can be
 /// denied by register writes, else 0. (A plain integer, not an Option: an
 /// Option's payload may be spilled uninitialised and read back, which
 /// kernels before about 6.2 reject as a read of uninitialised stack.)
 #[inline(always)]
 pub fn ret_delta(ctx: &ProbeContext) -> u64 {
-    // SAFETY: a read of read-only data the loader set.
-    if unsafe { core::ptr::read_volatile(&DENY_BY_REGISTERS) } == 0 {
+    if !can_deny() {
         return 0;
     }
     gpumem_common::cookie::ret_delta(cookie(ctx)) as u64

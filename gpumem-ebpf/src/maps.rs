@@ -6,11 +6,17 @@ use aya_ebpf::{
     maps::{Array, HashMap, LruHashMap, PerCpuArray, ProgramArray, RingBuf},
 };
 use gpumem_common::{
+    declare::{
+        declaration::{Declaration, EnvConfig},
+        declared::Declared,
+        read::Reader,
+        CAP,
+    },
     handover::Handover,
     nvml::{NvmlHandles, NVML_PROC_ENTRIES},
     pool::{ProcPools, POOL_PROC_ENTRIES},
     stat, CtxKey, LimitKey, LimitRule, LimitState, LiveAlloc, LiveKey, Pending, PendingKey, ProcUsage,
-    CGROUP_ENTRIES, COMM_LIMIT_ENTRIES, CTX_ENTRIES, EVENTS_BYTES, HANDOVER_MARK_ENTRIES,
+    CGROUP_ENTRIES, COMM_LIMIT_ENTRIES, CTX_ENTRIES, DECLARED_ENTRIES, EVENTS_BYTES, HANDOVER_MARK_ENTRIES,
     LIMIT_INDEX_ENTRIES, LIVE_ENTRIES, MAX_LIMITS, PENDING_ENTRIES, PROC_ENTRIES, TASK_COMM_LEN,
     THREAD_CTX_ENTRIES, VMM_MAPPING_ENTRIES,
 };
@@ -91,11 +97,58 @@ pub static LIMIT_BASE: Array<u64> = Array::with_max_entries(MAX_LIMITS, 0);
 #[map]
 pub static LIMIT_INDEX: HashMap<LimitKey, u32> = HashMap::with_max_entries(LIMIT_INDEX_ENTRIES, 0);
 
-/// Entry 0: the kinds of target some rule in force has
-/// (`gpumem_common::limits_in_force`). Zero skips the whole limit path at
-/// every allocation.
+/// Entry 0 (the agent's): the kinds of target some rule in force has
+/// (`gpumem_common::limits_in_force`); entry 1 (the kernel's): 1 once a
+/// process declared limits. Both zero skips the whole limit path at every
+/// allocation.
 #[map]
-pub static LIMITS_IN_FORCE: Array<u32> = Array::with_max_entries(1, 0);
+pub static LIMITS_IN_FORCE: Array<u32> = Array::with_max_entries(2, 0);
+
+/// The limits each process declared in its environment (tgid ->
+/// `Declared`): read at exec (families/declare.rs), copied to a forked
+/// child, removed at exit and exec. Allocated as processes declare.
+#[map]
+pub static DECLARED: HashMap<u32, Declared> = HashMap::with_max_entries(DECLARED_ENTRIES, BPF_F_NO_PREALLOC);
+
+/// Entry 0: which variables the agent honours, its defaults and cap for
+/// them (written by the agent).
+#[map]
+pub static ENV_CONFIG: Array<EnvConfig> = Array::with_max_entries(1, 0);
+
+/// Entry 0 is always 0, but the verifier cannot know it: ORed into a
+/// value the programs build from constants (`base::opaque`), it keeps the
+/// verifier from walking the rest of a program once per such constant.
+#[map]
+pub static OPAQUE: Array<u64> = Array::with_max_entries(1, 0);
+
+/// Environment strings read at one exec, at most.
+pub const MAX_MATCHES: usize = 32;
+
+/// Where the exec program reads a new image's environment, one CPU's
+/// (families/declare.rs): too large for the stack, and kept between the
+/// `bpf_loop` callbacks that feed it.
+#[repr(C)]
+pub struct DeclareScratch {
+    /// The new image's `envp`.
+    pub envp: u64,
+    /// Strings that begin as a declaring variable's name does.
+    pub ptrs: [u64; MAX_MATCHES],
+    pub matches: u32,
+    /// 1 once the scan reached the end of `envp`.
+    pub scanned: u32,
+    /// The string being read, and its value's parsers.
+    pub buf: [u8; CAP],
+    pub reader: Reader,
+    pub decl: Declaration,
+    /// What the exec keeps for the process.
+    pub kept: Declared,
+    /// What a fork copies to its child (the fork program's own: on 7.x a
+    /// fork's program can run while an exec's is preempted on its CPU).
+    pub forked: Declared,
+}
+
+#[map]
+pub static DECLARE_SCRATCH: PerCpuArray<DeclareScratch> = PerCpuArray::with_max_entries(1, 0);
 
 /// Which slot limits processes by comm (NUL-padded).
 #[map]

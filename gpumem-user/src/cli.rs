@@ -9,7 +9,11 @@ pub use self::duration::{parse_duration, parse_duration_or_off, parse_refresh, D
 use crate::{
     bpf::LinkMode,
     control::DEFAULT_SOCKET,
-    limits::policy::{size::parse_ring_size, Action, Limit},
+    limits::policy::{
+        env::{parse_env_limits, parse_env_max},
+        size::parse_ring_size,
+        Action, Limit,
+    },
 };
 
 #[derive(Debug, Parser)]
@@ -29,7 +33,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Attach to libcuda and stream allocation records (needs root).
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// Ask the running agent what each process and cgroup holds now.
     Status(StatusArgs),
     /// A live view of the running agent, redrawn every second: devices,
@@ -114,6 +118,19 @@ pub struct RunArgs {
     /// The action of limits that name none [default: signal:SIGKILL].
     #[arg(long, value_name = "ACTION", value_parser = Action::parse)]
     pub default_action: Option<Action>,
+    /// Which limits declared in a workload's own environment are honoured
+    /// [default: all]: GPUMEM_LIMIT (a --limit rule's right-hand side, e.g.
+    /// `8GiB,action=deny`), CUDA_DEVICE_MEMORY_LIMIT (HAMi's, with
+    /// `_<i>` per device), NVIDIA_GPU_MEMORY_LIMIT (NVIDIA's container
+    /// toolkit's, MiB), GPU_MEMORY_LIMIT (KAI's, MiB); comma-separated, or
+    /// all, or none. Read by the kernel at exec: a declaring process is
+    /// bound from its first allocation. See docs/declared-limits.md.
+    #[arg(long, value_name = "NAMES", value_parser = parse_env_limits)]
+    pub env_limits: Option<u32>,
+    /// The most a declared limit may set: a value above it is clamped to
+    /// it (and the `declared` record says so).
+    #[arg(long, value_name = "SIZE", value_parser = parse_env_max)]
+    pub env_limits_max: Option<u64>,
     /// Size of the kernel ring buffer records wait in for the agent (a
     /// power of two, 64KiB to 1GiB). Records that find it full are lost,
     /// counted, and reported in `dropped` records; raise it if they are.

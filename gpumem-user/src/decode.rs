@@ -5,8 +5,8 @@
 //! malformed, never a panic.
 use compact_str::CompactString;
 use gpumem_common::{
-    event_type, limit_action, payload_size, record, Header, DEVICE_UNKNOWN, FLAG_AT_ENTRY,
-    FLAG_CGROUP_SLOTS_FULL, FLAG_UNTRACKED,
+    declare::declaration::Declaration, event_type, limit_action, payload_size, record, Header,
+    DEVICE_UNKNOWN, FLAG_AT_ENTRY, FLAG_CGROUP_SLOTS_FULL, FLAG_UNTRACKED,
 };
 
 /// One kernel record.
@@ -34,7 +34,7 @@ pub struct Origin {
 }
 
 /// What the record reports.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Body {
     Alloc(Change),
     Free(Change),
@@ -45,6 +45,9 @@ pub enum Body {
     Exec(Release),
     Limit(Decision),
     LimitSoft(Decision),
+    /// What a process declared in its environment at its exec (boxed: it
+    /// is large and rare).
+    Declared(Box<Declaration>),
 }
 
 /// An allocation, a free, a failed allocation or a reported call.
@@ -143,6 +146,7 @@ pub fn decode(bytes: &[u8]) -> Result<Event, DecodeError> {
         event_type::EXEC => Body::Exec(release(payload)),
         event_type::LIMIT => Body::Limit(decision(payload)),
         event_type::LIMIT_SOFT => Body::LimitSoft(decision(payload)),
+        event_type::DECLARED => Body::Declared(Box::new(bytemuck::pod_read_unaligned(payload))),
         other => return Err(DecodeError::UnknownEvent(other)),
     };
     Ok(Event { origin: origin(&header), body })

@@ -19,7 +19,7 @@ fn main() -> std::process::ExitCode {
     };
     let result = rt.block_on(async {
         match cli.command {
-            Command::Run(args) => cmd::run::run(args).await,
+            Command::Run(args) => cmd::run::run(*args).await,
             Command::Status(args) => cmd::status::status(args).await,
             Command::Top(args) => cmd::top::top(args).await,
             Command::Limit(args) => cmd::limit::limit(args).await,

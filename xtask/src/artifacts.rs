@@ -13,6 +13,9 @@ pub struct Built {
     pub agent: PathBuf,
     pub libcuda: PathBuf,
     pub workload: PathBuf,
+    /// The C client whose first CUDA allocation follows its exec
+    /// (`tests/clients/first_alloc.c`).
+    pub first_alloc: PathBuf,
 }
 
 pub fn build() -> anyhow::Result<Built> {
@@ -64,7 +67,21 @@ pub fn build_profile(profile: &str) -> anyhow::Result<Built> {
     let libcuda = install(&dir.join("libsimcuda.so"), &sim_dir, "libcuda.so.1")?;
     // The simulated NVML beside it, as a driver's directory holds both.
     install(&dir.join("libsimnvml.so"), &sim_dir, "libnvidia-ml.so.1")?;
-    Ok(Built { setup, agent, libcuda, workload: dir.join("gpumem-workload") })
+    let first_alloc = compile_c(&root().join("tests/clients/first_alloc.c"), &dir.join("first-alloc"))?;
+    Ok(Built { setup, agent, libcuda, workload: dir.join("gpumem-workload"), first_alloc })
+}
+
+/// Compiles one C test client (`gcc`, as every machine of this kind has)
+/// into `out`, unless `out` is newer than its source.
+fn compile_c(source: &std::path::Path, out: &std::path::Path) -> anyhow::Result<PathBuf> {
+    let modified = |p: &std::path::Path| fs::metadata(p).and_then(|m| m.modified()).ok();
+    if modified(out).is_some_and(|o| modified(source).is_some_and(|s| o >= s)) {
+        return Ok(out.to_path_buf());
+    }
+    let mut c = crate::util::ensure_tool("gcc", "gcc").map(cmd)?;
+    c.args(["-O2", "-Wall", "-Werror", "-o"]).arg(out).arg(source).arg("-ldl");
+    run(&mut c).with_context(|| format!("compiling {}", source.display()))?;
+    Ok(out.to_path_buf())
 }
 
 /// Cargo's arguments that select `profile` (none for `debug`, the

@@ -1,11 +1,13 @@
-//! Bytes counted under each limit (`LIMIT_STATE`): reserved at a call's
+//! Bytes counted under each limit (`LIMIT_STATE`, and a declaring
+//! process's own in `DECLARED`, see declared.rs): reserved at a call's
 //! entry by the limit decision (`limits.rs`), committed at the size the
 //! driver charged or rolled back at its return, given back by frees and by
-//! the process's release (each byte once, see held.rs).
+//! the process's release (each byte once, see held.rs). `tgid` is always
+//! the process the limits are of.
 use gpumem_common::{limit_list, ProcUsage, LIMITS_PER_CALL, MAX_LIMITS, PROC_LIMIT_SLOTS};
 
 use crate::{
-    account::held,
+    account::{declared, held},
     base::{atomic::add_nofetch, bounded},
     maps::{LIMITS, LIMIT_BASE, LIMIT_STATE},
 };
@@ -13,10 +15,11 @@ use crate::{
 /// Adds `delta` (wrapping: may be negative) to every limit in `slots`;
 /// re-arms soft-limit records when usage falls back under them.
 #[inline(always)]
-pub fn adjust(slots: u64, delta: u64) {
+pub fn adjust(tgid: u32, slots: u64, delta: u64) {
     if slots == 0 || delta == 0 {
         return;
     }
+    declared::adjust(tgid, slots, delta);
     let mut i = 0;
     while i < LIMITS_PER_CALL {
         let slot = limit_list::at(slots, i);
@@ -42,8 +45,8 @@ pub fn adjust(slots: u64, delta: u64) {
 
 /// Releases `size` bytes from every limit in `slots`.
 #[inline(always)]
-pub fn release(slots: u64, size: u64) {
-    adjust(slots, size.wrapping_neg());
+pub fn release(tgid: u32, slots: u64, size: u64) {
+    adjust(tgid, slots, size.wrapping_neg());
 }
 
 /// After a charge of `size` under the limits in `slots` (reserved at the
@@ -51,26 +54,31 @@ pub fn release(slots: u64, size: u64) {
 /// the release took the process's part first, nothing holds the bytes: the
 /// reservation goes back.
 #[inline(always)]
-pub fn commit(proc: *mut ProcUsage, slots: u64, size: u64) {
-    hold(proc, slots, size, true);
+pub fn commit(tgid: u32, proc: *mut ProcUsage, slots: u64, size: u64) {
+    hold(tgid, proc, slots, size, true);
 }
 
 /// After a free of `size` bytes held under the limits in `slots`: gives
 /// them back, unless the process's release took them first.
 #[inline(always)]
-pub fn uncommit(proc: *mut ProcUsage, slots: u64, size: u64) {
-    hold(proc, slots, size, false);
+pub fn uncommit(tgid: u32, proc: *mut ProcUsage, slots: u64, size: u64) {
+    hold(tgid, proc, slots, size, false);
 }
 
 /// Changes what the process holds under each limit of `slots` by `size`
 /// (more if `charge`, less if not), claiming its per-limit amounts as
 /// needed; see held.rs for the release it may race. A limit with no
 /// amount left for it in the process (all taken by other limits) counts as
-/// held: it keeps the reservation until the free.
+/// held: it keeps the reservation until the free. The process's own
+/// declared limits need no amount: they go with the process (a free gives
+/// back to them, a charge keeps its reservation).
 #[inline(always)]
-fn hold(proc: *mut ProcUsage, slots: u64, size: u64, charge: bool) {
+fn hold(tgid: u32, proc: *mut ProcUsage, slots: u64, size: u64, charge: bool) {
     if slots == 0 {
         return; // no limit applies: the common case, and cheap
+    }
+    if !charge {
+        declared::adjust(tgid, slots, size.wrapping_neg());
     }
     let delta = if charge { size } else { size.wrapping_neg() };
     let mut i = 0;
@@ -86,7 +94,7 @@ fn hold(proc: *mut ProcUsage, slots: u64, size: u64, charge: bool) {
             // A charge the release beat holds nothing; a free that beat the
             // release gives back its own bytes.
             if held != charge {
-                release(slot as u64 + 1, size);
+                release(tgid, slot as u64 + 1, size);
             }
         }
         i += 1;
@@ -96,7 +104,7 @@ fn hold(proc: *mut ProcUsage, slots: u64, size: u64, charge: bool) {
 /// At the process's release (exit.rs, once claimed): takes what it holds
 /// under each limit and gives that back.
 #[inline(always)]
-pub fn release_process(proc: *mut ProcUsage) {
+pub fn release_process(tgid: u32, proc: *mut ProcUsage) {
     let mut pair = 0;
     while pair < PROC_LIMIT_SLOTS {
         let pair_at = bounded(pair, PROC_LIMIT_SLOTS);
@@ -106,7 +114,7 @@ pub fn release_process(proc: *mut ProcUsage) {
         // SAFETY: as above.
         let id = unsafe { core::ptr::read_volatile(core::ptr::addr_of!((*proc).limit_slots[pair_at])) };
         if id != 0 && id <= MAX_LIMITS as u64 && taken != 0 {
-            release(id, taken);
+            release(tgid, id, taken);
         }
         pair += 1;
     }

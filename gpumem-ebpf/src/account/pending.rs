@@ -46,7 +46,7 @@ pub fn disarm(p: *mut Pending) -> bool {
 /// what the entry reserved under limits; whether it was armed (a returned
 /// call reserves nothing more).
 #[inline(always)]
-pub fn abandon(p: *mut Pending) -> bool {
+pub fn abandon(tgid: u32, p: *mut Pending) -> bool {
     if !disarm(p) {
         return false;
     }
@@ -58,7 +58,7 @@ pub fn abandon(p: *mut Pending) -> bool {
             core::ptr::read_volatile(core::ptr::addr_of!((*p).call.alloc.size)),
         )
     };
-    limit_usage::release(slots, reserved);
+    limit_usage::release(tgid, slots, reserved);
     true
 }
 
@@ -86,7 +86,7 @@ fn remember(api: u32, call: CallState, reserves: bool) {
     let armed = Pending { armed: 1, _pad: 0, call };
     if let Some(slot) = PENDING.get_ptr_mut(key) {
         if reserves {
-            let _ = abandon(slot);
+            let _ = abandon((key.pid_tgid >> 32) as u32, slot);
         }
         // SAFETY: checked map value pointer; only this thread uses its key.
         unsafe { core::ptr::write_volatile(slot, armed) };

@@ -73,7 +73,7 @@ pub fn charge(tgid: u32, cgroup_id: u64, size: u64, limit_slots: u64) -> Totals 
     // SAFETY: plain helper call.
     let fresh = ProcUsage { generation: unsafe { bpf_ktime_get_ns() } | 1, ..ProcUsage::default() };
     let Some(proc) = get_or_insert(&PROC_USAGE, &tgid, &fresh) else {
-        limit_usage::release(limit_slots, size);
+        limit_usage::release(tgid, limit_slots, size);
         return t;
     };
     t.generation = held::image(generation_at(proc));
@@ -94,7 +94,7 @@ pub fn charge(tgid: u32, cgroup_id: u64, size: u64, limit_slots: u64) -> Totals 
         }
         None => count(stat::CGROUP_SLOTS_FULL),
     }
-    limit_usage::commit(proc, limit_slots, size);
+    limit_usage::commit(tgid, proc, limit_slots, size);
     t
 }
 
@@ -125,7 +125,7 @@ pub fn uncharge_current(tgid: u32, live: &LiveAlloc) -> Option<Totals> {
         // SAFETY: checked map value pointer.
         t.cgroup_total = if held { sub(cg, size) } else { unsafe { core::ptr::read_volatile(cg) } };
     }
-    limit_usage::uncommit(proc, live.limit_slots, size);
+    limit_usage::uncommit(tgid, proc, live.limit_slots, size);
     Some(t)
 }
 

@@ -11,6 +11,14 @@ pub mod log;
 pub mod records;
 pub mod task_stack;
 
+/// `v`, as a value the verifier knows nothing of: code after a value that
+/// is a constant on some paths and not on others is otherwise walked once
+/// for each constant.
+#[inline(always)]
+pub fn opaque(v: u64) -> u64 {
+    v | crate::maps::OPAQUE.get(0).copied().unwrap_or(0)
+}
+
 /// `i` masked to `n` entries (`n` a power of two), right where an array is
 /// indexed. The value goes through the stack so LLVM cannot drop the mask
 /// on the strength of an earlier bounds check: kernels before about 6.3

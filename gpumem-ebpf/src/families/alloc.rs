@@ -133,7 +133,7 @@ fn alloc_return_run(ctx: RetProbeContext) -> u32 {
         Change { size: call.size, result, kind: call.kind, device: call.device, ..Change::default() };
     if result != CUDA_SUCCESS {
         // A denied call comes back here too, with nothing reserved.
-        limit_usage::release(call.limit_slots, call.size);
+        limit_usage::release((pid_tgid >> 32) as u32, call.limit_slots, call.size);
         let t = usage::current((pid_tgid >> 32) as u32, call.cgroup_id);
         (change.proc_total, change.cgroup_total) = (t.proc_total, t.cgroup_total);
         emit(event_type::ALLOC_FAILED, api, who, change);
@@ -157,7 +157,7 @@ fn alloc_return_run(ctx: RetProbeContext) -> u32 {
         change.size = gpumem_common::array::mul(pitch, call.rows);
     }
     // Commit the reservation at the size the driver charged.
-    limit_usage::adjust(call.limit_slots, change.size.wrapping_sub(call.size));
+    limit_usage::adjust((pid_tgid >> 32) as u32, call.limit_slots, change.size.wrapping_sub(call.size));
     // The namespace is the API's (its free looks there), whatever the kind
     // charged: a host pool's pointers are freed by cuMemFreeAsync, a host
     // location's VMM handle by cuMemRelease.
@@ -171,7 +171,7 @@ fn alloc_return_run(ctx: RetProbeContext) -> u32 {
 #[inline(always)]
 fn unreadable(call: &AllocCall) -> u32 {
     count(stat::OUT_PTR_UNREADABLE);
-    limit_usage::release(call.limit_slots, call.size);
+    limit_usage::release((bpf_get_current_pid_tgid() >> 32) as u32, call.limit_slots, call.size);
     0
 }
 

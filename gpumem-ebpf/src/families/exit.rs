@@ -17,6 +17,7 @@ use aya_ebpf::{
 };
 use gpumem_common::{event_type, id, PendingKey, Release, PROC_CGROUP_SLOTS};
 
+use super::declare;
 use crate::{
     account::{held, limit_usage, pending, usage},
     base::{
@@ -50,6 +51,7 @@ pub fn process_exit(_ctx: RawTracePointContext) -> i32 {
     if leader {
         let _ = LEADER_GONE.insert(tgid, now, 0);
         forget_image(tgid);
+        declare::forget(tgid);
     }
     // A later thread: only the killed group's own threads, which exit right
     // after their leader, not a later process that reused the pid.
@@ -80,6 +82,17 @@ pub fn process_exec(_ctx: RawTracePointContext) -> i32 {
     // SAFETY: plain helper call.
     let cgroup_id = unsafe { bpf_get_current_cgroup_id() };
     release(pid_tgid, event_type::EXEC, cgroup_id);
+    declare::at_exec((pid_tgid >> 32) as u32);
+    0
+}
+
+/// A forked child process inherits the limits its parent declared
+/// (declare.rs).
+#[raw_tracepoint(tracepoint = "sched_process_fork")]
+pub fn process_fork(ctx: RawTracePointContext) -> i32 {
+    if tracepoint_runs() {
+        declare::at_fork(&ctx);
+    }
     0
 }
 
@@ -103,7 +116,11 @@ fn forget_pending(pid_tgid: u64) -> i32 {
     while api <= id::MAX {
         let key = PendingKey { pid_tgid, api, _pad: 0 };
         if let Some(p) = PENDING.get_ptr_mut(key) {
-            let armed = if id::reserves(api) { pending::abandon(p) } else { pending::disarm(p) };
+            let armed = if id::reserves(api) {
+                pending::abandon((pid_tgid >> 32) as u32, p)
+            } else {
+                pending::disarm(p)
+            };
             let _ = PENDING.remove(key);
             found += i32::from(armed);
         }
@@ -138,6 +155,7 @@ pub fn release_gone(ctx: RawTracePointContext) -> i32 {
     let (tgid, thread) = unsafe { (*args as u32, *args.add(1)) };
     if tgid != 0 {
         forget_image(tgid);
+        declare::forget(tgid);
         release(((tgid as u64) << 32) | tgid as u64, event_type::EXIT, 0);
     }
     if thread != 0 {
@@ -182,7 +200,7 @@ fn release(pid_tgid: u64, event: u32, cgroup_id: u64) {
         }
         i += 1;
     }
-    limit_usage::release_process(proc);
+    limit_usage::release_process(tgid, proc);
     // SAFETY: checked map value pointer.
     let bytes = unsafe { core::ptr::read_volatile(core::ptr::addr_of!((*proc).bytes)) };
     let _ = PROC_USAGE.remove(tgid);

@@ -9,10 +9,13 @@
 //! - `report`: calls reported, never charged;
 //! - `view`, `nvml`: memory queries answered with a limit's view;
 //! - `exit`: process exit and exec, which release what a process held;
+//! - `declare`: limits a process declares in its environment, read at
+//!   exec and inherited at fork;
 //! - `floor`: empty programs for the bench.
 pub mod alloc;
 pub mod array;
 pub mod context;
+pub mod declare;
 pub mod exit;
 pub mod floor;
 pub mod free;

@@ -26,14 +26,14 @@ use gpumem_common::CUDA_ERROR_OUT_OF_MEMORY;
 use self::{denied::Denied, recent::Recent};
 use crate::{
     bpf::{attach::AttachReport, kernel::KernelMaps, Gone},
-    decode::{decode, Body, Change, Event, Taken},
+    decode::{decode, Body, Change, Event, Origin, Taken},
     enrich::{devices::Devices, Enricher},
     health::Health,
     holders::{About, HolderLookup, Sources},
     ledger::Ledger,
     limits::{policy::config::Policy, Limits},
     metrics::counts::EventCounts,
-    output::{EventLine, Holders, LimitLine, Line},
+    output::{declared::DeclaredLine, EventLine, Holders, LimitLine, Line},
     sink::records::Records,
 };
 
@@ -86,7 +86,40 @@ impl Agent {
         for r in attached {
             agent.add_library(r);
         }
+        agent.say_running_declarations();
         agent
+    }
+
+    /// The processes found declaring limits when the agent started: a
+    /// `declared` record each, as their exec would have given.
+    fn say_running_declarations(&mut self) {
+        let running = self.limits.take_running();
+        self.say_declarations(running);
+    }
+
+    /// A `declared` record for each of `found` (read by the agent).
+    fn say_declarations(&mut self, found: Vec<crate::limits::declared::Running>) {
+        for r in found {
+            let origin = Origin {
+                ts_ns: crate::output::lines::monotonic_ns(),
+                pid: r.pid,
+                tid: r.pid,
+                cgroup_id: r.cgroup_id,
+                comm: r.comm.as_str().into(),
+                api: gpumem_common::id::NONE,
+            };
+            let (cgroup, container) = self.enricher.cgroup(r.cgroup_id);
+            let line = DeclaredLine::new(&origin, &r.decl, cgroup, container);
+            tracing::info!(
+                "pid {} ({}) declares, as it runs: {}",
+                r.pid,
+                r.comm,
+                crate::sink::text::declared(&line)
+            );
+            if let Err(e) = self.sink.write(&Line::Declared(Box::new(line))) {
+                tracing::warn!("writing a declared record: {e}");
+            }
+        }
     }
 
     /// A library attached.
@@ -117,13 +150,21 @@ impl Agent {
         let line = match &e.body {
             Body::Limit(d) | Body::LimitSoft(d) => {
                 let soft = matches!(e.body, Body::LimitSoft(_));
-                let mut line = LimitLine::new(&e.origin, d, soft, cgroup, self.limits.rule(d.slot));
+                let mut line =
+                    LimitLine::new(&e.origin, d, soft, cgroup, self.limits.rule(d.slot, e.origin.pid));
+                if d.slot >= gpumem_common::limit_list::DECLARED_TOTAL {
+                    line.source = Some("env".into());
+                }
                 self.counts.decision(&line.limit, soft, &line.action);
                 if !soft && d.taken == Taken::Deny {
                     self.denied.saw(e.origin.tid);
                 }
                 line.holders = self.holders(About::Limit(d.slot));
                 Line::Limit(line)
+            }
+            Body::Declared(decl) => {
+                self.limits.saw_declaration(e.origin.pid, decl);
+                Line::Declared(Box::new(DeclaredLine::new(&e.origin, decl, cgroup, container)))
             }
             _ => match EventLine::new(e, cgroup, container) {
                 Some(mut line) => {
@@ -176,6 +217,8 @@ impl Agent {
     /// at its first flush that succeeds).
     pub fn check_health(&mut self, release: impl FnMut(Gone) -> Option<u32>) -> io::Result<()> {
         self.health.recover_missed_exits(&self.kernel, release);
+        let found = self.limits.recover_declared();
+        self.say_declarations(found);
         if self.sink.failing() {
             // Said once the output takes lines again, with every count.
             return Ok(());

@@ -5,6 +5,7 @@
 //! the kernel's usage maps. The ring buffer reader lives with the agent's
 //! event loop (`cmd::run`); the limit maps are written by `limits`.
 pub mod attach;
+pub mod btf_offset;
 pub mod discover;
 mod error;
 pub mod handover;
@@ -362,6 +363,11 @@ impl Tracer {
             Gone::Thread(pid_tgid) => opts.args[1] = pid_tgid,
         }
         prog.test_run(opts).ok().map(|r| r.return_value)
+    }
+
+    /// A handle on program `name`, where it is loaded.
+    pub fn program_fd(&self, name: &str) -> Option<aya::programs::ProgramFd> {
+        self.ebpf.program(name)?.fd().ok()?.try_clone().ok()
     }
 
     /// A handle on every loaded program (for the kernel's per-program

@@ -47,10 +47,14 @@ pub fn probes() -> impl Iterator<Item = Probe> {
     })
 }
 
-/// Raw tracepoints (program, tracepoint) that uncharge processes whose
-/// driver state is gone: exit and exec.
-pub const TRACEPOINTS: &[(&str, &str)] =
-    &[("process_exit", "sched_process_exit"), ("process_exec", "sched_process_exec")];
+/// Raw tracepoints (program, tracepoint): exit and exec, which uncharge
+/// processes whose driver state is gone (exec also reads the limits the
+/// new image declares), and fork, which gives a child its parent's.
+pub const TRACEPOINTS: &[(&str, &str)] = &[
+    ("process_exit", "sched_process_exit"),
+    ("process_exec", "sched_process_exec"),
+    ("process_fork", "sched_process_fork"),
+];
 
 /// Never attached: run by the agent for a process whose exit the kernel
 /// skipped (see gpumem-ebpf's families/exit.rs).

@@ -1,10 +1,12 @@
 //! Limits, as the agent owns them: the user's policy (`policy/`), the
 //! rules written into the kernel's limit maps (`table.rs`), what targets
-//! held when their limits were set at run time (`carried.rs`, `matcher.rs`)
-//! and the names the records give each rule. The decision itself is made
-//! in the kernel at each allocation (gpumem-ebpf's limits.rs); this module
-//! only writes rules and bases.
+//! held when their limits were set at run time (`carried.rs`, `matcher.rs`),
+//! the limits workloads declare in their environment (`declared.rs`) and
+//! the names the records give each rule. The decision itself is made in
+//! the kernel at each allocation (gpumem-ebpf's limits.rs); this module
+//! only writes rules, bases and the word on declared limits.
 pub mod carried;
+pub mod declared;
 pub mod matcher;
 pub mod policy;
 pub mod table;
@@ -15,6 +17,7 @@ use gpumem_common::{ns, LiveAlloc, LiveKey};
 
 use self::{
     carried::{Carried, Entry},
+    declared::Declarations,
     policy::{config::Policy, Action, Limit, Target},
     table::{Installed, LimitError, LimitTable},
 };
@@ -25,12 +28,19 @@ use crate::{
     output::LimitStatus,
 };
 
-/// The rules in force, their bases, and their names.
+/// The rules in force, their bases, and their names; the declared limits.
 pub struct Limits {
     table: LimitTable,
     carried: Carried,
     /// By slot: the rule's target and action, for the records.
     names: HashMap<u32, (String, Action)>,
+    declared: Declarations,
+    /// What this kernel can do for declared limits: deny, and tell a
+    /// process its limit's view.
+    can: (bool, bool),
+    /// Processes found declaring limits at start-up (or at a reread of
+    /// the file), until the agent writes their records.
+    running: Vec<declared::Running>,
 }
 
 impl Limits {
@@ -43,10 +53,33 @@ impl Limits {
         cgroup_root: Option<PathBuf>,
         deny_reason: Option<String>,
     ) -> Result<(Self, Vec<Installed>), LimitError> {
+        let can = (deny_reason.is_none(), tracer.view_refusal().is_none());
         let mut table = LimitTable::open(tracer, cgroup_root, deny_reason, policy.default_action)?;
         let installed = table.install(policy)?;
         let names = table.names();
-        Ok((Self { table, carried: Carried::default(), names }, installed))
+        let declared = Declarations::open(tracer)?;
+        let mut limits =
+            Self { table, carried: Carried::default(), names, declared, can, running: Vec::new() };
+        limits.declare(policy)?;
+        Ok((limits, installed))
+    }
+
+    /// Tells the kernel the policy's word on declared limits, and reads
+    /// the declarations of the processes running now.
+    fn declare(&mut self, policy: &Policy) -> Result<(), LimitError> {
+        let tgid = crate::bpf::btf_offset::task_tgid();
+        if tgid.is_none() && policy.env.honour != 0 {
+            tracing::warn!(
+                "task_struct.tgid is not in this kernel's BTF: a child forked by a process that declared \
+                 limits is not bound by them (one that execs is)"
+            );
+        }
+        self.declared.configure(policy.env, policy.default_action, self.can, tgid.unwrap_or(0))?;
+        self.running = self.declared.read_running(self.table.cgroup_root());
+        if self.declared.any() {
+            self.table.mark_declared()?;
+        }
+        Ok(())
     }
 
     /// Takes over the rules an earlier agent left in the kernel, with their
@@ -63,10 +96,14 @@ impl Limits {
         deny_reason: Option<String>,
         (live, held): (&[LiveAllocation<'_>], &[(LiveKey, LiveAlloc)]),
     ) -> Result<(Self, Vec<Installed>), LimitError> {
+        let can = (deny_reason.is_none(), tracer.view_refusal().is_none());
         let mut table = LimitTable::open(tracer, cgroup_root, deny_reason, policy.default_action)?;
         table.adopt()?;
         let names = table.names();
-        let mut limits = Self { table, carried: Carried::default(), names };
+        let declared = Declarations::open(tracer)?;
+        let mut limits =
+            Self { table, carried: Carried::default(), names, declared, can, running: Vec::new() };
+        limits.declare(policy)?;
         limits.carry_again(live, held);
         if apply_rules {
             limits.reload(policy, live, "start-up policy over the adopted limits");
@@ -146,9 +183,12 @@ impl Limits {
         Ok(installed)
     }
 
-    /// The rules in force, with what each counts now.
+    /// The rules in force, then the declared limits, with what each
+    /// counts now.
     pub fn list(&self) -> Vec<LimitStatus> {
-        self.table.list()
+        let mut all = self.table.list();
+        all.extend(self.declared.list());
+        all
     }
 
     /// What decides whether an allocation counts under the rule in `slot`,
@@ -157,11 +197,38 @@ impl Limits {
         self.table.matcher_of(slot)
     }
 
-    /// The target and action of the rule in `slot`, as records name them.
-    pub fn rule(&self, slot: u32) -> (String, String) {
+    /// The target and action of the rule in `slot`, as records name them
+    /// (a declared limit's, `slot` past every rule's, is process `pid`'s).
+    pub fn rule(&self, slot: u32, pid: u32) -> (String, String) {
+        if slot >= gpumem_common::limit_list::DECLARED_TOTAL {
+            return self.declared.rule(slot, pid);
+        }
         self.names
             .get(&slot)
             .map_or_else(|| (format!("slot {slot}"), "audit".into()), |(t, a)| (t.clone(), a.to_string()))
+    }
+
+    /// The health step's part of declared limits (see
+    /// `Declarations::recover`): processes found declaring limits that
+    /// the kernel did not record, to be said.
+    pub fn recover_declared(&mut self) -> Vec<declared::Running> {
+        let found = self.declared.recover(self.table.cgroup_root());
+        if self.declared.any() {
+            if let Err(e) = self.table.mark_declared() {
+                tracing::warn!("{}", crate::chain(&e));
+            }
+        }
+        found
+    }
+
+    /// The processes found declaring limits at start-up, once.
+    pub fn take_running(&mut self) -> Vec<declared::Running> {
+        std::mem::take(&mut self.running)
+    }
+
+    /// A process's `declared` record (what its exec declared).
+    pub fn saw_declaration(&mut self, pid: u32, decl: &gpumem_common::declare::declaration::Declaration) {
+        self.declared.saw(pid, decl);
     }
 
     /// Carried memory freed or gone with its process: lowers the bases of
@@ -174,7 +241,10 @@ impl Limits {
             // was never seen, as the kernel treats it.
             Body::Alloc(c) => self.carried.freed(tgid, (ns::for_kind(c.kind), c.addr)),
             Body::Free(c) if !c.untracked => self.carried.freed(tgid, (ns::for_kind(c.kind), c.addr)),
-            Body::Exit(_) | Body::Exec(_) => self.carried.exited(tgid),
+            Body::Exit(_) | Body::Exec(_) => {
+                self.declared.exited(tgid);
+                self.carried.exited(tgid)
+            }
             _ => return,
         };
         for (slot, base) in changed {
@@ -189,6 +259,9 @@ impl Limits {
     /// and each rule that cannot be applied, is said.
     pub fn reload(&mut self, policy: &Policy, live: &[LiveAllocation<'_>], why: &str) {
         self.table.set_default_action(policy.default_action);
+        if let Err(e) = self.declare(policy) {
+            tracing::warn!("{why}: {}", crate::chain(&e));
+        }
         for target in self.table.targets() {
             if !policy.limits.iter().any(|l| l.target == target) {
                 match self.clear(&target) {

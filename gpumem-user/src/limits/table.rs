@@ -227,6 +227,7 @@ impl LimitTable {
                     .map(|s| s.usage)
                     .unwrap_or(0)
                     .wrapping_add(self.base(i.slot)),
+                source: None,
             })
             .collect()
     }
@@ -322,6 +323,11 @@ impl LimitTable {
         })
     }
 
+    /// The cgroup2 mount the rules' cgroups are under.
+    pub fn cgroup_root(&self) -> Option<&std::path::Path> {
+        self.cgroup_root.as_deref()
+    }
+
     fn cgroup_dir(&self, path: &str) -> Option<PathBuf> {
         cgroup_dir(self.cgroup_root.as_deref(), path)
     }
@@ -336,6 +342,15 @@ impl LimitTable {
     /// What decides whether an allocation counts under a rule on `target`.
     pub fn matcher(&self, target: &Target, device: Option<u32>) -> Matcher {
         Matcher::new(target, device, self.cgroup_root.as_deref())
+    }
+
+    /// LIMITS_IN_FORCE[1]: some process holds declared limits (the kernel
+    /// sets it at an exec that declares; the agent, for processes it read
+    /// at start-up).
+    pub fn mark_declared(&mut self) -> Result<(), LimitError> {
+        self.in_force
+            .set(1, 1, 0)
+            .map_err(|e| LimitError::Write { target: "(declared limits)".into(), source: Box::new(e) })
     }
 
     /// LIMITS_IN_FORCE: the kinds of target of the rules in force (see

@@ -64,6 +64,7 @@ fn scrape() -> Scrape {
             action: "deny".into(),
             view: "driver".into(),
             usage: 3 << 20,
+            source: None,
         }],
         counts,
         malformed: 2,

@@ -10,6 +10,8 @@ use serde::{Deserialize, Serialize};
 
 use gpumem_common::{api::Family, id, kind};
 
+pub use super::caller::Caller;
+
 use crate::{
     decode::{Body, Change, Decision, Event, Origin},
     enrich::container::Container,
@@ -87,35 +89,6 @@ impl DecisionEvent {
     }
 }
 
-/// Who made a call: the fields every kernel-sourced line starts with.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
-pub struct Caller<E> {
-    pub ts_ns: u64,
-    pub event: E,
-    pub api: Cow<'static, str>,
-    pub pid: u32,
-    pub tid: u32,
-    pub comm: CompactString,
-    pub cgroup_id: u64,
-    /// The cgroup's path, shared with the agent's table of paths.
-    pub cgroup: Option<Arc<str>>,
-}
-
-impl<E> Caller<E> {
-    pub fn new(o: &Origin, event: E, api: &'static str, cgroup: Option<Arc<str>>) -> Self {
-        Self {
-            ts_ns: o.ts_ns,
-            event,
-            api: Cow::Borrowed(api),
-            pid: o.pid,
-            tid: o.tid,
-            comm: o.comm.clone(),
-            cgroup_id: o.cgroup_id,
-            cgroup,
-        }
-    }
-}
-
 /// Something a record says beyond its numbers.
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "snake_case")]
@@ -165,7 +138,7 @@ impl EventLine {
                 let released = Change { size: r.size, cgroup_total: r.cgroup_total, ..Change::default() };
                 return Some(Self::with(caller, container, &released, ""));
             }
-            Body::Limit(_) | Body::LimitSoft(_) => return None,
+            Body::Limit(_) | Body::LimitSoft(_) | Body::Declared(_) => return None,
         };
         let caller = Caller::new(&e.origin, event, id::name(e.origin.api), cgroup);
         Some(Self::with(caller, container, &c, kind::name(c.kind)))
@@ -278,6 +251,10 @@ pub struct LimitLine {
     /// before the call ran; not charged), `deny`; for `limit_soft` the
     /// rule's action.
     pub action: String,
+    /// Where the limit came from, where not the agent's own rules: `env
+    /// GPUMEM_LIMIT` (declared by the calling process).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
     /// Who held what the limit counts, at the decision.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub holders: Option<Box<Holders>>,
@@ -302,6 +279,7 @@ impl LimitLine {
             usage: d.usage,
             request: d.request,
             action: if soft { rule_action } else { d.taken.to_string() },
+            source: None,
             holders: None,
         }
     }
@@ -315,6 +293,7 @@ pub enum Line {
     Limit(LimitLine),
     Usage(UsageLine),
     Dropped(DroppedLine),
+    Declared(Box<super::declared::DeclaredLine>),
 }
 
 /// An address as `{:#x}` writes it, without core::fmt (which took a

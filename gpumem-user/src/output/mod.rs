@@ -2,6 +2,8 @@
 //! (`lines`, with the `holders` of out-of-memory and limit records) and
 //! what the control socket answers (`status`). The README's record table
 //! documents these types. `top` is what `gpumem top` asks for.
+pub mod caller;
+pub mod declared;
 pub mod holders;
 pub mod lines;
 pub mod status;

@@ -118,6 +118,10 @@ pub struct LimitStatus {
     pub view: String,
     /// Bytes charged or reserved under it, as the kernel counts them.
     pub usage: u64,
+    /// Where it came from, where not the agent's own rules: `env
+    /// GPUMEM_LIMIT` (declared by the process in its environment).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
 }
 
 /// Bytes held by one (kind, device) pair.

@@ -3,7 +3,8 @@ use std::io::{self, Write};
 
 use super::{pending::Pending, Sink};
 use crate::output::{
-    DroppedLine, EventLine, Holder, Holders, LimitLine, Line, RecordEvent, SplitLine, UsageLine,
+    declared::DeclaredLine, DroppedLine, EventLine, Holder, Holders, LimitLine, Line, RecordEvent, SplitLine,
+    UsageLine,
 };
 
 /// Write to the terminal once this much is waiting, even mid-batch.
@@ -41,6 +42,15 @@ impl<W: Write + Send> Sink for TextSink<W> {
             Line::Usage(u) => usage(u),
             Line::Limit(l) => limit(l) + &l.holders.as_deref().map(holders).unwrap_or_default(),
             Line::Dropped(d) => dropped(d),
+            Line::Declared(d) => format!(
+                "{:>12}  {:<12} pid {:<7} {:<15} {:<28} {}",
+                d.caller.ts_ns / 1000,
+                "declared",
+                d.caller.pid,
+                d.caller.comm,
+                d.caller.cgroup.as_deref().unwrap_or("?"),
+                declared(d)
+            ),
         };
         self.pending.add(&mut self.out, FLUSH_AT, |w| writeln!(w, "{text}"))
     }
@@ -52,6 +62,30 @@ impl<W: Write + Send> Sink for TextSink<W> {
     fn lost(&self) -> u64 {
         self.pending.lost()
     }
+}
+
+/// A `declared` record in words: each limit in force, then each refusal.
+pub fn declared(d: &DeclaredLine) -> String {
+    let mut parts: Vec<String> = d
+        .limits
+        .iter()
+        .map(|l| {
+            let on = match &l.devices {
+                None => "all devices".to_string(),
+                Some(d) if d.len() == 1 => format!("device {}", d[0]),
+                Some(d) => {
+                    format!("each of devices {}", d.iter().map(u32::to_string).collect::<Vec<_>>().join(","))
+                }
+            };
+            let clamped = if l.clamped { ", clamped to the cap" } else { "" };
+            format!("{} {} on {on}, action {}, view {}{clamped}", l.variable, human(l.hard), l.action, l.view)
+        })
+        .collect();
+    parts.extend(d.refused.iter().map(|r| format!("{} refused: {}", r.variable, r.reason)));
+    if parts.is_empty() {
+        parts.push("nothing in force".into());
+    }
+    parts.join("; ")
 }
 
 fn event(e: &EventLine) -> String {

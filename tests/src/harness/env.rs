@@ -8,6 +8,10 @@ pub struct Paths {
     pub agent: PathBuf,
     pub libcuda: PathBuf,
     pub workload: PathBuf,
+    /// The C client whose first CUDA allocation follows its exec.
+    pub first_alloc: PathBuf,
+    /// Runs a program as another user (`src/bin/as-user.rs`).
+    pub as_user: PathBuf,
 }
 
 /// The agent and workload come from `target/<GPUMEM_BUILD_PROFILE>`
@@ -22,9 +26,11 @@ pub fn paths() -> Paths {
         agent: profile.join("gpumem"),
         libcuda: target.join("simcuda/libcuda.so.1"),
         workload: profile.join("gpumem-workload"),
+        first_alloc: profile.join("first-alloc"),
+        as_user: profile.join("as-user"),
         root,
     };
-    for f in [&p.agent, &p.libcuda, &p.workload] {
+    for f in [&p.agent, &p.libcuda, &p.workload, &p.first_alloc, &p.as_user] {
         assert!(
             f.exists(),
             "{} is missing: run the tests with `cargo xtask test`, which builds it",

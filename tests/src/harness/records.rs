@@ -1,7 +1,7 @@
 //! The agent's records, typed: what the tests look for in them.
 use gpumem::output::{
-    DecisionEvent, DroppedLine, EventLine, LimitLine, LimitStatus, Line, RecordEvent, Scope, StatusEntry,
-    StatusReport, UsageLine,
+    declared::DeclaredLine, DecisionEvent, DroppedLine, EventLine, LimitLine, LimitStatus, Line, RecordEvent,
+    Scope, StatusEntry, StatusReport, UsageLine,
 };
 
 pub use gpumem::output::{DecisionEvent as Decision, RecordEvent as Rec};
@@ -24,6 +24,8 @@ pub trait Records {
     fn usage(&self, scope: Scope) -> Vec<&UsageLine>;
     /// `dropped` lines.
     fn dropped(&self) -> Vec<&DroppedLine>;
+    /// `declared` records of process `pid`.
+    fn declared(&self, pid: u32) -> Vec<&DeclaredLine>;
     /// Records lost in the kernel, as the last `dropped` line says.
     fn lost(&self) -> u64 {
         self.dropped().last().map_or(0, |d| d.total)
@@ -63,6 +65,13 @@ impl Records for [Line] {
     fn dropped(&self) -> Vec<&DroppedLine> {
         pick(self, |l| match l {
             Line::Dropped(d) => Some(d),
+            _ => None,
+        })
+    }
+
+    fn declared(&self, pid: u32) -> Vec<&DeclaredLine> {
+        pick(self, |l| match l {
+            Line::Declared(d) if d.caller.pid == pid => Some(&**d),
             _ => None,
         })
     }

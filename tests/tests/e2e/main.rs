@@ -15,6 +15,7 @@ mod containers;
 mod control_flood;
 mod coverage;
 mod cuda_bindings;
+mod declared;
 mod faults;
 mod forensics;
 mod frameworks;

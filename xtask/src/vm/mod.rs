@@ -23,12 +23,13 @@ use crate::{
 };
 
 /// The suites (modules of the end-to-end test binary) that run on every
-/// kernel: limits (signal, audit, deny or its refusal, races), exact
-/// tracing, threads and processes allocating at random (no run skipped),
-/// multi-uprobe links or their fallback, and what a limited process is
-/// told the card has (view=limit, where stock kernels let programs write
-/// user memory).
-pub const SUITES: &[&str] = &["concurrency", "limits", "links", "persist", "trace_exact", "view"];
+/// kernel: limits (signal, audit, deny or its refusal, races), limits
+/// declared in the environment (read at exec, the first allocation bound
+/// every time), exact tracing, threads and processes allocating at random
+/// (no run skipped), multi-uprobe links or their fallback, and what a
+/// limited process is told the card has (view=limit, where stock kernels
+/// let programs write user memory).
+pub const SUITES: &[&str] = &["concurrency", "declared", "limits", "links", "persist", "trace_exact", "view"];
 
 /// What runs in each kernel: the matrix's suites once (the default), or
 /// the tests named, `repeat` times.
@@ -164,6 +165,8 @@ fn guest_files(built: &Built, busybox: PathBuf) -> anyhow::Result<Vec<(PathBuf, 
         (busybox, "bin/busybox".to_string()),
         (built.agent.clone(), format!("{g}/{PROFILE}/gpumem")),
         (built.workload.clone(), format!("{g}/{PROFILE}/gpumem-workload")),
+        (built.first_alloc.clone(), format!("{g}/{PROFILE}/first-alloc")),
+        (built.workload.with_file_name("as-user"), format!("{g}/{PROFILE}/as-user")),
         (built.libcuda.clone(), format!("{g}/simcuda/libcuda.so.1")),
         (built.libcuda.with_file_name("libnvidia-ml.so.1"), format!("{g}/simcuda/libnvidia-ml.so.1")),
         (nvidia.path, "nvidia/libcuda.so.1".to_string()),

@@ -34,7 +34,13 @@ pub fn policy(args: &RunArgs) -> anyhow::Result<Policy> {
     let file = args.config.as_deref().map(config::load).transpose()?;
     let root = cgroup_root();
     let exists = |p: &str| root.as_ref().is_some_and(|r| r.join(p.trim_start_matches('/')).is_dir());
-    Ok(config::combine(file, args.limits.clone(), args.default_action, exists)?)
+    let given = config::Given {
+        limits: args.limits.clone(),
+        default_action: args.default_action,
+        env_limits: args.env_limits,
+        env_limits_max: args.env_limits_max,
+    };
+    Ok(config::combine(file, given, exists)?)
 }
 
 /// The tracer with every program loaded, and why `deny` cannot rewrite

@@ -91,6 +91,7 @@ fn limits() -> Vec<LimitStatus> {
             action: "deny".into(),
             view: "driver".into(),
             usage: 3 * GIB,
+            source: None,
         },
         LimitStatus {
             target: "pid:777".into(),
@@ -100,6 +101,7 @@ fn limits() -> Vec<LimitStatus> {
             action: "audit".into(),
             view: "driver".into(),
             usage: 576 * MIB,
+            source: None,
         },
     ]
 }

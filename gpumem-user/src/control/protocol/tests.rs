@@ -54,6 +54,7 @@ fn top_report() -> TopReport {
         action: "deny".into(),
         view: "driver".into(),
         usage: 1 << 30,
+        source: None,
     }];
     let recent = vec![RecentEvent {
         ts_ns: 5,

@@ -22,6 +22,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 
 use super::{
+    env::{parse_env_limits, parse_env_max, EnvPolicy},
     error::SpecError,
     size::parse_size,
     spec::{parse_target, Action, Limit, View},
@@ -35,6 +36,8 @@ pub enum ConfigError {
     Parse { path: PathBuf, message: String },
     #[error("config file {path}: default_action: {source}")]
     DefaultAction { path: PathBuf, source: SpecError },
+    #[error("config file {path}: {key}: {source}")]
+    Key { path: PathBuf, key: &'static str, source: SpecError },
     #[error("config file {path}, limit #{index}: {source}")]
     Rule { path: PathBuf, index: usize, source: SpecError },
     #[error("two limits for {target}{} ({first} and {second} bytes): keep one", on_device(*.device))]
@@ -51,6 +54,10 @@ fn on_device(device: Option<u32>) -> String {
 #[serde(deny_unknown_fields)]
 struct File {
     default_action: Option<String>,
+    /// As `--env-limits`.
+    env_limits: Option<String>,
+    /// As `--env-limits-max`.
+    env_limits_max: Option<String>,
     #[serde(default, rename = "limit")]
     limits: Vec<Entry>,
 }
@@ -91,16 +98,22 @@ impl Entry {
     }
 }
 
-/// The default action and the limits.
+/// The default action, the limits, and what the agent does with limits
+/// declared in workloads' environments.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Policy {
     pub default_action: Action,
     pub limits: Vec<Limit>,
+    pub env: EnvPolicy,
 }
 
 impl Default for Policy {
     fn default() -> Self {
-        Self { default_action: Action::Signal(nix::sys::signal::Signal::SIGKILL as i32), limits: Vec::new() }
+        Self {
+            default_action: Action::Signal(nix::sys::signal::Signal::SIGKILL as i32),
+            limits: Vec::new(),
+            env: EnvPolicy::default(),
+        }
     }
 }
 
@@ -113,6 +126,13 @@ pub fn parse(path: &Path, text: &str) -> Result<Policy, ConfigError> {
         policy.default_action =
             Action::parse(&a).map_err(|source| ConfigError::DefaultAction { path: path.into(), source })?;
     }
+    let key = |key| move |source| ConfigError::Key { path: path.into(), key, source };
+    if let Some(names) = file.env_limits {
+        policy.env.honour = parse_env_limits(&names).map_err(key("env_limits"))?;
+    }
+    if let Some(max) = file.env_limits_max {
+        policy.env.max = Some(parse_env_max(&max).map_err(key("env_limits_max"))?);
+    }
     for (i, entry) in file.limits.into_iter().enumerate() {
         let limit = entry.into_limit().map_err(|source| ConfigError::Rule {
             path: path.into(),
@@ -122,6 +142,15 @@ pub fn parse(path: &Path, text: &str) -> Result<Policy, ConfigError> {
         policy.limits.push(limit);
     }
     Ok(policy)
+}
+
+/// What the command line gives beside the file (each over the file's).
+#[derive(Debug, Clone, Default)]
+pub struct Given {
+    pub limits: Vec<Limit>,
+    pub default_action: Option<Action>,
+    pub env_limits: Option<u32>,
+    pub env_limits_max: Option<u64>,
 }
 
 pub fn load(path: &Path) -> Result<Policy, ConfigError> {
@@ -135,13 +164,19 @@ pub fn load(path: &Path) -> Result<Policy, ConfigError> {
 /// cgroup exists (`cgroup_exists` says so).
 pub fn combine(
     file: Option<Policy>,
-    cli_limits: Vec<Limit>,
-    default_action: Option<Action>,
+    cli: Given,
     cgroup_exists: impl Fn(&str) -> bool,
 ) -> Result<Policy, ConfigError> {
+    let Given { limits: cli_limits, default_action, env_limits, env_limits_max } = cli;
     let mut policy = file.unwrap_or_default();
     if let Some(a) = default_action {
         policy.default_action = a;
+    }
+    if let Some(bits) = env_limits {
+        policy.env.honour = bits;
+    }
+    if let Some(max) = env_limits_max {
+        policy.env.max = Some(max);
     }
     policy.limits.extend(cli_limits);
     for (i, a) in policy.limits.iter().enumerate() {
@@ -160,6 +195,8 @@ pub fn combine(
 
 #[cfg(test)]
 mod tests {
+    use gpumem_common::declare::names::honour;
+
     use super::*;
     use crate::limits::policy::Target;
 
@@ -212,15 +249,33 @@ mod tests {
     #[test]
     fn combining_refuses_conflicts_and_unknown_cgroups() {
         let file = parse(&p(), "[[limit]]\ncgroup = \"/a\"\nhard = \"1G\"\n").unwrap();
-        let cli = vec![Limit::parse("cgroup:/a=2G").unwrap()];
-        let e = combine(Some(file.clone()), cli, None, |_| true).unwrap_err().to_string();
+        let given = |limits: &[&str]| Given {
+            limits: limits.iter().map(|l| Limit::parse(l).unwrap()).collect(),
+            ..Given::default()
+        };
+        let e = combine(Some(file.clone()), given(&["cgroup:/a=2G"]), |_| true).unwrap_err().to_string();
         assert!(e.contains("two limits for cgroup:/a"), "{e}");
-        let other_device = vec![Limit::parse("cgroup:/a=2G,device=1").unwrap()];
-        assert_eq!(combine(Some(file.clone()), other_device, None, |_| true).unwrap().limits.len(), 2);
-        let e = combine(Some(file), vec![], None, |_| false).unwrap_err().to_string();
+        let other_device = given(&["cgroup:/a=2G,device=1"]);
+        assert_eq!(combine(Some(file.clone()), other_device, |_| true).unwrap().limits.len(), 2);
+        let e = combine(Some(file), given(&[]), |_| false).unwrap_err().to_string();
         assert!(e.contains("no cgroup /a"), "{e}");
-        let policy = combine(None, vec![], Some(Action::Audit), |_| true).unwrap();
+        let policy =
+            combine(None, Given { default_action: Some(Action::Audit), ..Given::default() }, |_| true)
+                .unwrap();
         assert_eq!(policy.default_action, Action::Audit);
+    }
+
+    #[test]
+    fn env_limits_from_the_file_and_over_it() {
+        let file = parse(&p(), "env_limits = \"GPUMEM_LIMIT\"\nenv_limits_max = \"16GiB\"\n").unwrap();
+        assert_eq!(file.env, EnvPolicy { honour: honour::GPUMEM_LIMIT, max: Some(16 << 30) });
+        let cli = Given { env_limits: Some(0), ..Given::default() };
+        assert_eq!(combine(Some(file), cli, |_| true).unwrap().env.honour, 0);
+        assert_eq!(Policy::default().env.honour, honour::ALL);
+        let e = parse(&p(), "env_limits = \"FOO\"\n").unwrap_err().to_string();
+        assert!(e.contains("env_limits") && e.contains("`FOO`"), "{e}");
+        let e = parse(&p(), "env_limits_max = \"0\"\n").unwrap_err().to_string();
+        assert!(e.contains("env_limits_max") && e.contains("zero"), "{e}");
     }
 
     /// A rule as a `[[limit]]` table would hold it, and the rule it means.

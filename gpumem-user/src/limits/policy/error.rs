@@ -10,6 +10,8 @@ pub enum SpecError {
     Size(String),
     #[error("`{0}` is too large")]
     SizeTooLarge(String),
+    #[error("`{0}`: a size has at most 9 decimals")]
+    SizeDecimals(String),
     #[error("`{0}`: a limit of zero bytes would refuse every allocation; give a positive size")]
     SizeZero(String),
     #[error("`{0}`: the ring buffer must be a power of two from 64KiB to 1GiB (for example 4MiB)")]
@@ -46,4 +48,14 @@ pub enum SpecError {
     Target(String),
     #[error("give exactly one of cgroup, pid or comm")]
     OneTarget,
+    #[error("{0}: longer than the {max} bytes the kernel reads of an environment string", max = gpumem_common::declare::CAP - 2)]
+    TooLong(String),
+    #[error("{0}: action deny needs a kernel that lets uprobe programs write registers, and this one does not; add a fallback, e.g. `,fallback=signal:SIGTERM`")]
+    DenyUnsupported(String),
+    #[error("{0}: view=limit needs a kernel that lets uprobe programs write user memory, and this one does not; use view=driver, or leave view out")]
+    ViewUnsupported(String),
+    #[error("`{0}` is not a variable gpumem reads limits from: use GPUMEM_LIMIT, CUDA_DEVICE_MEMORY_LIMIT, NVIDIA_GPU_MEMORY_LIMIT, GPU_MEMORY_LIMIT, all or none")]
+    EnvName(String),
+    #[error("`{text}` was refused (reason {code})")]
+    Unread { code: u32, text: String },
 }

@@ -2,7 +2,9 @@
 //! logic; the decision itself is made in the kernel at the allocation
 //! (gpumem-ebpf's limits.rs), from the rules this module produces.
 pub mod config;
+pub mod env;
 pub mod error;
+pub mod rule_text;
 pub mod size;
 pub mod spec;
 

@@ -1,45 +1,33 @@
-//! Human sizes: `512MiB`, `8GiB`, `1.5G`, `4096`. Parsed here rather than
-//! by a crate: a bare `G` means GiB, as memory.max reads it.
+//! Human sizes: `512MiB`, `8GiB`, `1.5G`, `4096`, read by the parser the
+//! kernel reads `GPUMEM_LIMIT` with (`gpumem_common::declare::size`): a
+//! bare `G` means GiB, as memory.max reads it.
+use gpumem_common::declare::size::{self, SizeError, SizeParser};
+
 use super::error::SpecError;
 
 /// Parses a byte size. Binary units (`KiB`, `MiB`, `GiB`, `TiB`, and the
 /// bare `K`, `M`, `G`, `T` as memory.max reads them) are powers of 1024;
-/// decimal units (`KB`, `MB`, `GB`, `TB`) powers of 1000. Zero is refused:
-/// a zero limit is a mistake, not a policy.
+/// decimal units (`KB`, `MB`, `GB`, `TB`) powers of 1000; at most nine
+/// decimals. Zero is refused: a zero limit is a mistake, not a policy.
 pub fn parse_size(text: &str) -> Result<u64, SpecError> {
-    let t = text.trim();
-    let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    if num.is_empty() {
-        return Err(SpecError::SizeWithoutNumber(text.into()));
-    }
-    let mult: u64 = match unit.trim().to_ascii_lowercase().as_str() {
-        "" | "b" => 1,
-        "k" | "kib" => 1 << 10,
-        "m" | "mib" => 1 << 20,
-        "g" | "gib" => 1 << 30,
-        "t" | "tib" => 1 << 40,
-        "kb" => 1_000,
-        "mb" => 1_000_000,
-        "gb" => 1_000_000_000,
-        "tb" => 1_000_000_000_000,
-        other => return Err(SpecError::SizeUnit { text: text.into(), unit: other.into() }),
-    };
-    let bytes = if num.contains('.') {
-        let v: f64 = num.parse().map_err(|_| SpecError::Size(text.into()))?;
-        let b = v * mult as f64;
-        if !(b.is_finite() && b < u64::MAX as f64) {
-            return Err(SpecError::SizeTooLarge(text.into()));
+    let (read, parser) = size::parse(text.as_bytes());
+    read.map_err(|e| size_error(text, e, &parser))
+}
+
+/// Why `text` is not a size, as the user is told.
+pub fn size_error(text: &str, e: SizeError, parser: &SizeParser) -> SpecError {
+    let text = text.to_string();
+    match e {
+        SizeError::NoNumber => SpecError::SizeWithoutNumber(text),
+        SizeError::Unit => {
+            let unit = text.get(parser.unit_start as usize..parser.unit_end as usize).unwrap_or_default();
+            SpecError::SizeUnit { unit: unit.to_ascii_lowercase(), text }
         }
-        b.round() as u64
-    } else {
-        let v: u64 = num.parse().map_err(|_| SpecError::Size(text.into()))?;
-        v.checked_mul(mult).ok_or_else(|| SpecError::SizeTooLarge(text.into()))?
-    };
-    if bytes == 0 {
-        return Err(SpecError::SizeZero(text.into()));
+        SizeError::NotANumber => SpecError::Size(text),
+        SizeError::Decimals => SpecError::SizeDecimals(text),
+        SizeError::TooLarge => SpecError::SizeTooLarge(text),
+        SizeError::Zero => SpecError::SizeZero(text),
     }
-    Ok(bytes)
 }
 
 /// Parses a ring buffer size for `--ring-buffer`: the kernel wants a power
@@ -105,5 +93,6 @@ mod tests {
         assert!(err("GiB").contains("start with a number"));
         assert!(err("8XB").contains("unknown unit"));
         assert!(err("99999999999TiB").contains("too large"));
+        assert!(err("1.0000000001G").contains("at most 9 decimals"));
     }
 }

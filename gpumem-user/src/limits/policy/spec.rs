@@ -1,14 +1,20 @@
 //! One limit: what it applies to, how much, and what happens when a call
 //! would cross it, and what the processes under it are told the card has.
 //! `--limit TARGET=HARD[,soft=SIZE][,action=A][,fallback=A][,device=N][,view=V]`.
-use std::{fmt, str::FromStr};
+use std::fmt;
 
-use gpumem_common::TASK_COMM_LEN;
-use nix::sys::signal::Signal;
+use gpumem_common::{
+    declare::{
+        action::{self, ActionError},
+        rule::{self, RuleText},
+        signal::{self, SignalError},
+    },
+    limit_action, TASK_COMM_LEN,
+};
 
 use serde::{Deserialize, Serialize};
 
-use super::{error::SpecError, size::parse_size};
+use super::error::SpecError;
 
 /// What a limit applies to.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -45,14 +51,22 @@ pub enum Action {
 }
 
 impl Action {
+    /// `audit`, `deny`, `signal` or `signal:SIG`, as the kernel reads an
+    /// action in `GPUMEM_LIMIT` (`gpumem_common::declare::action`).
     pub fn parse(text: &str) -> Result<Self, SpecError> {
-        let t = text.trim();
-        match t.split_once(':') {
-            None if t == "audit" => Ok(Action::Audit),
-            None if t == "deny" => Ok(Action::Deny),
-            None if t == "signal" => Ok(Action::Signal(Signal::SIGKILL as i32)),
-            Some(("signal", sig)) => Ok(Action::Signal(parse_signal(sig)?)),
-            _ => Err(SpecError::Action(text.into())),
+        action::parse(text.as_bytes()).map(|(code, signal)| Self::of(code, signal)).map_err(|e| match e {
+            ActionError::Action => SpecError::Action(text.into()),
+            ActionError::SignalRange(n) => SpecError::SignalRange(n),
+            ActionError::Signal => SpecError::Signal(text.split_once(':').map_or(text, |(_, s)| s).into()),
+        })
+    }
+
+    /// The action a kernel code (`limit_action`) and its signal name.
+    pub fn of(code: u32, signal: u32) -> Self {
+        match code {
+            limit_action::AUDIT => Action::Audit,
+            limit_action::DENY => Action::Deny,
+            _ => Action::Signal(signal as i32),
         }
     }
 }
@@ -102,13 +116,10 @@ impl fmt::Display for View {
 
 /// `SIGTERM`, `TERM` or `15` (1 to 64: real-time signals by number).
 pub fn parse_signal(text: &str) -> Result<i32, SpecError> {
-    let t = text.trim();
-    if let Ok(n) = t.parse::<i32>() {
-        return if (1..=64).contains(&n) { Ok(n) } else { Err(SpecError::SignalRange(n)) };
-    }
-    let upper = t.to_ascii_uppercase();
-    let name = upper.strip_prefix("SIG").unwrap_or(&upper);
-    Signal::from_str(&format!("SIG{name}")).map(|s| s as i32).map_err(|_| SpecError::Signal(text.into()))
+    signal::parse(text.as_bytes()).map(|n| n as i32).map_err(|e| match e {
+        SignalError::Range(n) => SpecError::SignalRange(n),
+        SignalError::Unknown => SpecError::Signal(text.into()),
+    })
 }
 
 /// A limit rule.
@@ -131,31 +142,31 @@ pub struct Limit {
 }
 
 impl Limit {
-    /// Parses a `--limit` argument.
+    /// Parses a `--limit` argument: the target, then the right-hand side
+    /// as the kernel reads `GPUMEM_LIMIT` (`gpumem_common::declare::rule`).
     pub fn parse(text: &str) -> Result<Self, SpecError> {
         let (target, rest) = text.split_once('=').ok_or_else(|| SpecError::NoSize(text.into()))?;
         let target = parse_target(target)?;
-        let mut parts = rest.split(',');
-        let hard = parse_size(parts.next().unwrap_or_default())?;
-        let mut limit =
-            Limit { target, hard, soft: None, action: None, fallback: None, device: None, view: None };
-        for part in parts {
-            let (key, value) = part
-                .split_once('=')
-                .ok_or_else(|| SpecError::KeyValue { part: part.into(), text: text.into() })?;
-            match key.trim() {
-                "soft" => limit.soft = Some(parse_size(value)?),
-                "action" => limit.action = Some(Action::parse(value)?),
-                "fallback" => limit.fallback = Some(Action::parse(value)?),
-                "device" => {
-                    limit.device = Some(value.trim().parse().map_err(|_| SpecError::Device(value.into()))?)
-                }
-                "view" => limit.view = Some(View::parse(value)?),
-                other => return Err(SpecError::UnknownKey { key: other.into(), text: text.into() }),
-            }
+        let t = super::rule_text::read(rest, &target.to_string(), text)?;
+        Ok(Limit::from_text(target, &t))
+    }
+
+    /// The rule a right-hand side says, on `target`.
+    pub fn from_text(target: Target, t: &RuleText) -> Self {
+        let action = |code: u32, signal| (code != 0).then(|| Action::of(code, signal));
+        Limit {
+            target,
+            hard: t.hard,
+            soft: (t.soft != 0).then_some(t.soft),
+            action: action(t.action, t.signal),
+            fallback: action(t.fallback, t.fallback_signal),
+            device: (t.has_device != 0).then_some(t.device),
+            view: match t.view {
+                rule::view::LIMIT => Some(View::Limit),
+                rule::view::DRIVER => Some(View::Driver),
+                _ => None,
+            },
         }
-        limit.check()?;
-        Ok(limit)
     }
 
     /// Checks the rule on its own.
