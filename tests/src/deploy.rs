@@ -36,7 +36,7 @@ fn read(file: &str) -> String {
 fn run_args(args: &[String]) -> RunArgs {
     let cli = Cli::try_parse_from(args).unwrap_or_else(|e| panic!("gpumem refuses {args:?}:\n{e}"));
     let Command::Run(run) = cli.command else { panic!("{args:?} is not `gpumem run`") };
-    run
+    *run
 }
 
 /// A systemd unit's `KEY=` value (the last one, as systemd reads it).
@@ -81,7 +81,8 @@ fn example_config_parses_with_the_agents_parser() {
     let path = deploy("gpumem.toml");
     let policy = config::load(&path).unwrap_or_else(|e| panic!("{}", gpumem::chain(&e)));
     assert_eq!(policy.default_action, Action::Audit, "the example starts by recording, not stopping");
-    config::combine(Some(policy), vec![], None, |_| true).expect("no two rules for one target");
+    assert_eq!(policy.env.honour, gpumem::limits::policy::env::EnvPolicy::default().honour);
+    config::combine(Some(policy), config::Given::default(), |_| true).expect("no two rules for one target");
 }
 
 #[test]
@@ -92,10 +93,12 @@ fn example_rules_parse_when_uncommented() {
     let policy = config::parse(&deploy("gpumem.toml"), &text)
         .unwrap_or_else(|e| panic!("{}\n---\n{text}", gpumem::chain(&e)));
     assert_eq!(policy.limits.len(), examples);
-    let policy = config::combine(Some(policy), vec![], None, |_| true).expect("no two rules for one target");
+    let policy = config::combine(Some(policy), config::Given::default(), |_| true)
+        .expect("no two rules for one target");
     let has = |f: &dyn Fn(&Target) -> bool| policy.limits.iter().any(|l| f(&l.target));
     assert!(has(&|t| matches!(t, Target::Cgroup(_))) && has(&|t| matches!(t, Target::Comm(_))));
     assert!(policy.limits.iter().any(|l| l.action == Some(Action::Deny) && l.fallback.is_some()));
+    assert!(policy.env.max.is_some(), "the example shows a cap on declared limits");
 }
 
 #[test]
