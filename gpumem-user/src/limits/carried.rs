@@ -6,7 +6,7 @@
 //! the agent writes the totals this returns.
 use std::collections::{HashMap, HashSet};
 
-use gpumem_common::{LiveAlloc, LiveKey};
+use gpumem_common::{limit_list, LiveAlloc, LiveKey, LIMITS_PER_CALL};
 
 /// An allocation: (tgid, (namespace, address)) and its size.
 pub type Entry = (u32, (u32, u64), u64);
@@ -66,13 +66,14 @@ impl Carried {
 /// Which live allocations (the kernel's) are charged under which limit
 /// slot: (slot, tgid, (namespace, address)). The kernel charges every
 /// allocation it admitted while a rule existed under that rule's slot
-/// (`LiveAlloc::limit_slots`, byte i: slot + 1); what a rule's target holds
-/// and is not charged under it is what the rule carries.
+/// (`LiveAlloc::limit_slots`, see `gpumem_common::limit_list`; the
+/// process's own declared limits beside them are no rule's); what a rule's
+/// target holds and is not charged under it is what the rule carries.
 pub fn charged(held: &[(LiveKey, LiveAlloc)]) -> HashSet<(u32, u32, (u32, u64))> {
     held.iter()
         .flat_map(|(k, a)| {
-            let slots = a.limit_slots.to_le_bytes().into_iter().filter(|&b| b != 0);
-            slots.map(move |b| (u32::from(b) - 1, k.tgid, (k.ns, k.addr)))
+            let slots = (0..LIMITS_PER_CALL).filter_map(|i| limit_list::at(a.limit_slots, i));
+            slots.map(move |slot| (slot, k.tgid, (k.ns, k.addr)))
         })
         .collect()
 }
@@ -90,7 +91,9 @@ mod tests {
         let live = |tgid, addr, limit_slots| {
             (LiveKey { tgid, ns: 0, addr }, LiveAlloc { size: 1, limit_slots, ..LiveAlloc::default() })
         };
-        let held = [live(10, 0x1000, 0), live(10, 0x2000, 0x0401), live(11, 0x1000, 0x03)];
+        // The third is also reserved under its process's declared limits.
+        let declared = limit_list::with_declared(0x03, limit_list::DECLARED_TOTAL_BIT, 1);
+        let held = [live(10, 0x1000, 0), live(10, 0x2000, 0x0401), live(11, 0x1000, declared)];
         let found = charged(&held);
         let want: HashSet<_> = [(0, 10, (0, 0x2000)), (3, 10, (0, 0x2000)), (2, 11, (0, 0x1000))].into();
         assert_eq!(found, want);
