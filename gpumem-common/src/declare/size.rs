@@ -152,25 +152,20 @@ enum Unit {
     Decimal(u32),
 }
 
+/// `base`^0 to `base`^15.
+const fn powers(base: u64) -> [u64; 16] {
+    let mut t = [1u64; 16];
+    let mut i = 1;
+    while i < 16 {
+        t[i] = t[i - 1] * base;
+        i += 1;
+    }
+    t
+}
+
 /// 5^k and 10^k.
-const POW5: [u64; 16] = {
-    let mut t = [1u64; 16];
-    let mut i = 1;
-    while i < 16 {
-        t[i] = t[i - 1] * 5;
-        i += 1;
-    }
-    t
-};
-const POW10: [u64; 16] = {
-    let mut t = [1u64; 16];
-    let mut i = 1;
-    while i < 16 {
-        t[i] = t[i - 1] * 10;
-        i += 1;
-    }
-    t
-};
+const POW5: [u64; 16] = powers(5);
+const POW10: [u64; 16] = powers(10);
 
 /// u64::MAX / 10^k.
 const MOST_OF_POW10: [u64; 16] = {

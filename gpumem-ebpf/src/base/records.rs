@@ -27,7 +27,20 @@ pub struct Subject {
 /// thread's comm. Counts a drop when the ring buffer is full.
 #[inline(always)]
 pub fn emit<P: Copy + 'static>(event: u32, api: u32, who: Subject, body: P) {
-    let header = Header {
+    let header = header(event, api, who);
+    match EVENTS.reserve::<Record<P>>(0) {
+        Some(mut slot) => {
+            slot.write(Record { header, body });
+            slot.submit(wakeup());
+        }
+        None => count(stat::RINGBUF_DROPS),
+    }
+}
+
+/// A record's header: the time, who, and the calling thread's comm.
+#[inline(always)]
+fn header(event: u32, api: u32, who: Subject) -> Header {
+    Header {
         // SAFETY: plain helper call.
         ts_ns: unsafe { bpf_ktime_get_ns() },
         pid_tgid: who.pid_tgid,
@@ -35,13 +48,6 @@ pub fn emit<P: Copy + 'static>(event: u32, api: u32, who: Subject, body: P) {
         comm: bpf_get_current_comm().unwrap_or([0; TASK_COMM_LEN]),
         event,
         api,
-    };
-    match EVENTS.reserve::<Record<P>>(0) {
-        Some(mut slot) => {
-            slot.write(Record { header, body });
-            slot.submit(wakeup());
-        }
-        None => count(stat::RINGBUF_DROPS),
     }
 }
 
@@ -62,15 +68,7 @@ fn wakeup() -> u64 {
 /// copied from `body`, in a map, straight into the ring buffer.
 #[inline(always)]
 pub fn emit_from<P: Copy + 'static>(event: u32, api: u32, who: Subject, body: *const P) {
-    let header = Header {
-        // SAFETY: plain helper call.
-        ts_ns: unsafe { bpf_ktime_get_ns() },
-        pid_tgid: who.pid_tgid,
-        cgroup_id: who.cgroup_id,
-        comm: bpf_get_current_comm().unwrap_or([0; TASK_COMM_LEN]),
-        event,
-        api,
-    };
+    let header = header(event, api, who);
     match EVENTS.reserve::<Record<P>>(0) {
         Some(mut slot) => {
             let record = slot.as_mut_ptr();
