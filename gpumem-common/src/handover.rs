@@ -36,7 +36,7 @@
 
 /// Bumped whenever a shared map's layout or meaning changes: a build
 /// takes over only from one of the same layout.
-pub const LAYOUT: u64 = 2;
+pub const LAYOUT: u64 = 3;
 
 const PHASE_SHIFT: u32 = 62;
 const OLD_SHIFT: u32 = 31;

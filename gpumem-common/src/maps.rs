@@ -53,8 +53,11 @@ pub const CTX_ENTRIES: u32 = 16384;
 /// How many distinct cgroups one process's charges are remembered for, so
 /// that its exit uncharges each of them exactly.
 pub const PROC_CGROUP_SLOTS: usize = 4;
-/// Limit rules at once (slots of the `LIMITS` array).
-pub const MAX_LIMITS: u32 = 64;
+/// Limit rules at once (slots of the `LIMITS` array): the operator's, the
+/// ones the agent makes for containers that declare limits (a per-device
+/// rule takes a slot and one a device, see `DEVICE_EACH`). Slots of rules
+/// gone and counting nothing are used again.
+pub const MAX_LIMITS: u32 = 2046;
 /// Limits applied to one call: the process's, the comm's, then the nearest
 /// limited cgroups from the caller's up (a live allocation records them
 /// packed, one byte each, slot + 1).
@@ -210,6 +213,31 @@ pub mod limit_action {
 /// `LimitRule::device` when every device counts.
 pub const DEVICE_ANY: u32 = u32::MAX;
 
+/// `LimitRule::device` of a rule that limits each device on its own: its
+/// slot heads `span` slots after it, one a device (device `d`'s rule in
+/// slot + 1 + d), where the calls on that device count. The kernel never
+/// reads the head: a target's rules for device `d` (`TargetRules::on`)
+/// name device `d`'s slot.
+pub const DEVICE_EACH: u32 = u32::MAX - 1;
+
+/// How many devices a target's rules are kept apart for: a call on device
+/// `d` reads `on[d % INDEX_DEVICES]`, and a rule for one device (which the
+/// kernel checks) is kept where its device reads.
+pub const INDEX_DEVICES: usize = 16;
+
+/// A target's rules (`LIMIT_INDEX`, `COMM_LIMITS`): written by the agent,
+/// one run of slots a rule.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TargetRules {
+    /// Each rule's first slot (`limit_list::rules`), the agent's record
+    /// (read back by its successor).
+    pub heads: u64,
+    /// What a call on each device pushes (`limit_list::rules`): the slot
+    /// that counts that device's memory of each rule that does.
+    pub on: [u64; INDEX_DEVICES],
+}
+
 /// Which limit applies to a process (by tgid) or a cgroup (by id).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -238,7 +266,8 @@ pub struct LimitRule {
     /// One of [`limit_view`]: what a process under this limit is told the
     /// card has (`cuMemGetInfo`, `cuDeviceTotalMem`).
     pub view: u32,
-    pub _pad: u32,
+    /// A [`DEVICE_EACH`] rule: how many devices' slots follow it.
+    pub span: u32,
 }
 
 /// What a limit tells the processes under it about the card.
@@ -285,6 +314,8 @@ mod pod {
     unsafe impl aya::Pod for super::LimitRule {}
     // SAFETY: repr(C), integers only, no padding (sizes asserted below).
     unsafe impl aya::Pod for super::LimitState {}
+    // SAFETY: plain-old-data, repr(C), no padding.
+    unsafe impl aya::Pod for super::TargetRules {}
 }
 
 const _: () = {

@@ -19,7 +19,8 @@ use aya_ebpf::helpers::{
 };
 use gpumem_common::{
     event_type, limit_action, limit_list, limit_scope, limit_view, limits_in_force, Decision, LimitKey,
-    LimitRule, LimitState, DEVICE_ANY, LIMITS_PER_CALL, MAX_CGROUP_DEPTH, TASK_COMM_LEN,
+    LimitRule, LimitState, TargetRules, DEVICE_ANY, INDEX_DEVICES, LIMITS_PER_CALL, MAX_CGROUP_DEPTH,
+    TASK_COMM_LEN,
 };
 
 use crate::{
@@ -41,18 +42,22 @@ pub struct Admission {
     pub deny: bool,
 }
 
+/// What a call on `device` pushes of a target's rules (see
+/// `TargetRules::on`; 0: the target has none).
 #[inline(always)]
-fn lookup(key: LimitKey) -> Option<u32> {
-    // SAFETY: copied out.
-    unsafe { LIMIT_INDEX.get(key) }.copied()
+fn on_device(rules: Option<&TargetRules>, device: u32) -> u64 {
+    match rules {
+        Some(r) => r.on[device as usize % INDEX_DEVICES],
+        None => 0,
+    }
 }
 
-/// The limits that apply to the calling process (see `limit_list`):
-/// pushed farthest first, the root cgroup down to the caller's, then its
-/// comm, then the process. Only the kinds of target `kinds` names (see
-/// `limits_in_force`) are looked up.
+/// The limits that apply to the calling process's call on `device` (see
+/// `limit_list`): pushed farthest first, the root cgroup down to the
+/// caller's, then its comm, then the process. Only the kinds of target
+/// `kinds` names (see `limits_in_force`) are looked up.
 #[inline(always)]
-fn applicable(tgid: u32, kinds: u32) -> u64 {
+fn applicable(tgid: u32, kinds: u32, device: u32) -> u64 {
     let mut list = 0u64;
     if kinds & limits_in_force::CGROUP != 0 {
         // Below the caller's own cgroup the helper answers 0, and the walk
@@ -67,45 +72,48 @@ fn applicable(tgid: u32, kinds: u32) -> u64 {
             if id == 0 {
                 break;
             }
-            list = limit_list::push(list, lookup(LimitKey { scope: limit_scope::CGROUP, _pad: 0, id }));
+            let key = LimitKey { scope: limit_scope::CGROUP, _pad: 0, id };
+            // SAFETY: read in place, one u64.
+            list = limit_list::push_all(list, on_device(unsafe { LIMIT_INDEX.get(key) }, device));
             level += 1;
         }
     }
     if kinds & limits_in_force::COMM != 0 {
         let comm = bpf_get_current_comm().unwrap_or([0; TASK_COMM_LEN]);
-        // SAFETY: copied out.
-        list = limit_list::push(list, unsafe { COMM_LIMITS.get(comm) }.copied());
+        // SAFETY: read in place, one u64.
+        list = limit_list::push_all(list, on_device(unsafe { COMM_LIMITS.get(comm) }, device));
     }
     if kinds & limits_in_force::PROCESS != 0 {
-        list = limit_list::push(
-            list,
-            lookup(LimitKey { scope: limit_scope::PROCESS, _pad: 0, id: tgid as u64 }),
-        );
+        let key = LimitKey { scope: limit_scope::PROCESS, _pad: 0, id: tgid as u64 };
+        // SAFETY: read in place, one u64.
+        list = limit_list::push_all(list, on_device(unsafe { LIMIT_INDEX.get(key) }, device));
     }
     limit_list::nearest(list)
 }
 
 /// The caller's process, the kinds of limit in force, and the limits
-/// that apply to the caller (packed, see [`applicable`]); None while no
-/// limit is in force (`LIMITS_IN_FORCE[1]`: some process declared one).
+/// that apply to the caller's call on `device` (packed, see
+/// [`applicable`]); None while no limit is in force (`LIMITS_IN_FORCE[1]`:
+/// some process declared one).
 #[inline(always)]
-fn caller_limits() -> Option<(u32, u32, u64)> {
+fn caller_limits(device: u32) -> Option<(u32, u32, u64)> {
     let mut kinds = LIMITS_IN_FORCE.get(0).copied().unwrap_or(0);
     if LIMITS_IN_FORCE.get(1).copied().unwrap_or(0) != 0 {
         kinds |= limits_in_force::DECLARED;
     }
     let tgid = (bpf_get_current_pid_tgid() >> 32) as u32;
-    (kinds != 0).then(|| (tgid, kinds, applicable(tgid, kinds)))
+    (kinds != 0).then(|| (tgid, kinds, applicable(tgid, kinds, device)))
 }
 
 /// Limit `slot`'s rule (read once) and count, if the rule is in force and
-/// counts `device`.
+/// counts `device` (a target's rules for one device name other devices'
+/// rules where their devices share an entry).
 #[inline(always)]
 fn rule_on(slot: u32, device: u32) -> Option<(LimitRule, *mut LimitState)> {
     let (Some(rule), Some(state)) = (LIMITS.get_ptr(slot), LIMIT_STATE.get_ptr_mut(slot)) else {
         return None;
     };
-    // SAFETY: checked map value pointer; fields read once.
+    // SAFETY: checked map value pointer; read once.
     let r = unsafe { core::ptr::read_volatile(rule) };
     (r.active != 0 && (r.device == DEVICE_ANY || r.device == device)).then_some((r, state))
 }
@@ -117,7 +125,7 @@ fn rule_on(slot: u32, device: u32) -> Option<(LimitRule, *mut LimitState)> {
 /// cannot, a deny limit only records, as audit does.
 #[inline(always)]
 pub fn admit(size: u64, device: u32, api: u32, can_deny: bool) -> Admission {
-    let Some((tgid, kinds, candidates)) = caller_limits() else {
+    let Some((tgid, kinds, candidates)) = caller_limits(device) else {
         return Admission { slots: 0, refused: false, deny: false };
     };
     let call = Call { size, api, can_deny };
@@ -133,7 +141,7 @@ pub fn admit(size: u64, device: u32, api: u32, can_deny: bool) -> Admission {
         if refused.is_some() {
             break;
         }
-        reserved |= ((slot + 1) as u64) << (8 * (i - 1));
+        reserved = limit_list::put(reserved, i - 1, slot);
     }
     if refused.is_none() && kinds & limits_in_force::DECLARED != 0 {
         // `reserved` is 0 where no rule reserved the call: opaque, the
@@ -247,7 +255,7 @@ fn reserve(call: &Call, (r, state, base): (&LimitRule, *mut LimitState, u64), sl
 /// figures stand.
 #[inline(always)]
 pub fn view(device: u32) -> Option<(u64, u64)> {
-    let (tgid, kinds, candidates) = caller_limits()?;
+    let (tgid, kinds, candidates) = caller_limits(device)?;
     let mut seen = Seen { total: u64::MAX, left: u64::MAX, any: false };
     let mut i = 0;
     while i < LIMITS_PER_CALL {

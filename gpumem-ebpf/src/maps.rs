@@ -16,9 +16,9 @@ use gpumem_common::{
     nvml::{NvmlHandles, NVML_PROC_ENTRIES},
     pool::{ProcPools, POOL_PROC_ENTRIES},
     stat, CtxKey, LimitKey, LimitRule, LimitState, LiveAlloc, LiveKey, Pending, PendingKey, ProcUsage,
-    CGROUP_ENTRIES, COMM_LIMIT_ENTRIES, CTX_ENTRIES, DECLARED_ENTRIES, EVENTS_BYTES, HANDOVER_MARK_ENTRIES,
-    LIMIT_INDEX_ENTRIES, LIVE_ENTRIES, MAX_LIMITS, PENDING_ENTRIES, PROC_ENTRIES, TASK_COMM_LEN,
-    THREAD_CTX_ENTRIES, VMM_MAPPING_ENTRIES,
+    TargetRules, CGROUP_ENTRIES, COMM_LIMIT_ENTRIES, CTX_ENTRIES, DECLARED_ENTRIES, EVENTS_BYTES,
+    HANDOVER_MARK_ENTRIES, LIMIT_INDEX_ENTRIES, LIVE_ENTRIES, MAX_LIMITS, PENDING_ENTRIES, PROC_ENTRIES,
+    TASK_COMM_LEN, THREAD_CTX_ENTRIES, VMM_MAPPING_ENTRIES,
 };
 
 /// Records to user space.
@@ -93,9 +93,9 @@ pub static LIMIT_STATE: Array<LimitState> = Array::with_max_entries(MAX_LIMITS, 
 #[map]
 pub static LIMIT_BASE: Array<u64> = Array::with_max_entries(MAX_LIMITS, 0);
 
-/// Which slot limits a process (tgid) or a cgroup (id).
+/// Which slots limit a process (tgid) or a cgroup (id), for each device.
 #[map]
-pub static LIMIT_INDEX: HashMap<LimitKey, u32> = HashMap::with_max_entries(LIMIT_INDEX_ENTRIES, 0);
+pub static LIMIT_INDEX: HashMap<LimitKey, TargetRules> = HashMap::with_max_entries(LIMIT_INDEX_ENTRIES, 0);
 
 /// Entry 0 (the agent's): the kinds of target some rule in force has
 /// (`gpumem_common::limits_in_force`); entry 1 (the kernel's): 1 once a
@@ -150,9 +150,10 @@ pub struct DeclareScratch {
 #[map]
 pub static DECLARE_SCRATCH: PerCpuArray<DeclareScratch> = PerCpuArray::with_max_entries(1, 0);
 
-/// Which slot limits processes by comm (NUL-padded).
+/// Which slots limit processes by comm (NUL-padded), as in `LIMIT_INDEX`.
 #[map]
-pub static COMM_LIMITS: HashMap<[u8; TASK_COMM_LEN], u32> = HashMap::with_max_entries(COMM_LIMIT_ENTRIES, 0);
+pub static COMM_LIMITS: HashMap<[u8; TASK_COMM_LEN], TargetRules> =
+    HashMap::with_max_entries(COMM_LIMIT_ENTRIES, 0);
 
 /// Each process's memory pools and where their allocations go (tgid ->
 /// pools), learned from `cuMemPoolCreate` and the pool getters, removed at

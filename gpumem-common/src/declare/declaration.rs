@@ -81,7 +81,7 @@ pub fn resolve(t: &RuleText, d: &Defaults) -> Result<LimitRule, u32> {
         _ if d.view_ok => limit_view::LIMIT,
         _ => limit_view::DRIVER,
     };
-    Ok(LimitRule { hard: t.hard, soft: t.soft, action, signal, device: t.device(), active: 1, view, _pad: 0 })
+    Ok(LimitRule { hard: t.hard, soft: t.soft, action, signal, device: t.device(), active: 1, view, span: 0 })
 }
 
 /// `Declaration::flags`.

@@ -75,7 +75,7 @@ impl Declared {
             device,
             active: 1,
             view: self.each_view,
-            _pad: 0,
+            span: 0,
         })
     }
 }

@@ -21,7 +21,7 @@ mod top;
 
 use std::io;
 
-use gpumem_common::CUDA_ERROR_OUT_OF_MEMORY;
+use gpumem_common::{declare::declaration::Declaration, CUDA_ERROR_OUT_OF_MEMORY};
 
 use self::{denied::Denied, recent::Recent};
 use crate::{
@@ -31,7 +31,7 @@ use crate::{
     health::Health,
     holders::{About, HolderLookup, Sources},
     ledger::Ledger,
-    limits::{policy::config::Policy, Limits},
+    limits::{policy::config::Policy, Held, Limits},
     metrics::counts::EventCounts,
     output::{declared::DeclaredLine, EventLine, Holders, LimitLine, Line},
     sink::records::Records,
@@ -97,6 +97,20 @@ impl Agent {
         self.say_declarations(running);
     }
 
+    /// What process `origin.pid` declared: kept to name its limits, and
+    /// made its container's rules where it runs in one; its record.
+    fn declaration(&mut self, origin: &Origin, decl: &Declaration) -> DeclaredLine {
+        self.limits.saw_declaration(origin.pid, decl);
+        let (cgroup, container) = self.enricher.cgroup(origin.cgroup_id);
+        let place = cgroup.as_deref().zip(container.as_ref()).map(|(p, c)| (p, c.id.as_str()));
+        let (kernel, ledger) = (&self.kernel, &self.ledger);
+        let read = || held_now(kernel, ledger);
+        let bound = self.limits.declared_in_container(origin.pid, decl, place, &read);
+        let mut line = DeclaredLine::new(origin, decl, cgroup, container);
+        line.container_limit = bound;
+        line
+    }
+
     /// A `declared` record for each of `found` (read by the agent).
     fn say_declarations(&mut self, found: Vec<crate::limits::declared::Running>) {
         for r in found {
@@ -108,8 +122,7 @@ impl Agent {
                 comm: r.comm.as_str().into(),
                 api: gpumem_common::id::NONE,
             };
-            let (cgroup, container) = self.enricher.cgroup(r.cgroup_id);
-            let line = DeclaredLine::new(&origin, &r.decl, cgroup, container);
+            let line = self.declaration(&origin, &r.decl);
             tracing::info!(
                 "pid {} ({}) declares, as it runs: {}",
                 r.pid,
@@ -152,9 +165,7 @@ impl Agent {
                 let soft = matches!(e.body, Body::LimitSoft(_));
                 let mut line =
                     LimitLine::new(&e.origin, d, soft, cgroup, self.limits.rule(d.slot, e.origin.pid));
-                if d.slot >= gpumem_common::limit_list::DECLARED_TOTAL {
-                    line.source = Some("env".into());
-                }
+                line.source = self.limits.source(d.slot);
                 self.counts.decision(&line.limit, soft, &line.action);
                 if !soft && d.taken == Taken::Deny {
                     self.denied.saw(e.origin.tid);
@@ -162,10 +173,7 @@ impl Agent {
                 line.holders = self.holders(About::Limit(d.slot));
                 Line::Limit(line)
             }
-            Body::Declared(decl) => {
-                self.limits.saw_declaration(e.origin.pid, decl);
-                Line::Declared(Box::new(DeclaredLine::new(&e.origin, decl, cgroup, container)))
-            }
+            Body::Declared(decl) => Line::Declared(Box::new(self.declaration(&e.origin, decl))),
             _ => match EventLine::new(e, cgroup, container) {
                 Some(mut line) => {
                     match &e.body {
@@ -219,6 +227,7 @@ impl Agent {
         self.health.recover_missed_exits(&self.kernel, release);
         let found = self.limits.recover_declared();
         self.say_declarations(found);
+        self.limits.forget_gone_containers();
         if self.sink.failing() {
             // Said once the output takes lines again, with every count.
             return Ok(());
@@ -232,6 +241,14 @@ impl Agent {
 
     /// SIGHUP: applies a reread policy.
     pub fn reload(&mut self, policy: &Policy) {
-        self.limits.reload(policy, &self.ledger.live_allocations(), "SIGHUP");
+        let (kernel, ledger) = (&self.kernel, &self.ledger);
+        let read = || held_now(kernel, ledger);
+        self.limits.reload(policy, &read, "SIGHUP");
     }
+}
+
+/// What is held now, as the kernel holds it (a rule set at run time
+/// carries it, see `limits/setting.rs`).
+fn held_now<'a>(kernel: &KernelMaps, ledger: &'a Ledger) -> Held<'a> {
+    Held::of_kernel(&kernel.held(), ledger, crate::output::lines::monotonic_ns())
 }

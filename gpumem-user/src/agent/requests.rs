@@ -1,5 +1,5 @@
 //! Answering the control socket's requests (`control::protocol`).
-use super::Agent;
+use super::{held_now, Agent};
 use crate::{
     control::{Request, Response},
     limits::{
@@ -24,7 +24,9 @@ impl Agent {
 
     fn set_limit(&mut self, spec: &str) -> Result<Response, LimitError> {
         let limit = Limit::parse(spec.trim())?;
-        let i = self.limits.set(&limit, &self.ledger.live_allocations())?;
+        let (kernel, ledger) = (&self.kernel, &self.ledger);
+        let read = || held_now(kernel, ledger);
+        let i = self.limits.set(&limit, &read)?;
         tracing::info!("{}", describe("limit set", &i));
         Ok(Response::LimitSet { target: i.limit.target.to_string(), action: i.action.to_string() })
     }

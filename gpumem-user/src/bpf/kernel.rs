@@ -21,6 +21,8 @@ pub struct KernelMaps {
     stats: PerCpuArray<MapData, u64>,
     /// Calls in flight, per thread and API.
     pending: BpfHashMap<MapData, PendingKey, Pending>,
+    /// Live allocations.
+    live: BpfHashMap<MapData, LiveKey, LiveAlloc>,
     /// Every loaded program, for the runs the kernel skipped.
     programs: Vec<ProgramFd>,
 }
@@ -50,6 +52,7 @@ impl KernelMaps {
             cgroups: tracer.take_map(map_name::CGROUP_USAGE)?,
             stats: tracer.take_map(map_name::STATS)?,
             pending: tracer.take_map(map_name::PENDING)?,
+            live: tracer.take_map(map_name::LIVE)?,
             programs: tracer.program_fds(),
         })
     }
@@ -82,15 +85,15 @@ impl KernelMaps {
     /// The live allocations the kernel holds now, each of its process's
     /// current image (entries of images that exited or exec'd are left in
     /// `LIVE` until their address is reused, and are not held): what an
-    /// agent adopting pinned maps starts its ledger from.
-    pub fn held(&self, tracer: &mut Tracer) -> Result<Vec<(LiveKey, LiveAlloc)>, BpfError> {
-        let live: BpfHashMap<MapData, LiveKey, LiveAlloc> = tracer.take_map(map_name::LIVE)?;
+    /// agent adopting pinned maps starts its ledger from, and what a limit
+    /// set at run time carries.
+    pub fn held(&self) -> Vec<(LiveKey, LiveAlloc)> {
         let procs: HashMap<u32, ProcUsage> = self.procs.iter().flatten().collect();
-        Ok(live
+        self.live
             .iter()
             .flatten()
             .filter(|(k, a)| procs.get(&k.tgid).is_some_and(|p| p.generation == a.generation))
-            .collect())
+            .collect()
     }
 
     pub fn stats(&self) -> Stats {

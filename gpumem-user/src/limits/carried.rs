@@ -18,6 +18,10 @@ type ByProcess = HashMap<u32, HashMap<(u32, u64), u64>>;
 pub struct Carried {
     /// By limit slot: the allocations carried, by process.
     slots: HashMap<u32, ByProcess>,
+    /// Carried allocations read from the kernel before the agent read
+    /// their `alloc` record: that record, when it comes, is theirs, and
+    /// replaces nothing.
+    unseen: HashSet<(u32, (u32, u64))>,
 }
 
 impl Carried {
@@ -30,15 +34,42 @@ impl Carried {
         total(procs)
     }
 
+    /// Whether `slot` carries allocation `key` of process `tgid`.
+    pub fn holds(&self, slot: u32, tgid: u32, key: (u32, u64)) -> bool {
+        self.slots.get(&slot).and_then(|p| p.get(&tgid)).is_some_and(|m| m.contains_key(&key))
+    }
+
+    /// Of `unseen` (allocations whose `alloc` record is still to come),
+    /// those carried: their record is not to take them for replaced.
+    pub fn await_records(&mut self, unseen: &HashSet<(u32, (u32, u64))>) {
+        for &(tgid, key) in unseen {
+            if self.slots.values().any(|p| p.get(&tgid).is_some_and(|m| m.contains_key(&key))) {
+                self.unseen.insert((tgid, key));
+            }
+        }
+    }
+
+    /// An allocation's record: one carried before its record was read
+    /// changes nothing; any other at a carried address replaces one whose
+    /// free was never seen, as the kernel treats it.
+    pub fn allocated(&mut self, tgid: u32, key: (u32, u64)) -> Vec<(u32, u64)> {
+        if self.unseen.remove(&(tgid, key)) {
+            return Vec::new();
+        }
+        self.freed(tgid, key)
+    }
+
     /// An allocation freed (or replaced at its address): the new base of
     /// every slot that carried it.
     pub fn freed(&mut self, tgid: u32, key: (u32, u64)) -> Vec<(u32, u64)> {
+        self.unseen.remove(&(tgid, key));
         self.update(|procs| procs.get_mut(&tgid).and_then(|m| m.remove(&key)).is_some())
     }
 
     /// A process exited or exec'd: the new base of every slot that carried
     /// some of it.
     pub fn exited(&mut self, tgid: u32) -> Vec<(u32, u64)> {
+        self.unseen.retain(|&(t, _)| t != tgid);
         self.update(|procs| procs.remove(&tgid).is_some())
     }
 
@@ -92,8 +123,10 @@ mod tests {
             (LiveKey { tgid, ns: 0, addr }, LiveAlloc { size: 1, limit_slots, ..LiveAlloc::default() })
         };
         // The third is also reserved under its process's declared limits.
-        let declared = limit_list::with_declared(0x03, limit_list::DECLARED_TOTAL_BIT, 1);
-        let held = [live(10, 0x1000, 0), live(10, 0x2000, 0x0401), live(11, 0x1000, declared)];
+        let two = limit_list::push(limit_list::push(0, Some(3)), Some(0));
+        let declared =
+            limit_list::with_declared(limit_list::push(0, Some(2)), limit_list::DECLARED_TOTAL_BIT, 1);
+        let held = [live(10, 0x1000, 0), live(10, 0x2000, two), live(11, 0x1000, declared)];
         let found = charged(&held);
         let want: HashSet<_> = [(0, 10, (0, 0x2000)), (3, 10, (0, 0x2000)), (2, 11, (0, 0x1000))].into();
         assert_eq!(found, want);
@@ -113,5 +146,23 @@ mod tests {
         assert_eq!(c.carry(4, &[]), 0);
         c.drop_slot(4);
         assert!(c.freed(10, (0, 0x1000)).is_empty());
+    }
+
+    #[test]
+    fn an_allocation_carried_before_its_record_is_read_is_not_replaced_by_it() {
+        let mut c = Carried::default();
+        c.carry(3, &[(10, (0, 0x1000), 100), (10, (0, 0x2000), 50)]);
+        // Read from the kernel: 0x1000's record is still to come; 0x3000
+        // is not carried, so nothing awaits it.
+        c.await_records(&[(10, (0, 0x1000)), (10, (0, 0x3000))].into());
+        assert!(c.allocated(10, (0, 0x1000)).is_empty(), "its own record");
+        assert!(c.holds(3, 10, (0, 0x1000)));
+        assert_eq!(c.allocated(10, (0, 0x1000)), [(3, 50)], "a later one at its address replaces it");
+        assert_eq!(c.allocated(10, (0, 0x2000)), [(3, 0)], "seen already: replaced");
+        c.carry(3, &[(11, (0, 0x1000), 8)]);
+        c.await_records(&[(11, (0, 0x1000))].into());
+        assert_eq!(c.exited(11), [(3, 0)]);
+        c.carry(3, &[(11, (0, 0x1000), 8)]);
+        assert_eq!(c.allocated(11, (0, 0x1000)), [(3, 0)], "the exit took what awaited its record");
     }
 }

@@ -6,19 +6,24 @@
 //! the kernel at each allocation (gpumem-ebpf's limits.rs); this module
 //! only writes rules, bases and the word on declared limits.
 pub mod carried;
+mod container_rules;
+pub mod containers;
 pub mod declared;
+mod held;
 pub mod matcher;
 pub mod policy;
+mod setting;
 pub mod table;
 
+pub use held::Held;
 use std::{collections::HashMap, path::PathBuf};
 
 use gpumem_common::{ns, LiveAlloc, LiveKey};
 
 use self::{
-    carried::{Carried, Entry},
+    carried::Carried,
     declared::Declarations,
-    policy::{config::Policy, Action, Limit, Target},
+    policy::{config::Policy, Action, Target},
     table::{Installed, LimitError, LimitTable},
 };
 use crate::{
@@ -41,6 +46,8 @@ pub struct Limits {
     /// Processes found declaring limits at start-up (or at a reread of
     /// the file), until the agent writes their records.
     running: Vec<declared::Running>,
+    /// The containers bound by a declaration of theirs.
+    containers: containers::Containers,
 }
 
 impl Limits {
@@ -58,8 +65,15 @@ impl Limits {
         let installed = table.install(policy)?;
         let names = table.names();
         let declared = Declarations::open(tracer)?;
-        let mut limits =
-            Self { table, carried: Carried::default(), names, declared, can, running: Vec::new() };
+        let mut limits = Self {
+            table,
+            carried: Carried::default(),
+            names,
+            declared,
+            can,
+            running: Vec::new(),
+            containers: Default::default(),
+        };
         limits.declare(policy)?;
         Ok((limits, installed))
     }
@@ -101,12 +115,19 @@ impl Limits {
         table.adopt()?;
         let names = table.names();
         let declared = Declarations::open(tracer)?;
-        let mut limits =
-            Self { table, carried: Carried::default(), names, declared, can, running: Vec::new() };
+        let mut limits = Self {
+            table,
+            carried: Carried::default(),
+            names,
+            declared,
+            can,
+            running: Vec::new(),
+            containers: Default::default(),
+        };
         limits.declare(policy)?;
         limits.carry_again(live, held);
         if apply_rules {
-            limits.reload(policy, live, "start-up policy over the adopted limits");
+            limits.reload(policy, &|| Held::of(live.to_vec()), "start-up policy over the adopted limits");
         }
         let in_force = limits.table.installed();
         Ok((limits, in_force))
@@ -120,67 +141,58 @@ impl Limits {
     fn carry_again(&mut self, live: &[LiveAllocation<'_>], held: &[(LiveKey, LiveAlloc)]) {
         let charged = carried::charged(held);
         for i in self.table.installed() {
-            let base = self.table.base(i.slot);
-            if base == 0 {
-                continue;
-            }
-            let entries = self.covered(&i.limit, live, |a| !charged.contains(&(i.slot, a.tgid, a.key)));
-            let total = self.carried.carry(i.slot, &entries);
-            let target = &i.limit.target;
-            if total > base {
-                self.carried.drop_slot(i.slot);
-                tracing::warn!(
-                    "the limit on {target} carries {base} bytes its target held when it was set, and its \
-                     target holds {total} bytes not counted under it: the base stays whole until the limit \
-                     is set again or cleared"
-                );
-            } else if total < base {
-                match self.table.write_base(i.slot, total) {
-                    Ok(()) => tracing::info!(
-                        "the limit on {target}: {} of the {base} bytes it carried were freed while no agent ran",
-                        base - total
-                    ),
-                    Err(e) => tracing::warn!("{}", crate::chain(&e)),
-                }
+            for (slot, device) in counting_slots(&i) {
+                self.carry_again_in(&i, (slot, device), live, &charged);
             }
         }
     }
 
-    /// Sets a limit at run time (see `LimitTable::set`); a new target's
-    /// live allocations (among `live`) are carried in its base until freed.
-    pub fn set(&mut self, limit: &Limit, live: &[LiveAllocation<'_>]) -> Result<Installed, LimitError> {
-        let entries = self.covered(limit, live, |_| true);
-        let total = entries.iter().map(|e| e.2).sum();
-        let (installed, new) = self.table.set(limit, total)?;
-        if new {
-            self.carried.carry(installed.slot, &entries);
-        }
-        self.names = self.table.names();
-        Ok(installed)
-    }
-
-    /// The allocations among `live` that `limit`'s target holds (and
-    /// `also` keeps), as carried entries.
-    fn covered(
-        &self,
-        limit: &Limit,
+    /// [`Self::carry_again`] for slot `slot` of rule `i`, which counts
+    /// `device`.
+    fn carry_again_in(
+        &mut self,
+        i: &Installed,
+        (slot, device): (u32, Option<u32>),
         live: &[LiveAllocation<'_>],
-        also: impl Fn(&LiveAllocation<'_>) -> bool,
-    ) -> Vec<Entry> {
-        let m = self.table.matcher(&limit.target, limit.device);
-        live.iter()
-            .filter(|a| m.covers(a.tgid, a.comm, a.cgroup_id, a.device) && also(a))
-            .map(|a| (a.tgid, a.key, a.size))
-            .collect()
+        charged: &std::collections::HashSet<(u32, u32, (u32, u64))>,
+    ) {
+        let base = self.table.base(slot);
+        if base == 0 {
+            return;
+        }
+        let entries =
+            self.covered(&i.limit.target, device, live, |a| !charged.contains(&(slot, a.tgid, a.key)));
+        let total = self.carried.carry(slot, &entries);
+        let target = &i.limit.target;
+        if total > base {
+            self.carried.drop_slot(slot);
+            tracing::warn!(
+                "the limit on {target} carries {base} bytes its target held when it was set, and its target \
+                 holds {total} bytes not counted under it: the base stays whole until the limit is set again or \
+                 cleared"
+            );
+        } else if total < base {
+            match self.table.write_base(slot, total) {
+                Ok(()) => tracing::info!(
+                    "the limit on {target}: {} of the {base} bytes it carried were freed while no agent ran",
+                    base - total
+                ),
+                Err(e) => tracing::warn!("{}", crate::chain(&e)),
+            }
+        }
     }
 
-    /// Takes the limit on `target` out of force.
+    /// Takes the limits on `target` out of force; the first of them.
     pub fn clear(&mut self, target: &Target) -> Result<Installed, LimitError> {
-        let installed = self.table.clear(target)?;
-        self.carried.drop_slot(installed.slot);
-        self.table.write_base(installed.slot, 0)?;
+        let cleared = self.table.clear(target)?;
+        for i in &cleared {
+            for slot in i.slot..=i.slot + i.span() {
+                self.carried.drop_slot(slot);
+                self.table.write_base(slot, 0)?;
+            }
+        }
         self.names = self.table.names();
-        Ok(installed)
+        cleared.into_iter().next().ok_or_else(|| LimitError::NoSuchLimit(target.to_string()))
     }
 
     /// The rules in force, then the declared limits, with what each
@@ -226,6 +238,16 @@ impl Limits {
         std::mem::take(&mut self.running)
     }
 
+    /// Where the limit counting in `slot` came from, where not the
+    /// operator's rules: `env` for a process's own declared limit, the
+    /// declaration a container's rule was made of.
+    pub fn source(&self, slot: u32) -> Option<String> {
+        if slot >= gpumem_common::limit_list::DECLARED_TOTAL {
+            return Some("env".into());
+        }
+        self.table.source_of(slot)
+    }
+
     /// A process's `declared` record (what its exec declared).
     pub fn saw_declaration(&mut self, pid: u32, decl: &gpumem_common::declare::declaration::Declaration) {
         self.declared.saw(pid, decl);
@@ -237,9 +259,7 @@ impl Limits {
     pub fn follow(&mut self, e: &Event) {
         let tgid = e.origin.pid;
         let changed = match &e.body {
-            // An allocation at a carried address replaces one whose free
-            // was never seen, as the kernel treats it.
-            Body::Alloc(c) => self.carried.freed(tgid, (ns::for_kind(c.kind), c.addr)),
+            Body::Alloc(c) => self.carried.allocated(tgid, (ns::for_kind(c.kind), c.addr)),
             Body::Free(c) if !c.untracked => self.carried.freed(tgid, (ns::for_kind(c.kind), c.addr)),
             Body::Exit(_) | Body::Exec(_) => {
                 self.declared.exited(tgid);
@@ -257,7 +277,7 @@ impl Limits {
     /// Applies a reread policy (SIGHUP; `why` begins what is said): rules
     /// no longer in it are cleared, new and changed ones set; each change,
     /// and each rule that cannot be applied, is said.
-    pub fn reload(&mut self, policy: &Policy, live: &[LiveAllocation<'_>], why: &str) {
+    pub fn reload<'a>(&mut self, policy: &Policy, read: &dyn Fn() -> Held<'a>, why: &str) {
         self.table.set_default_action(policy.default_action);
         if let Err(e) = self.declare(policy) {
             tracing::warn!("{why}: {}", crate::chain(&e));
@@ -271,10 +291,21 @@ impl Limits {
             }
         }
         for limit in &policy.limits {
-            match self.set(limit, live) {
+            match self.set(limit, read) {
                 Ok(i) => tracing::info!("{why}: {}", describe("limit", &i)),
                 Err(e) => tracing::warn!("{why}: {}", crate::chain(&e)),
             }
+        }
+    }
+}
+
+/// The slots of rule `i` that count, and the device each counts: its own
+/// (all devices, or the one it names), or each limited device's after it.
+fn counting_slots(i: &Installed) -> Vec<(u32, Option<u32>)> {
+    match &i.each {
+        None => vec![(i.slot, i.limit.device)],
+        Some(each) => {
+            (0..).zip(each).filter(|(_, h)| h.is_some()).map(|(d, _)| (i.slot + 1 + d, Some(d))).collect()
         }
     }
 }

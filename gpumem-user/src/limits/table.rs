@@ -1,32 +1,26 @@
-//! The kernel's limit maps: one `LIMITS` slot per rule, indexed by process,
-//! cgroup or comm; written at start-up and changed at run time
-//! (`gpumem limit set|clear`, SIGHUP). The only place that writes them.
-use std::{collections::HashMap, path::PathBuf};
+//! The kernel's limit maps: a run of `LIMITS` slots per rule (one, or one
+//! and one a device for a rule that limits each device on its own),
+//! indexed by process, cgroup or comm (`index.rs`, several rules a
+//! target); written at start-up and changed at run time (`gpumem limit
+//! set|clear`, SIGHUP, containers' declarations). The only place that
+//! writes them.
+use std::{path::PathBuf, time::Instant};
 
-use aya::maps::{Array, HashMap as BpfHashMap, MapData};
+use aya::maps::{Array, MapData};
 use gpumem_common::{
-    limit_action, limit_scope, limit_view, limits_in_force, map_name, LimitKey, LimitRule, LimitState,
-    DEVICE_ANY, MAX_LIMITS, TASK_COMM_LEN,
+    limit_scope, limits_in_force, map_name, LimitKey, LimitRule, LimitState, MAX_LIMITS, TASK_COMM_LEN,
+};
+
+use self::{
+    index::{Head, Index, IndexError, IndexKey},
+    slots::{Slot, Slots},
 };
 
 use super::{
     matcher::{cgroup_dir, Matcher},
     policy::{config::Policy, Action, Limit, Target, View},
 };
-use crate::{
-    bpf::{BpfError, Tracer},
-    output::LimitStatus,
-};
-
-/// A rule as the kernel applies it, with what the records call it.
-#[derive(Debug, Clone)]
-pub struct Installed {
-    pub slot: u32,
-    pub limit: Limit,
-    pub action: Action,
-    /// What the processes under it are told the card has.
-    pub view: View,
-}
+use crate::bpf::{BpfError, Tracer};
 
 #[derive(Debug, thiserror::Error)]
 pub enum LimitError {
@@ -45,8 +39,10 @@ pub enum LimitError {
     ViewUnsupported { target: String, reason: String },
     #[error("no limit on {0} is in force (see `gpumem limit list`)")]
     NoSuchLimit(String),
-    #[error("all {MAX_LIMITS} limit slots were used since the agent started; restart it to reuse them")]
+    #[error("all {MAX_LIMITS} limit slots are in use (or count what their cleared rules held)")]
     NoSlot,
+    #[error("{0} has {max} rules already (one for all devices, one per device...): clear one first", max = gpumem_common::LIMITS_PER_CALL)]
+    TargetFull(String),
     #[error("{target}: cannot find cgroup {path} under {root}")]
     NoCgroup { target: String, path: String, root: String },
     #[error("writing limit for {target} into the kernel failed")]
@@ -92,23 +88,25 @@ pub fn effective_view(limit: &Limit, view_reason: Option<&str>) -> Result<View, 
 
 /// The kernel's limit maps and the rules in them. Rules are written here
 /// only; the kernel writes usage (`LIMIT_STATE`) only, so a rule can be
-/// rewritten while calls are being counted. A slot, once used, is never
-/// given to another target while the agent runs: allocations counted under
-/// it keep releasing from it when freed.
+/// rewritten while calls are being counted. A cleared rule's slots are
+/// given to another rule only once nothing counts under them any more
+/// (`slots::Slots::reclaim`): allocations counted under it keep releasing
+/// from it until then.
 pub struct LimitTable {
     rules: Array<MapData, LimitRule>,
     state: Array<MapData, LimitState>,
     base: Array<MapData, u64>,
-    index: BpfHashMap<MapData, LimitKey, u32>,
-    comms: BpfHashMap<MapData, [u8; TASK_COMM_LEN], u32>,
+    index: Index,
     in_force: Array<MapData, u32>,
     cgroup_root: Option<PathBuf>,
     deny_reason: Option<String>,
     /// Why this kernel cannot answer queries with a limit's view (None: it can).
     view_reason: Option<String>,
     default_action: Action,
-    /// By slot: the rule, and whether it is in force (false: cleared).
-    slots: Vec<(Installed, bool)>,
+    slots: Slots,
+    /// Each target's key as it was when its first rule was indexed (a
+    /// cgroup's rules are cleared after the cgroup is gone too).
+    keys: std::collections::HashMap<Target, IndexKey>,
 }
 
 impl LimitTable {
@@ -120,18 +118,20 @@ impl LimitTable {
         deny_reason: Option<String>,
         default_action: Action,
     ) -> Result<Self, LimitError> {
+        let index =
+            Index::new(tracer.take_map(map_name::LIMIT_INDEX)?, tracer.take_map(map_name::COMM_LIMITS)?);
         Ok(Self {
             rules: tracer.take_map(map_name::LIMITS)?,
             state: tracer.take_map(map_name::LIMIT_STATE)?,
             base: tracer.take_map(map_name::LIMIT_BASE)?,
-            index: tracer.take_map(map_name::LIMIT_INDEX)?,
-            comms: tracer.take_map(map_name::COMM_LIMITS)?,
+            index,
             in_force: tracer.take_map(map_name::LIMITS_IN_FORCE)?,
             cgroup_root,
             deny_reason,
             view_reason: tracer.view_refusal().map(str::to_string),
             default_action,
-            slots: Vec::new(),
+            slots: Slots::default(),
+            keys: Default::default(),
         })
     }
 
@@ -144,38 +144,50 @@ impl LimitTable {
         self.default_action = policy.default_action;
         let mut out = Vec::new();
         for limit in &policy.limits {
-            out.push(self.add(limit)?);
+            out.push(self.add(self.resolve(limit, None, None)?, &[])?);
         }
         self.update_in_force()?;
         Ok(out)
     }
 
-    /// Sets `limit` at run time: a target with a rule in force gets the new
-    /// numbers and action, its usage kept; a new target gets a slot, with
-    /// `carried` (what it holds now, see `carried.rs`) as its base. The
-    /// bool: whether the slot is new.
-    pub fn set(&mut self, limit: &Limit, carried: u64) -> Result<(Installed, bool), LimitError> {
-        let target = limit.target.to_string();
-        if let Some(slot) = self.slot_of(&limit.target) {
-            let action = effective_action(limit, self.default_action, self.deny_reason.as_deref())?;
-            let view = effective_view(limit, self.view_reason.as_deref())?;
-            let installed = Installed { slot, limit: limit.clone(), action, view };
-            self.write_rule(&installed, true)?;
-            self.slots[slot as usize] = (installed.clone(), true);
-            return Ok((installed, false));
+    /// The rule `limit` is on this kernel (its action and view resolved),
+    /// per device where `each` gives them, from `source`; its slot not
+    /// chosen yet.
+    pub fn resolve(
+        &self,
+        limit: &Limit,
+        each: Option<Vec<Option<u64>>>,
+        source: Option<String>,
+    ) -> Result<Installed, LimitError> {
+        let action = effective_action(limit, self.default_action, self.deny_reason.as_deref())?;
+        let view = effective_view(limit, self.view_reason.as_deref())?;
+        Ok(Installed { slot: 0, limit: limit.clone(), action, view, each, source })
+    }
+
+    /// Sets a rule at run time: one the target has for the same devices
+    /// gets the new numbers and action, its usage kept; a new one gets
+    /// slots, with `carried` (what the target holds now on each of its
+    /// slots, see `carried.rs`) as their bases. The bool: whether it is new.
+    pub fn set(&mut self, rule: Installed, carried: &[u64]) -> Result<(Installed, bool), LimitError> {
+        if let Some(slot) = self.slot_of(&rule.limit.target, rule.devices()) {
+            if self.in_place(&rule) {
+                let installed = Installed { slot, ..rule };
+                self.write_rule(&installed, true)?;
+                self.slots.take(installed.clone());
+                return Ok((installed, false));
+            }
+            self.clear_one(slot)?;
         }
-        // The base goes in before the rule is indexed: the first call
-        // checked against it already sees what the target holds.
-        let slot = self.slots.len() as u32;
-        if slot < MAX_LIMITS {
-            self.write_base(slot, carried).map_err(|e| match e {
-                LimitError::Write { source, .. } => LimitError::Write { target: target.clone(), source },
-                other => other,
-            })?;
-        }
-        let installed = self.add(limit)?;
+        let installed = self.add(rule, carried)?;
         self.update_in_force()?;
         Ok((installed, true))
+    }
+
+    /// Whether [`Self::set`] would rewrite a rule the target has (same
+    /// devices, same slots), its usage kept: nothing new to carry.
+    pub fn in_place(&self, rule: &Installed) -> bool {
+        self.slot_of(&rule.limit.target, rule.devices())
+            .is_some_and(|slot| rule.span() == self.slots.run(slot).len() as u32 - 1)
     }
 
     /// LIMIT_BASE[slot]: what the target held when its limit was set and
@@ -191,55 +203,94 @@ impl LimitTable {
         self.base.get(&slot, 0).unwrap_or(0)
     }
 
-    /// Takes the rule for `target` out of force.
-    pub fn clear(&mut self, target: &Target) -> Result<Installed, LimitError> {
-        let Some(slot) = self.slot_of(target) else {
-            return Err(LimitError::NoSuchLimit(target.to_string()));
-        };
-        let name = target.to_string();
-        let write = |e| LimitError::Write { target: name.clone(), source: Box::new(e) };
-        match self.index_key(target)? {
-            IndexKey::Comm(key) => self.comms.remove(&key).map_err(write)?,
-            IndexKey::Target(key) => self.index.remove(&key).map_err(write)?,
+    /// What the kernel counts in `slot` now, with its base.
+    fn counted(&self, slot: u32) -> u64 {
+        self.state.get(&slot, 0).map(|s| s.usage).unwrap_or(0).wrapping_add(self.base(slot))
+    }
+
+    /// Takes every rule on `target` out of force; they were.
+    pub fn clear(&mut self, target: &Target) -> Result<Vec<Installed>, LimitError> {
+        let heads = self.index.remove(self.index_key(target)?).map_err(|e| write_error(target, e))?;
+        let mut cleared = Vec::new();
+        for head in heads {
+            cleared.extend(self.rule_at(head.slot).cloned());
+            self.deactivate(head.slot)?;
         }
-        let (installed, _) = self.slots[slot as usize].clone();
-        self.write_rule(&installed, false)?;
-        self.slots[slot as usize].1 = false;
         self.update_in_force()?;
+        if cleared.is_empty() {
+            return Err(LimitError::NoSuchLimit(target.to_string()));
+        }
+        Ok(cleared)
+    }
+
+    /// Takes the one rule headed at `head` out of force (the target's
+    /// others stay).
+    fn clear_one(&mut self, head: u32) -> Result<(), LimitError> {
+        let Some(rule) = self.rule_at(head).cloned() else { return Ok(()) };
+        let key = self.index_key(&rule.limit.target)?;
+        let others = self.index.remove(key).map_err(|e| write_error(&rule.limit.target, e))?;
+        for other in others.into_iter().filter(|h| h.slot != head) {
+            self.index.add(key, other).map_err(|e| index_error(&rule.limit.target, e))?;
+        }
+        self.deactivate(head)
+    }
+
+    fn deactivate(&mut self, head: u32) -> Result<(), LimitError> {
+        let Some(rule) = self.rule_at(head).cloned() else { return Ok(()) };
+        self.write_rule(&rule, false)?;
+        if let Some(Slot::Head { active, idle, .. }) = self.slots.get_mut(head) {
+            (*active, *idle) = (false, None);
+        }
+        Ok(())
+    }
+
+    /// The health step's part: frees the slots of cleared rules that have
+    /// counted nothing for a while (their bases written 0 first).
+    pub fn reclaim(&mut self) {
+        let counts: Vec<u64> = (0..MAX_LIMITS).map(|s| self.counted(s)).collect();
+        for head in self.slots.reclaim(Instant::now(), |s| counts.get(s as usize).copied().unwrap_or(1)) {
+            tracing::debug!("limit slot {head} and its devices' free for another rule");
+        }
+    }
+
+    /// Puts `rule` in a fresh run of slots (their bases `carried` first,
+    /// so the first call checked already sees them) and indexes it.
+    fn add(&mut self, rule: Installed, carried: &[u64]) -> Result<Installed, LimitError> {
+        let slot = self.slots.find(1 + rule.span()).ok_or(LimitError::NoSlot)?;
+        let key = self.index_key(&rule.limit.target)?;
+        self.keys.insert(rule.limit.target.clone(), key);
+        let installed = Installed { slot, ..rule };
+        for (s, &bytes) in (slot..).zip(carried) {
+            self.write_base(s, bytes)?;
+        }
+        self.write_rule(&installed, true)?;
+        self.index.add(key, Head::of(&installed)).map_err(|e| index_error(&installed.limit.target, e))?;
+        self.slots.take(installed.clone());
         Ok(installed)
     }
 
-    /// The rules in force, with their usage.
-    pub fn list(&self) -> Vec<LimitStatus> {
+    /// Writes a rule's slots: its head, then (for one per device) each
+    /// device's.
+    fn write_rule(&mut self, rule: &Installed, active: bool) -> Result<(), LimitError> {
+        let target = &rule.limit.target;
+        for (slot, r) in (rule.slot..).zip(kernel_rules(rule, active)) {
+            self.rules.set(slot, r, 0).map_err(|e| write_error(target, e))?;
+        }
+        Ok(())
+    }
+
+    fn rule_at(&self, head: u32) -> Option<&Installed> {
+        match self.slots.get(head)? {
+            Slot::Head { rule, .. } => Some(rule),
+            _ => None,
+        }
+    }
+
+    fn slot_of(&self, target: &Target, devices: Devices) -> Option<u32> {
         self.slots
-            .iter()
-            .filter(|(_, active)| *active)
-            .map(|(i, _)| LimitStatus {
-                target: i.limit.target.to_string(),
-                device: i.limit.device,
-                hard: i.limit.hard,
-                soft: i.limit.soft,
-                action: i.action.to_string(),
-                view: i.view.to_string(),
-                usage: self
-                    .state
-                    .get(&i.slot, 0)
-                    .map(|s| s.usage)
-                    .unwrap_or(0)
-                    .wrapping_add(self.base(i.slot)),
-                source: None,
-            })
-            .collect()
-    }
-
-    /// The rules in force.
-    pub fn installed(&self) -> Vec<Installed> {
-        self.slots.iter().filter(|(_, a)| *a).map(|(i, _)| i.clone()).collect()
-    }
-
-    /// Names of every rule ever installed, by slot, for the records.
-    pub fn names(&self) -> HashMap<u32, (String, Action)> {
-        self.slots.iter().map(|(i, _)| (i.slot, (i.limit.target.to_string(), i.action))).collect()
+            .heads()
+            .find(|(r, active)| *active && &r.limit.target == target && r.devices() == devices)
+            .map(|(r, _)| r.slot)
     }
 
     /// The action of rules that name none (a reloaded file may change it).
@@ -247,62 +298,11 @@ impl LimitTable {
         self.default_action = action;
     }
 
-    /// The targets of the rules in force.
-    pub fn targets(&self) -> Vec<Target> {
-        self.slots.iter().filter(|(_, a)| *a).map(|(i, _)| i.limit.target.clone()).collect()
-    }
-
-    fn slot_of(&self, target: &Target) -> Option<u32> {
-        self.slots.iter().find(|(i, active)| *active && &i.limit.target == target).map(|(i, _)| i.slot)
-    }
-
-    /// Puts `limit` in a fresh slot and indexes it.
-    fn add(&mut self, limit: &Limit) -> Result<Installed, LimitError> {
-        let slot = self.slots.len() as u32;
-        if slot >= MAX_LIMITS {
-            return Err(LimitError::NoSlot);
-        }
-        let action = effective_action(limit, self.default_action, self.deny_reason.as_deref())?;
-        let view = effective_view(limit, self.view_reason.as_deref())?;
-        let key = self.index_key(&limit.target)?;
-        let installed = Installed { slot, limit: limit.clone(), action, view };
-        self.write_rule(&installed, true)?;
-        let target = limit.target.to_string();
-        let write = |e| LimitError::Write { target: target.clone(), source: Box::new(e) };
-        match key {
-            IndexKey::Comm(key) => self.comms.insert(key, slot, 0).map_err(write)?,
-            IndexKey::Target(key) => self.index.insert(key, slot, 0).map_err(write)?,
-        }
-        self.slots.push((installed.clone(), true));
-        Ok(installed)
-    }
-
-    fn write_rule(&mut self, rule: &Installed, active: bool) -> Result<(), LimitError> {
-        let (slot, limit) = (rule.slot, &rule.limit);
-        let (code, signal) = match rule.action {
-            Action::Audit => (limit_action::AUDIT, 0),
-            Action::Signal(s) => (limit_action::SIGNAL, s as u32),
-            Action::Deny => (limit_action::DENY, 0),
-        };
-        let rule = LimitRule {
-            hard: limit.hard,
-            soft: limit.soft.unwrap_or(0),
-            action: code,
-            signal,
-            device: limit.device.unwrap_or(DEVICE_ANY),
-            active: active as u32,
-            view: match rule.view {
-                View::Limit => limit_view::LIMIT,
-                View::Driver => limit_view::DRIVER,
-            },
-            _pad: 0,
-        };
-        let target = limit.target.to_string();
-        self.rules.set(slot, rule, 0).map_err(|e| LimitError::Write { target, source: Box::new(e) })
-    }
-
     /// Where the kernel looks `target` up.
     fn index_key(&self, target: &Target) -> Result<IndexKey, LimitError> {
+        if let Some(&key) = self.keys.get(target) {
+            return Ok(key);
+        }
         Ok(match target {
             Target::Pid(pid) => {
                 IndexKey::Target(LimitKey { scope: limit_scope::PROCESS, _pad: 0, id: *pid as u64 })
@@ -332,13 +332,6 @@ impl LimitTable {
         cgroup_dir(self.cgroup_root.as_deref(), path)
     }
 
-    /// The matcher of the rule in `slot` and the device it names (None for
-    /// a slot never used).
-    pub fn matcher_of(&self, slot: u32) -> Option<(Matcher, Option<u32>)> {
-        let (i, _) = self.slots.get(slot as usize)?;
-        Some((self.matcher(&i.limit.target, i.limit.device), i.limit.device))
-    }
-
     /// What decides whether an allocation counts under a rule on `target`.
     pub fn matcher(&self, target: &Target, device: Option<u32>) -> Matcher {
         Matcher::new(target, device, self.cgroup_root.as_deref())
@@ -356,18 +349,22 @@ impl LimitTable {
     /// LIMITS_IN_FORCE: the kinds of target of the rules in force (see
     /// `limits_in_force`); zero skips the limit path at every call.
     fn update_in_force(&mut self) -> Result<(), LimitError> {
-        let kinds = in_force_mask(self.slots.iter().filter(|(_, a)| *a).map(|(i, _)| &i.limit.target));
+        let kinds = in_force_mask(self.slots.heads().filter(|(_, a)| *a).map(|(i, _)| &i.limit.target));
         self.in_force
             .set(0, kinds, 0)
             .map_err(|e| LimitError::Write { target: "(all)".into(), source: Box::new(e) })
     }
 }
 
-/// A rule's key in the kernel: processes and cgroups in `LIMIT_INDEX`,
-/// comms in `COMM_LIMITS`.
-enum IndexKey {
-    Target(LimitKey),
-    Comm([u8; TASK_COMM_LEN]),
+fn write_error(target: &Target, e: aya::maps::MapError) -> LimitError {
+    LimitError::Write { target: target.to_string(), source: Box::new(e) }
+}
+
+fn index_error(target: &Target, e: IndexError) -> LimitError {
+    match e {
+        IndexError::Full => LimitError::TargetFull(target.to_string()),
+        IndexError::Map(e) => write_error(target, e),
+    }
 }
 
 /// The `LIMITS_IN_FORCE` bits for rules on `targets`.
@@ -388,6 +385,14 @@ fn comm_key(comm: &str) -> [u8; TASK_COMM_LEN] {
     key
 }
 
+mod index;
+mod installed;
+mod list;
+mod rules;
+mod slots;
+
+pub use installed::{Devices, Installed};
+pub use rules::kernel_rules;
 mod adopt;
 #[cfg(test)]
 mod tests;

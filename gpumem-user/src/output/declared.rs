@@ -16,7 +16,10 @@ use gpumem_common::{
 use crate::{
     decode::Origin,
     enrich::container::Container,
-    limits::policy::{rule_text, Action},
+    limits::{
+        containers::ContainerLimit,
+        policy::{rule_text, Action},
+    },
     output::caller::Caller,
 };
 
@@ -45,6 +48,10 @@ pub struct DeclaredLine {
     /// The environment had more strings than the kernel reads at exec.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub incomplete: bool,
+    /// For a process in a container: what its declaration did to the
+    /// container's rules (every process of the container is bound by them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub container_limit: Option<ContainerLimit>,
 }
 
 /// One limit in force.
@@ -100,7 +107,15 @@ impl DeclaredLine {
         let incomplete = d.flags & flag::INCOMPLETE != 0;
         let clamped_to = (d.clamped != 0).then_some(d.cap);
         let caller = Caller::new(o, DeclaredEvent::Declared, "", cgroup);
-        Self { caller, container, limits, refused: refusals(d, &text), clamped_to, incomplete }
+        Self {
+            caller,
+            container,
+            limits,
+            refused: refusals(d, &text),
+            clamped_to,
+            incomplete,
+            container_limit: None,
+        }
     }
 }
 

@@ -68,6 +68,17 @@ impl Podman {
     /// with the host's simulated driver bind-mounted when `host_libcuda`:
     /// the workload (through `podman run -i`) and the container.
     pub fn run(&self, name: &str, rootfs: &Path, host_libcuda: bool, args: &[&str]) -> (Workload, Container) {
+        self.run_with(name, rootfs, (host_libcuda, &[]), args)
+    }
+
+    /// [`Self::run`] with `env` in the container's environment (`-e`).
+    pub fn run_with(
+        &self,
+        name: &str,
+        rootfs: &Path,
+        (host_libcuda, env): (bool, &[(&str, &str)]),
+        args: &[&str],
+    ) -> (Workload, Container) {
         let mut c = self.cli.command();
         c.args(["run", "--rm", "-i", "--network", "none", "--name", name]).args([
             "--ulimit",
@@ -77,6 +88,9 @@ impl Podman {
         ]);
         if host_libcuda {
             c.arg("-v").arg(format!("{}:/usr/lib/libcuda.so.1:ro", paths().libcuda.display()));
+        }
+        for (k, v) in env {
+            c.arg("-e").arg(format!("{k}={v}"));
         }
         // `--rootfs` takes no value: the directory stands where an image
         // would, and everything after it is the command.
@@ -110,6 +124,20 @@ impl Cli {
 }
 
 impl Container {
+    /// Runs `gpumem-workload ARGS` in the running container with `podman
+    /// exec` (a shell opened into it would be the same: a process of the
+    /// container's cgroup, with none of its environment's variables but
+    /// what `env` gives).
+    pub fn exec(&self, env: &[(&str, &str)], args: &[&str]) -> Workload {
+        let mut c = self.cli.command();
+        c.args(["exec", "-i"]);
+        for (k, v) in env {
+            c.arg("-e").arg(format!("{k}={v}"));
+        }
+        c.arg(&self.name).args(["/gpumem-workload", "--libcuda", "/usr/lib/libcuda.so.1"]).args(args);
+        Workload::from_command(c, None)
+    }
+
     /// The container's process as the host sees it, and the container's id.
     pub fn host_pid_and_id(&self) -> (u32, String) {
         let mut c = self.cli.command();

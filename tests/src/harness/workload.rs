@@ -119,6 +119,19 @@ impl Workload {
         }
     }
 
+    /// The next checkpoint, or None once the workload's stdout closed (it
+    /// exited, or was killed).
+    pub fn try_checkpoint(&mut self) -> Option<Checkpoint> {
+        let line = self.next_line().ok()?;
+        Some(serde_json::from_str(&line).unwrap_or_else(|e| panic!("workload printed `{line}`: {e}")))
+    }
+
+    /// Waits for the workload to exit: how it did.
+    pub fn wait(mut self) -> ExitStatus {
+        drop(self.stdin.take());
+        self.child.wait().expect("waiting for the workload")
+    }
+
     /// Lets a paused workload go on past its checkpoint.
     pub fn resume(&mut self) {
         if let Some(stdin) = self.stdin.as_mut() {

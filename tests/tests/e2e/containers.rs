@@ -72,3 +72,117 @@ fn each_container_is_named_and_a_per_container_limit_stops_only_its_own() {
     assert_eq!((limits[0].usage, limits[0].request), (9 * MIB, 3 * MIB));
     assert_eq!(agent.status().libraries.len(), 2, "the host's file and the image's copy");
 }
+
+/// `steps` of `size` bytes `n` times on `device`, pausing at each.
+fn steps(size: u64, n: u32, device: u32) -> Vec<String> {
+    let args = ["--scenario", "steps", "--size", &size.to_string(), "--iterations", &n.to_string()];
+    args.iter()
+        .map(|s| s.to_string())
+        .chain(["--device".into(), device.to_string(), "--pause".into()])
+        .collect()
+}
+
+/// The checkpoints a paused workload reaches until it exits, resumed at
+/// each, and its exit code (podman's: 137 for a kill).
+fn run(mut w: Workload) -> (Vec<String>, Option<i32>) {
+    let mut seen = Vec::new();
+    loop {
+        w.resume();
+        match w.try_checkpoint() {
+            Some(c) => seen.push(c.checkpoint),
+            None => return (seen, w.wait().code()),
+        }
+    }
+}
+
+/// A container of `env` whose main process holds `held` on device 0
+/// (16 MiB steps, paused); its cgroup's path, once the agent has made the
+/// container's rules.
+fn declaring_container(
+    podman: &Podman,
+    agent: &Agent,
+    name: &str,
+    env: &[(&str, &str)],
+    held: u32,
+) -> (Workload, Container, String) {
+    let args = steps(16 * MIB, 8, 0);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let (mut main, container) = podman.run_with(name, &podman.rootfs(name, false), (true, env), &args);
+    for i in 1..=held {
+        assert_eq!(main.checkpoint().checkpoint, format!("step-{i}"));
+        if i < held {
+            main.resume();
+        }
+    }
+    let (_, id) = container.host_pid_and_id();
+    let path = format!("/libpod_parent/libpod-{id}");
+    let target = format!("cgroup:{path}");
+    agent.wait_for_state(
+        "the container's rules",
+        || agent.limits().into_iter().filter(|l| l.target == target).count(),
+        |&n| n > 0,
+    );
+    (main, container, path)
+}
+
+#[test]
+fn a_container_started_with_gpumem_limit_binds_what_podman_exec_runs_in_it() {
+    if !privileged() {
+        return;
+    }
+    let Some(podman) = Podman::available() else { return };
+    let agent = Agent::start(&[]);
+    let name = format!("gpumem-declared-{}", std::process::id());
+    let env = [("GPUMEM_LIMIT", "64MiB,action=signal:SIGKILL")];
+    let (main, container, path) = declaring_container(&podman, &agent, &name, &env, 3);
+    // Without the variable: 48 + 8 + 8 fit in the container's 64 MiB,
+    // the third call would cross it.
+    let args = steps(8 * MIB, 3, 0);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let (seen, code) = run(container.exec(&[], &args));
+    assert_eq!((seen.as_slice(), code), (&["step-1".to_string(), "step-2".into()][..], Some(137)));
+    let lines = agent.wait_for("the exec'd process's decision", |l| {
+        l.all_decisions().iter().any(|d| d.limit == format!("cgroup:{path}"))
+    });
+    let d = lines.all_decisions().into_iter().find(|d| d.limit == format!("cgroup:{path}")).unwrap();
+    assert_eq!((d.usage, d.request, d.action.as_str()), (64 * MIB, 8 * MIB, "signal:9"));
+    assert!(d.source.as_deref().is_some_and(|s| s.starts_with("env GPUMEM_LIMIT of pid")), "{d:?}");
+    // Its 16 MiB went with it: the main process's fourth step fits, its
+    // fifth would cross 64 MiB (its own declaration and the container's).
+    let (seen, code) = run(main);
+    assert_eq!((seen.as_slice(), code), (&["step-4".to_string()][..], Some(137)));
+    drop(container);
+    agent.wait_for_state(
+        "the container's rules to go with it",
+        || agent.limits().into_iter().filter(|l| l.target == format!("cgroup:{path}")).count(),
+        |&n| n == 0,
+    );
+}
+
+#[test]
+fn hami_variables_limit_each_device_of_a_container() {
+    if !privileged() {
+        return;
+    }
+    let Some(podman) = Podman::available() else { return };
+    let agent = Agent::start(&[]);
+    let exec = |c: &Container, size: u64, n: u32, device: u32| {
+        let args = steps(size, n, device);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        run(c.exec(&[], &args))
+    };
+    let tag = std::process::id();
+    // Every device 64 MiB on its own: 48 held on device 0.
+    let env = [("CUDA_DEVICE_MEMORY_LIMIT", "64m")];
+    let (main, c, _) = declaring_container(&podman, &agent, &format!("gpumem-hami-{tag}"), &env, 3);
+    let killed = |n: usize| ((1..=n).map(|i| format!("step-{i}")).collect::<Vec<_>>(), Some(137));
+    assert_eq!(exec(&c, 24 * MIB, 3, 1), killed(2), "device 1 counts on its own: 24 + 24, then 72 > 64");
+    assert_eq!(exec(&c, 8 * MIB, 3, 0), killed(2), "device 0: 48 + 8 + 8, then 72 > 64");
+    drop((main, c));
+    // Device 1 only, 32 MiB: device 0 is not limited.
+    let env = [("CUDA_DEVICE_MEMORY_LIMIT_1", "32m")];
+    let (main, c, _) = declaring_container(&podman, &agent, &format!("gpumem-hami1-{tag}"), &env, 1);
+    assert_eq!(exec(&c, 24 * MIB, 3, 0).0.last().map(String::as_str), Some("done"));
+    assert_eq!(exec(&c, 16 * MIB, 3, 1), killed(2), "16 + 16, then 48 > 32");
+    drop((main, c));
+}

@@ -16,6 +16,7 @@ mod control_flood;
 mod coverage;
 mod cuda_bindings;
 mod declared;
+mod declared_containers;
 mod faults;
 mod forensics;
 mod frameworks;

@@ -141,7 +141,7 @@ fn start(
     let kernel = KernelMaps::take(&mut tracer)?;
     let adopted = tracer.pins().is_some_and(|p| p.adopted());
     let held = match adopted {
-        true => kernel.held(&mut tracer)?,
+        true => kernel.held(),
         false => Vec::new(),
     };
     let ledger = match adopted {
