@@ -16,7 +16,7 @@ pub mod oldest;
 
 use std::collections::BTreeMap;
 
-use gpumem_common::{ns, DEVICE_UNKNOWN};
+use gpumem_common::{ns, LiveAlloc, LiveKey, DEVICE_UNKNOWN};
 
 use crate::decode::{Body, Change, Event, Origin};
 
@@ -142,6 +142,24 @@ pub struct LiveAllocation<'a> {
     pub ts_ns: u64,
     /// The entry point that allocated it (`gpumem_common::api::id`).
     pub api: u32,
+}
+
+impl<'a> LiveAllocation<'a> {
+    /// The kernel's live allocation `a` at `k`, of process `comm`, as
+    /// known at `ts_ns`.
+    pub fn of_kernel(k: &LiveKey, a: &LiveAlloc, comm: &'a str, ts_ns: u64) -> Self {
+        Self {
+            tgid: k.tgid,
+            comm,
+            key: (k.ns, k.addr),
+            size: a.size,
+            kind: a.kind,
+            cgroup_id: a.cgroup_id,
+            device: (a.device != DEVICE_UNKNOWN).then_some(a.device),
+            ts_ns,
+            api: a.api,
+        }
+    }
 }
 
 /// One process in the ledger.

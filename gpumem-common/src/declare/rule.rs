@@ -93,6 +93,20 @@ pub mod error {
     pub const DENY_UNSUPPORTED: u32 = 18;
     /// `view=limit` where this kernel cannot tell a process its view.
     pub const VIEW_UNSUPPORTED: u32 = 19;
+
+    /// A size's error as a rule's.
+    #[inline(always)]
+    pub const fn of_size(e: super::SizeError) -> u32 {
+        use super::SizeError as E;
+        match e {
+            E::NoNumber => SIZE_NO_NUMBER,
+            E::Unit => SIZE_UNIT,
+            E::NotANumber => SIZE,
+            E::Decimals => SIZE_DECIMALS,
+            E::TooLarge => SIZE_TOO_LARGE,
+            E::Zero => SIZE_ZERO,
+        }
+    }
 }
 
 const HARD: u32 = 0;
@@ -235,15 +249,7 @@ impl RuleParser {
 
     #[inline(always)]
     fn size_error(&mut self, e: SizeError, start: u32, end: u32) {
-        let code = match e {
-            SizeError::NoNumber => error::SIZE_NO_NUMBER,
-            SizeError::Unit => error::SIZE_UNIT,
-            SizeError::NotANumber => error::SIZE,
-            SizeError::Decimals => error::SIZE_DECIMALS,
-            SizeError::TooLarge => error::SIZE_TOO_LARGE,
-            SizeError::Zero => error::SIZE_ZERO,
-        };
-        self.fail(code, start, end);
+        self.fail(error::of_size(e), start, end);
         (self.err.aux_start, self.err.aux_end) = (self.size.unit_start, self.size.unit_end);
     }
 

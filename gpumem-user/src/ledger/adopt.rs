@@ -6,7 +6,7 @@
 //! held is ignored, an `exit` finds its process already gone.
 use std::collections::HashMap;
 
-use gpumem_common::{LiveAlloc, LiveKey, DEVICE_UNKNOWN};
+use gpumem_common::{LiveAlloc, LiveKey};
 
 use super::{Ledger, LiveAllocation};
 
@@ -18,17 +18,7 @@ impl Ledger {
         let mut comms: HashMap<u32, String> = HashMap::new();
         for (k, a) in held {
             let comm = comms.entry(k.tgid).or_insert_with(|| comm_of(k.tgid));
-            ledger.adopt(&LiveAllocation {
-                tgid: k.tgid,
-                comm,
-                key: (k.ns, k.addr),
-                size: a.size,
-                kind: a.kind,
-                cgroup_id: a.cgroup_id,
-                device: (a.device != DEVICE_UNKNOWN).then_some(a.device),
-                ts_ns: now_ns,
-                api: a.api,
-            });
+            ledger.adopt(&LiveAllocation::of_kernel(k, a, comm, now_ns));
         }
         ledger
     }

@@ -4,7 +4,7 @@
 //! record of yet.
 use std::collections::HashSet;
 
-use gpumem_common::{LiveAlloc, LiveKey, DEVICE_UNKNOWN};
+use gpumem_common::{LiveAlloc, LiveKey};
 
 use super::carried;
 use crate::ledger::{Ledger, LiveAllocation};
@@ -27,16 +27,9 @@ impl<'a> Held<'a> {
             ledger.live_allocations().iter().map(|a| (a.tgid, a.key)).collect();
         let live: Vec<LiveAllocation<'a>> = held
             .iter()
-            .map(|(k, a)| LiveAllocation {
-                tgid: k.tgid,
-                comm: ledger.process(k.tgid).map_or("", |p| p.comm.as_str()),
-                key: (k.ns, k.addr),
-                size: a.size,
-                kind: a.kind,
-                cgroup_id: a.cgroup_id,
-                device: (a.device != DEVICE_UNKNOWN).then_some(a.device),
-                ts_ns: now_ns,
-                api: a.api,
+            .map(|(k, a)| {
+                let comm = ledger.process(k.tgid).map_or("", |p| p.comm.as_str());
+                LiveAllocation::of_kernel(k, a, comm, now_ns)
             })
             .collect();
         let unseen = live.iter().map(|a| (a.tgid, a.key)).filter(|k| !seen.contains(k)).collect();

@@ -63,19 +63,29 @@ impl Limits {
         let can = (deny_reason.is_none(), tracer.view_refusal().is_none());
         let mut table = LimitTable::open(tracer, cgroup_root, deny_reason, policy.default_action)?;
         let installed = table.install(policy)?;
-        let names = table.names();
-        let declared = Declarations::open(tracer)?;
+        let limits = Self::over(tracer, table, can, policy)?;
+        Ok((limits, installed))
+    }
+
+    /// The limits of `table` (its rules written), with the declared
+    /// limits opened and configured by `policy`.
+    fn over(
+        tracer: &mut Tracer,
+        table: LimitTable,
+        can: (bool, bool),
+        policy: &Policy,
+    ) -> Result<Self, LimitError> {
         let mut limits = Self {
+            names: table.names(),
             table,
             carried: Carried::default(),
-            names,
-            declared,
+            declared: Declarations::open(tracer)?,
             can,
             running: Vec::new(),
             containers: Default::default(),
         };
         limits.declare(policy)?;
-        Ok((limits, installed))
+        Ok(limits)
     }
 
     /// Tells the kernel the policy's word on declared limits, and reads
@@ -113,18 +123,7 @@ impl Limits {
         let can = (deny_reason.is_none(), tracer.view_refusal().is_none());
         let mut table = LimitTable::open(tracer, cgroup_root, deny_reason, policy.default_action)?;
         table.adopt()?;
-        let names = table.names();
-        let declared = Declarations::open(tracer)?;
-        let mut limits = Self {
-            table,
-            carried: Carried::default(),
-            names,
-            declared,
-            can,
-            running: Vec::new(),
-            containers: Default::default(),
-        };
-        limits.declare(policy)?;
+        let mut limits = Self::over(tracer, table, can, policy)?;
         limits.carry_again(live, held);
         if apply_rules {
             limits.reload(policy, &|| Held::of(live.to_vec()), "start-up policy over the adopted limits");

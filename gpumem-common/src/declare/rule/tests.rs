@@ -3,7 +3,7 @@ use std::{string::String, vec::Vec};
 
 use super::{error, parse, view, RuleText};
 use crate::{
-    declare::{action, size, size::SizeError, word::U32Parser},
+    declare::{action, size, word::U32Parser},
     maps::limit_action::{AUDIT, DENY, SIGNAL},
 };
 
@@ -11,14 +11,7 @@ use crate::{
 /// parser (split at commas, then at the first `=`), with the shared
 /// value parsers; only the error's code is compared.
 fn reference(text: &str) -> Result<RuleText, u32> {
-    let size_code = |e| match e {
-        SizeError::NoNumber => error::SIZE_NO_NUMBER,
-        SizeError::Unit => error::SIZE_UNIT,
-        SizeError::NotANumber => error::SIZE,
-        SizeError::Decimals => error::SIZE_DECIMALS,
-        SizeError::TooLarge => error::SIZE_TOO_LARGE,
-        SizeError::Zero => error::SIZE_ZERO,
-    };
+    let size_code = error::of_size;
     let action_code = |e| match e {
         action::ActionError::Action => error::ACTION,
         action::ActionError::Signal => error::SIGNAL,
