@@ -97,6 +97,7 @@ fn example_rules_parse_when_uncommented() {
         .expect("no two rules for one target");
     let has = |f: &dyn Fn(&Target) -> bool| policy.limits.iter().any(|l| f(&l.target));
     assert!(has(&|t| matches!(t, Target::Cgroup(_))) && has(&|t| matches!(t, Target::Comm(_))));
+    assert!(has(&|t| matches!(t, Target::Namespace(_))) && has(&|t| matches!(t, Target::Pod(_))));
     assert!(policy.limits.iter().any(|l| l.action == Some(Action::Deny) && l.fallback.is_some()));
     assert!(policy.env.max.is_some(), "the example shows a cap on declared limits");
 }

@@ -12,6 +12,7 @@ mod card;
 mod cgroup;
 mod env;
 pub mod http;
+mod kubelet;
 mod links;
 mod output;
 mod pins;
@@ -32,6 +33,7 @@ pub use self::{
         multi_link_refusal, paths, privileged, provided, register_write_refusal, scratch, skip, test_name,
         user_write_refusal, Paths,
     },
+    kubelet::{Driver, KubePod, KubeletLogs},
     links::{link_exists, links_of, BpfLink},
     pins::PinDir,
     podman::{Container, Podman},

@@ -151,6 +151,20 @@ impl Workload {
         self.finish();
     }
 
+    /// The checkpoints a paused workload reaches until it exits, resumed
+    /// at each (and past the one it is paused at now, if any), and how it
+    /// exited.
+    pub fn resumed_to_exit(mut self) -> (Vec<String>, ExitStatus) {
+        let mut seen = Vec::new();
+        loop {
+            self.resume();
+            match self.try_checkpoint() {
+                Some(c) => seen.push(c.checkpoint),
+                None => return (seen, self.wait()),
+            }
+        }
+    }
+
     /// Every checkpoint until the workload exits, and how it exited (a
     /// limit may have signalled it).
     pub fn until_exit(mut self) -> (Vec<Checkpoint>, ExitStatus) {

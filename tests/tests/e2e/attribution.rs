@@ -1,8 +1,6 @@
 //! Who holds the memory: the container and pod a cgroup path names (by
 //! name, from the kubelet's log directories), and the process's
 //! executable and command line.
-use std::path::{Path, PathBuf};
-
 use gpumem::{enrich::container::Container, output::RecordEvent};
 use gpumem_tests::harness::*;
 
@@ -12,49 +10,12 @@ const NAMESPACE: &str = "gpumem-test";
 const POD: &str = "trainer-5f7c9-x2x4q";
 const NAME: &str = "pytorch";
 
-/// The kubelet's log directories for the test's pod, as a kubelet makes
-/// them on a node (`/var/log/pods/NS_POD_UID/CONTAINER/0.log` and its link
-/// under `/var/log/containers`); removed when dropped, with the parents
-/// the test made if they are left empty.
-struct KubeletLogs {
-    made: Vec<PathBuf>,
-}
-
-impl KubeletLogs {
-    fn make() -> Self {
-        let root = Path::new("/var/log");
-        let mut made = Vec::new();
-        for dir in ["pods", "containers"] {
-            if !root.join(dir).exists() {
-                made.push(root.join(dir));
-            }
-        }
-        let pod = root.join("pods").join(format!("{NAMESPACE}_{POD}_{UID}"));
-        std::fs::create_dir_all(pod.join(NAME)).unwrap();
-        std::fs::create_dir_all(root.join("containers")).unwrap();
-        std::fs::write(pod.join(NAME).join("0.log"), "").unwrap();
-        let link = root.join("containers").join(format!("{POD}_{NAMESPACE}_{NAME}-{ID}.log"));
-        let _ = std::fs::remove_file(&link);
-        std::os::unix::fs::symlink(pod.join(NAME).join("0.log"), &link).unwrap();
-        made.extend([link, pod]);
-        Self { made }
-    }
-}
-
-impl Drop for KubeletLogs {
-    fn drop(&mut self) {
-        for p in self.made.iter().rev() {
-            let _ = if p.is_symlink() { std::fs::remove_file(p) } else { std::fs::remove_dir_all(p) };
-        }
-    }
-}
-
 #[test]
 fn records_name_the_pod_container_and_process() {
     if !privileged() {
         return;
     }
-    let _kubelet = KubeletLogs::make();
+    let _kubelet = KubeletLogs::make((NAMESPACE, POD, UID), NAME, ID);
     let agent = Agent::start(&[]);
     let pod = format!("kubepods-burstable-pod{}.slice", UID.replace('-', "_"));
     let container = format!("cri-containerd-{ID}.scope");

@@ -82,17 +82,11 @@ fn steps(size: u64, n: u32, device: u32) -> Vec<String> {
         .collect()
 }
 
-/// The checkpoints a paused workload reaches until it exits, resumed at
-/// each, and its exit code (podman's: 137 for a kill).
-fn run(mut w: Workload) -> (Vec<String>, Option<i32>) {
-    let mut seen = Vec::new();
-    loop {
-        w.resume();
-        match w.try_checkpoint() {
-            Some(c) => seen.push(c.checkpoint),
-            None => return (seen, w.wait().code()),
-        }
-    }
+/// The checkpoints a paused workload reaches until it exits, and its
+/// exit code (podman's: 137 for a kill).
+fn run(w: Workload) -> (Vec<String>, Option<i32>) {
+    let (seen, status) = w.resumed_to_exit();
+    (seen, status.code())
 }
 
 /// A container of `env` whose main process holds `held` on device 0

@@ -21,19 +21,6 @@ fn steps(cg: &Cgroup, size: u64, n: u32, device: u32, env: &[(&str, &str)]) -> W
     Workload::spawn(&args, Some(cg), env)
 }
 
-/// The checkpoints a paused workload reaches until it exits, resumed at
-/// each (and past the one it is paused at now, if any).
-fn run(mut w: Workload) -> (Vec<String>, std::process::ExitStatus) {
-    let mut seen = Vec::new();
-    loop {
-        w.resume();
-        match w.try_checkpoint() {
-            Some(c) => seen.push(c.checkpoint),
-            None => return (seen, w.wait()),
-        }
-    }
-}
-
 /// The container's rules, once the agent has made them of a declaration.
 fn container_rules(agent: &Agent, cgroup: &str) -> Vec<gpumem::output::LimitStatus> {
     let target = format!("cgroup:{cgroup}");
@@ -72,7 +59,7 @@ fn a_declaration_binds_every_process_of_its_container() {
     // third would cross the container's 64 MiB.
     let other = steps(&cg, 8 * MIB, 3, 0, &[]);
     let other_pid = other.pid();
-    let (seen, status) = run(other);
+    let (seen, status) = other.resumed_to_exit();
     assert_eq!(seen, ["step-1", "step-2"]);
     refused(denies, status);
     let lines = agent.wait_for("its decision", |l| !l.decisions(other_pid, DecisionEvent::Limit).is_empty());
@@ -83,7 +70,7 @@ fn a_declaration_binds_every_process_of_its_container() {
     );
     assert_eq!((d.usage, d.request), (64 * MIB, 8 * MIB));
     // The other's 16 MiB went with it: 48 + 16 fit again, 64 + 16 do not.
-    let (seen, status) = run(main);
+    let (seen, status) = main.resumed_to_exit();
     assert_eq!(seen, ["step-4"]);
     refused(denies, status);
     let target = format!("cgroup:{}", cg.path);

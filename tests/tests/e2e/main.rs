@@ -3,8 +3,9 @@
 //! workloads in cgroups it makes, and compares the agent's and the
 //! kernel's numbers with the workloads' own ground truth, exactly. Run
 //! them as root with one test thread (`cargo xtask test` does); the kernel
-//! matrix runs the `concurrency`, `limits`, `links`, `persist`,
-//! `trace_exact` and `view` suites inside its VMs.
+//! matrix runs the `concurrency`, `declared` (with `declared_containers`),
+//! `limits`, `links`, `persist`, `trace_exact` and `view` suites inside
+//! its VMs.
 // The suites share the test crate's dependencies; not every one uses each.
 #![allow(unused_crate_dependencies)]
 
@@ -29,6 +30,7 @@ mod links;
 mod metrics;
 mod nvidia;
 mod persist;
+mod pod_rules;
 mod top;
 mod trace_exact;
 mod view;

@@ -95,9 +95,10 @@ impl Index {
         .map_err(IndexError::Map)
     }
 
-    /// Takes every rule of `key` out of the index; their heads.
+    /// Takes every rule of `key` out of the index; their heads (none
+    /// where it has none: the kernel's map is not asked).
     pub fn remove(&mut self, key: IndexKey) -> Result<Vec<Head>, MapError> {
-        let heads = self.heads.remove(&key).unwrap_or_default();
+        let Some(heads) = self.heads.remove(&key) else { return Ok(Vec::new()) };
         match key {
             IndexKey::Target(k) => self.index.remove(&k)?,
             IndexKey::Comm(c) => self.comms.remove(&c)?,
