@@ -87,7 +87,14 @@ impl Agent {
             agent.add_library(r);
         }
         agent.say_running_declarations();
+        agent.sync_pods();
         agent
+    }
+
+    /// The rules on pods made for the pods on this node now.
+    fn sync_pods(&mut self) {
+        let (kernel, ledger) = (&self.kernel, &self.ledger);
+        self.limits.sync_pods(&|| held_now(kernel, ledger));
     }
 
     /// The processes found declaring limits when the agent started: a
@@ -160,6 +167,10 @@ impl Agent {
             self.enricher.forget(e.origin.pid);
         }
         let (cgroup, container) = self.enricher.cgroup(e.origin.cgroup_id);
+        if let (Body::Exec(_), Some(uid)) = (&e.body, container.as_ref().and_then(|c| c.pod_uid.as_deref())) {
+            let (kernel, ledger) = (&self.kernel, &self.ledger);
+            self.limits.saw_pod(uid, &|| held_now(kernel, ledger));
+        }
         let line = match &e.body {
             Body::Limit(d) | Body::LimitSoft(d) => {
                 let soft = matches!(e.body, Body::LimitSoft(_));
@@ -228,6 +239,7 @@ impl Agent {
         let found = self.limits.recover_declared();
         self.say_declarations(found);
         self.limits.forget_gone_containers();
+        self.sync_pods();
         if self.sink.failing() {
             // Said once the output takes lines again, with every count.
             return Ok(());

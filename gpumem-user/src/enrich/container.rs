@@ -52,7 +52,7 @@ fn segment_container(seg: &str) -> Option<(&'static str, &str)> {
 
 /// The pod UID a segment names (`pod<uid>`, or the systemd form
 /// `kubepods-<qos>-pod<uid_with_underscores>.slice`).
-fn segment_pod(seg: &str) -> Option<String> {
+pub(crate) fn segment_pod(seg: &str) -> Option<String> {
     let seg = seg.strip_suffix(".slice").unwrap_or(seg);
     let uid = seg.rsplit_once("-pod").map(|(_, u)| u).or_else(|| seg.strip_prefix("pod"))?;
     let uid = uid.replace('_', "-");

@@ -5,6 +5,7 @@
 pub mod cgroup;
 pub mod container;
 pub mod devices;
+pub mod kubepods;
 pub mod pods;
 pub mod process;
 

@@ -83,8 +83,8 @@ pub struct PodNames {
     pods: HashMap<String, (String, String)>,
     /// Container id -> container name.
     containers: HashMap<String, String>,
-    /// Containers a scan did not name, and when: looked for again a
-    /// second later, not at each of their records.
+    /// Containers (and pod UIDs) a scan did not name, and when: looked
+    /// for again a second later, not at each of their records.
     missed: HashMap<String, Instant>,
 }
 
@@ -120,6 +120,22 @@ impl PodNames {
             (c.namespace, c.pod) = (Some(namespace.clone()), Some(pod.clone()));
         }
         c.name = self.containers.get(&c.id).cloned();
+    }
+
+    /// The namespace and name of pod `uid`, where its log directory says
+    /// them (a pod not named yet is looked for again, at most once a
+    /// second).
+    pub fn pod(&mut self, uid: &str) -> Option<(String, String)> {
+        if !self.pods.contains_key(uid) && self.missed.get(uid).is_none_or(|t| t.elapsed() >= RESCAN_AFTER) {
+            self.rescan();
+            if !self.pods.contains_key(uid) {
+                if self.missed.len() >= MISSED_KEPT {
+                    self.missed.clear();
+                }
+                self.missed.insert(uid.to_string(), Instant::now());
+            }
+        }
+        self.pods.get(uid).cloned()
     }
 
     fn rescan(&mut self) {

@@ -7,6 +7,7 @@ use gpumem_common::{declare::declaration::Declaration, LIMITS_PER_CALL};
 use super::{
     containers::{container_cgroup, ContainerLimit, Outcome},
     policy::Target,
+    table::Origin,
     Held, Limits,
 };
 
@@ -65,7 +66,8 @@ impl Limits {
         }
         let short = &id[..id.len().min(12)];
         for ((limit, each), source) in made.into_iter().zip(rules.sources(short)) {
-            let rule = self.table.resolve(&limit, each, Some(source)).map_err(|e| crate::chain(&e))?;
+            let rule =
+                self.table.resolve(&limit, each, Origin::Declared(source)).map_err(|e| crate::chain(&e))?;
             self.set_rule(rule, read).map_err(|e| crate::chain(&e))?;
         }
         Ok(())

@@ -34,6 +34,8 @@ impl Matcher {
                     .into_iter()
                     .collect(),
             ),
+            // Never a rule of its own: each pod's rule is on its cgroup.
+            Target::Namespace(_) | Target::Pod(_) => Who::Cgroups(HashSet::new()),
         };
         Self { who, device }
     }

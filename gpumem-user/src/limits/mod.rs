@@ -11,6 +11,8 @@ pub mod containers;
 pub mod declared;
 mod held;
 pub mod matcher;
+mod pod_rules;
+pub mod pods;
 pub mod policy;
 mod setting;
 pub mod table;
@@ -23,6 +25,7 @@ use gpumem_common::{ns, LiveAlloc, LiveKey};
 use self::{
     carried::Carried,
     declared::Declarations,
+    pods::pod_templates,
     policy::{config::Policy, Action, Target},
     table::{Installed, LimitError, LimitTable},
 };
@@ -48,6 +51,8 @@ pub struct Limits {
     running: Vec<declared::Running>,
     /// The containers bound by a declaration of theirs.
     containers: containers::Containers,
+    /// The operator's rules on pods, and the rules made of them.
+    pods: pods::PodRules,
 }
 
 impl Limits {
@@ -83,6 +88,7 @@ impl Limits {
             can,
             running: Vec::new(),
             containers: Default::default(),
+            pods: pods::PodRules { templates: pod_templates(policy), ..Default::default() },
         };
         limits.declare(policy)?;
         Ok(limits)
@@ -183,15 +189,24 @@ impl Limits {
 
     /// Takes the limits on `target` out of force; the first of them.
     pub fn clear(&mut self, target: &Target) -> Result<Installed, LimitError> {
+        if target.is_pods() {
+            return self.clear_pod_rule(target);
+        }
         let cleared = self.table.clear(target)?;
         for i in &cleared {
-            for slot in i.slot..=i.slot + i.span() {
-                self.carried.drop_slot(slot);
-                self.table.write_base(slot, 0)?;
-            }
+            self.forget_slots(i)?;
         }
         self.names = self.table.names();
         cleared.into_iter().next().ok_or_else(|| LimitError::NoSuchLimit(target.to_string()))
+    }
+
+    /// A cleared rule's slots carry nothing any more.
+    fn forget_slots(&mut self, i: &Installed) -> Result<(), LimitError> {
+        for slot in i.slot..=i.slot + i.span() {
+            self.carried.drop_slot(slot);
+            self.table.write_base(slot, 0)?;
+        }
+        Ok(())
     }
 
     /// The rules in force, then the declared limits, with what each
@@ -281,6 +296,11 @@ impl Limits {
         if let Err(e) = self.declare(policy) {
             tracing::warn!("{why}: {}", crate::chain(&e));
         }
+        // The pods' rules first: one an earlier agent left (adopted as the
+        // operator's, on a pod's cgroup) is made the pod's again, not
+        // cleared as a rule no longer in the policy.
+        self.pods.templates = pod_templates(policy);
+        self.sync_pods(read);
         for target in self.table.targets() {
             if !policy.limits.iter().any(|l| l.target == target) {
                 match self.clear(&target) {
@@ -289,7 +309,7 @@ impl Limits {
                 }
             }
         }
-        for limit in &policy.limits {
+        for limit in policy.limits.iter().filter(|l| !l.target.is_pods()) {
             match self.set(limit, read) {
                 Ok(i) => tracing::info!("{why}: {}", describe("limit", &i)),
                 Err(e) => tracing::warn!("{why}: {}", crate::chain(&e)),

@@ -9,7 +9,7 @@ use super::{
     counting_slots,
     held::Held,
     policy::{Limit, Target},
-    table::{Installed, LimitError},
+    table::{Installed, LimitError, Origin},
     Limits,
 };
 use crate::ledger::LiveAllocation;
@@ -19,7 +19,10 @@ impl Limits {
     /// live allocations (as `read` reads them) are carried in its base
     /// until freed.
     pub fn set<'a>(&mut self, limit: &Limit, read: &dyn Fn() -> Held<'a>) -> Result<Installed, LimitError> {
-        let rule = self.table.resolve(limit, None, None)?;
+        if limit.target.is_pods() {
+            return self.set_pod_rule(limit, read);
+        }
+        let rule = self.table.resolve(limit, None, Origin::Operator)?;
         self.set_rule(rule, read)
     }
 

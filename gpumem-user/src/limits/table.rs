@@ -4,7 +4,7 @@
 //! target); written at start-up and changed at run time (`gpumem limit
 //! set|clear`, SIGHUP, containers' declarations). The only place that
 //! writes them.
-use std::{path::PathBuf, time::Instant};
+use std::path::PathBuf;
 
 use aya::maps::{Array, MapData};
 use gpumem_common::{
@@ -43,6 +43,8 @@ pub enum LimitError {
     NoSlot,
     #[error("{0} has {max} rules already (one for all devices, one per device...): clear one first", max = gpumem_common::LIMITS_PER_CALL)]
     TargetFull(String),
+    #[error("{0} is not one rule: the agent makes one on each of its pods' cgroups")]
+    Pods(String),
     #[error("{target}: cannot find cgroup {path} under {root}")]
     NoCgroup { target: String, path: String, root: String },
     #[error("writing limit for {target} into the kernel failed")]
@@ -143,8 +145,8 @@ impl LimitTable {
         }
         self.default_action = policy.default_action;
         let mut out = Vec::new();
-        for limit in &policy.limits {
-            out.push(self.add(self.resolve(limit, None, None)?, &[])?);
+        for limit in policy.limits.iter().filter(|l| !l.target.is_pods()) {
+            out.push(self.add(self.resolve(limit, None, Origin::Operator)?, &[])?);
         }
         self.update_in_force()?;
         Ok(out)
@@ -157,11 +159,11 @@ impl LimitTable {
         &self,
         limit: &Limit,
         each: Option<Vec<Option<u64>>>,
-        source: Option<String>,
+        origin: Origin,
     ) -> Result<Installed, LimitError> {
         let action = effective_action(limit, self.default_action, self.deny_reason.as_deref())?;
         let view = effective_view(limit, self.view_reason.as_deref())?;
-        Ok(Installed { slot: 0, limit: limit.clone(), action, view, each, source })
+        Ok(Installed { slot: 0, limit: limit.clone(), action, view, each, origin })
     }
 
     /// Sets a rule at run time: one the target has for the same devices
@@ -206,51 +208,6 @@ impl LimitTable {
     /// What the kernel counts in `slot` now, with its base.
     fn counted(&self, slot: u32) -> u64 {
         self.state.get(&slot, 0).map(|s| s.usage).unwrap_or(0).wrapping_add(self.base(slot))
-    }
-
-    /// Takes every rule on `target` out of force; they were.
-    pub fn clear(&mut self, target: &Target) -> Result<Vec<Installed>, LimitError> {
-        let heads = self.index.remove(self.index_key(target)?).map_err(|e| write_error(target, e))?;
-        let mut cleared = Vec::new();
-        for head in heads {
-            cleared.extend(self.rule_at(head.slot).cloned());
-            self.deactivate(head.slot)?;
-        }
-        self.update_in_force()?;
-        if cleared.is_empty() {
-            return Err(LimitError::NoSuchLimit(target.to_string()));
-        }
-        Ok(cleared)
-    }
-
-    /// Takes the one rule headed at `head` out of force (the target's
-    /// others stay).
-    fn clear_one(&mut self, head: u32) -> Result<(), LimitError> {
-        let Some(rule) = self.rule_at(head).cloned() else { return Ok(()) };
-        let key = self.index_key(&rule.limit.target)?;
-        let others = self.index.remove(key).map_err(|e| write_error(&rule.limit.target, e))?;
-        for other in others.into_iter().filter(|h| h.slot != head) {
-            self.index.add(key, other).map_err(|e| index_error(&rule.limit.target, e))?;
-        }
-        self.deactivate(head)
-    }
-
-    fn deactivate(&mut self, head: u32) -> Result<(), LimitError> {
-        let Some(rule) = self.rule_at(head).cloned() else { return Ok(()) };
-        self.write_rule(&rule, false)?;
-        if let Some(Slot::Head { active, idle, .. }) = self.slots.get_mut(head) {
-            (*active, *idle) = (false, None);
-        }
-        Ok(())
-    }
-
-    /// The health step's part: frees the slots of cleared rules that have
-    /// counted nothing for a while (their bases written 0 first).
-    pub fn reclaim(&mut self) {
-        let counts: Vec<u64> = (0..MAX_LIMITS).map(|s| self.counted(s)).collect();
-        for head in self.slots.reclaim(Instant::now(), |s| counts.get(s as usize).copied().unwrap_or(1)) {
-            tracing::debug!("limit slot {head} and its devices' free for another rule");
-        }
     }
 
     /// Puts `rule` in a fresh run of slots (their bases `carried` first,
@@ -320,6 +277,7 @@ impl LimitTable {
                 IndexKey::Target(LimitKey { scope: limit_scope::CGROUP, _pad: 0, id })
             }
             Target::Comm(comm) => IndexKey::Comm(comm_key(comm)),
+            Target::Namespace(_) | Target::Pod(_) => return Err(LimitError::Pods(target.to_string())),
         })
     }
 
@@ -375,6 +333,7 @@ fn in_force_mask<'a>(targets: impl Iterator<Item = &'a Target>) -> u32 {
                 Target::Pid(_) => limits_in_force::PROCESS,
                 Target::Cgroup(_) => limits_in_force::CGROUP,
                 Target::Comm(_) => limits_in_force::COMM,
+                Target::Namespace(_) | Target::Pod(_) => 0,
             }
     })
 }
@@ -391,8 +350,9 @@ mod list;
 mod rules;
 mod slots;
 
-pub use installed::{Devices, Installed};
+pub use installed::{Devices, Installed, Origin};
 pub use rules::kernel_rules;
 mod adopt;
+mod clear;
 #[cfg(test)]
 mod tests;

@@ -16,6 +16,14 @@
 //! hard = "2GiB"
 //! device = 0
 //! view = "driver"
+//!
+//! [[limit]]
+//! namespace = "team-a"   # each pod of team-a on this node, on its own
+//! hard = "16GiB"
+//!
+//! [[limit]]
+//! pod = "team-b/trainer-*"
+//! hard = "8GiB"
 //! ```
 use std::path::{Path, PathBuf};
 
@@ -68,6 +76,10 @@ struct Entry {
     cgroup: Option<String>,
     pid: Option<u32>,
     comm: Option<String>,
+    /// Each pod of the namespace, on its own.
+    namespace: Option<String>,
+    /// Each pod whose `namespace/name` matches, on its own.
+    pod: Option<String>,
     hard: String,
     soft: Option<String>,
     action: Option<String>,
@@ -78,10 +90,12 @@ struct Entry {
 
 impl Entry {
     fn into_limit(self) -> Result<Limit, SpecError> {
-        let target = match (self.cgroup, self.pid, self.comm) {
-            (Some(c), None, None) => parse_target(&format!("cgroup:{c}"))?,
-            (None, Some(p), None) => parse_target(&format!("pid:{p}"))?,
-            (None, None, Some(c)) => parse_target(&format!("comm:{c}"))?,
+        let target = match (self.cgroup, self.pid, self.comm, self.namespace, self.pod) {
+            (Some(c), None, None, None, None) => parse_target(&format!("cgroup:{c}"))?,
+            (None, Some(p), None, None, None) => parse_target(&format!("pid:{p}"))?,
+            (None, None, Some(c), None, None) => parse_target(&format!("comm:{c}"))?,
+            (None, None, None, Some(n), None) => parse_target(&format!("namespace:{n}"))?,
+            (None, None, None, None, Some(p)) => parse_target(&format!("pod:{p}"))?,
             _ => return Err(SpecError::OneTarget),
         };
         let limit = Limit {
@@ -238,7 +252,11 @@ mod tests {
         let e = parse(&p(), "[[limit]]\ncgroup = \"/a\"\nhard = \"0\"\n").unwrap_err().to_string();
         assert!(e.contains("/etc/gpumem.toml, limit #1") && e.contains("zero"), "{e}");
         let e = parse(&p(), "[[limit]]\ncgroup = \"/a\"\npid = 3\nhard = \"1G\"\n").unwrap_err().to_string();
-        assert!(e.contains("exactly one of cgroup, pid or comm"), "{e}");
+        assert!(e.contains("exactly one of cgroup, pid, comm, namespace or pod"), "{e}");
+        let e = parse(&p(), "[[limit]]\nnamespace = \"Team\"\nhard = \"1G\"\n").unwrap_err().to_string();
+        assert!(e.contains("limit #1") && e.contains("not a Kubernetes namespace"), "{e}");
+        let e = parse(&p(), "[[limit]]\npod = \"trainer-*\"\nhard = \"1G\"\n").unwrap_err().to_string();
+        assert!(e.contains("NAMESPACE/NAME"), "{e}");
         let e =
             parse(&p(), "[[limit]]\ncgroup = \"/a\"\nhard = \"1G\"\ncolour = 1\n").unwrap_err().to_string();
         assert!(e.contains("unknown field") && e.contains("colour"), "{e}");
@@ -285,6 +303,8 @@ mod tests {
             "(/[a-z0-9_.-]{1,8}){1,4}".prop_map(|p| (format!("cgroup = \"{p}\""), Target::Cgroup(p))),
             (1u32..).prop_map(|n| (format!("pid = {n}"), Target::Pid(n))),
             "[a-z0-9_]{1,15}".prop_map(|c| (format!("comm = \"{c}\""), Target::Comm(c))),
+            "[a-z0-9]{1,8}".prop_map(|n| (format!("namespace = \"{n}\""), Target::Namespace(n))),
+            "[a-z0-9]{1,8}/[a-z0-9*?.-]{1,8}".prop_map(|p| (format!("pod = \"{p}\""), Target::Pod(p))),
         ];
         let action = prop_oneof![
             Just(None),

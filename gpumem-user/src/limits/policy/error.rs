@@ -44,10 +44,14 @@ pub enum SpecError {
     Pid(String),
     #[error("comm `{0}` must be 1 to 15 characters (the kernel's TASK_COMM_LEN)")]
     Comm(String),
-    #[error("`{0}` is not a target: use cgroup:/path, pid:N or comm:NAME")]
+    #[error("`{0}` is not a target: use cgroup:/path, pid:N, comm:NAME, namespace:NS or pod:NS/GLOB")]
     Target(String),
-    #[error("give exactly one of cgroup, pid or comm")]
+    #[error("give exactly one of cgroup, pid, comm, namespace or pod")]
     OneTarget,
+    #[error("`{0}` is not a Kubernetes namespace name (lowercase letters, digits and -, at most 63)")]
+    Namespace(String),
+    #[error("pod `{0}`: give NAMESPACE/NAME, the name a glob (* and ?), e.g. team-a/trainer-*")]
+    PodGlob(String),
     #[error("{0}: longer than the {max} bytes the kernel reads of an environment string", max = gpumem_common::declare::CAP - 2)]
     TooLong(String),
     #[error("{0}: action deny needs a kernel that lets uprobe programs write registers, and this one does not; add a fallback, e.g. `,fallback=signal:SIGTERM`")]

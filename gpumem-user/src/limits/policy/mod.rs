@@ -4,6 +4,7 @@
 pub mod config;
 pub mod env;
 pub mod error;
+pub mod kube;
 pub mod rule_text;
 pub mod size;
 pub mod spec;

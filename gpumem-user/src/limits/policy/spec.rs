@@ -26,6 +26,19 @@ pub enum Target {
     Pid(u32),
     /// Processes whose comm is this, including ones that start later.
     Comm(String),
+    /// Each pod of a Kubernetes namespace on this node, on its own (the
+    /// agent makes a rule on each pod's cgroup, see `limits/pods.rs`).
+    Namespace(String),
+    /// Each pod whose `namespace/name` matches this (`team-a/trainer-*`:
+    /// the name a glob), on its own.
+    Pod(String),
+}
+
+impl Target {
+    /// A target the agent resolves into pods' cgroups (`limits/pods.rs`).
+    pub fn is_pods(&self) -> bool {
+        matches!(self, Target::Namespace(_) | Target::Pod(_))
+    }
 }
 
 impl fmt::Display for Target {
@@ -34,6 +47,8 @@ impl fmt::Display for Target {
             Target::Cgroup(p) => write!(f, "cgroup:{p}"),
             Target::Pid(p) => write!(f, "pid:{p}"),
             Target::Comm(c) => write!(f, "comm:{c}"),
+            Target::Namespace(n) => write!(f, "namespace:{n}"),
+            Target::Pod(p) => write!(f, "pod:{p}"),
         }
     }
 }
@@ -185,9 +200,11 @@ impl Limit {
     }
 }
 
-/// `cgroup:/path`, `pid:N`, `comm:NAME`.
+/// `cgroup:/path`, `pid:N`, `comm:NAME`, `namespace:NS`, `pod:NS/GLOB`.
 pub fn parse_target(text: &str) -> Result<Target, SpecError> {
     match text.trim().split_once(':') {
+        Some(("namespace", n)) => super::kube::namespace(n).map(Target::Namespace),
+        Some(("pod", p)) => super::kube::pod_glob(p).map(Target::Pod),
         Some(("cgroup", p)) if p.starts_with('/') => Ok(Target::Cgroup(normalize_cgroup(p))),
         Some(("cgroup", p)) => Err(SpecError::CgroupNotAbsolute(p.into())),
         Some(("pid", p)) => {
@@ -224,6 +241,10 @@ mod tests {
         assert_eq!(Limit::parse("comm:python3=1G,action=audit").unwrap().action, Some(Action::Audit));
         assert_eq!(Limit::parse("pid:1=1G,view=driver").unwrap().view, Some(View::Driver));
         assert_eq!(Limit::parse("pid:1=1G, view = limit").map(|l| l.view), Ok(Some(View::Limit)));
+        let l = Limit::parse("namespace:team-a=16GiB").unwrap();
+        assert_eq!((l.target.to_string(), l.target.is_pods()), ("namespace:team-a".into(), true));
+        let l = Limit::parse("pod:team-a/trainer-*=8GiB,action=deny").unwrap();
+        assert_eq!((l.target, l.action), (Target::Pod("team-a/trainer-*".into()), Some(Action::Deny)));
     }
 
     #[test]
@@ -251,5 +272,7 @@ mod tests {
         assert!(err("pid:1=1G,colour=red").contains("unknown key"));
         assert!(err("pid:1=1G,view=guess").contains("use `limit`"));
         assert!(err("comm:averyveryverylongname=1G").contains("15 characters"));
+        assert!(err("namespace:Team-A=1G").contains("not a Kubernetes namespace"));
+        assert!(err("pod:trainer=1G").contains("NAMESPACE/NAME"));
     }
 }

@@ -8,7 +8,7 @@ use gpumem_common::{limit_action, limit_scope, limit_view, LimitRule, DEVICE_ANY
 
 use super::{
     index::{Head, IndexKey},
-    installed::Devices,
+    installed::{Devices, Origin},
     Installed, LimitError, LimitTable,
 };
 use crate::{
@@ -108,5 +108,5 @@ fn installed(slot: u32, target: Target, rule: &LimitRule, devices: &[LimitRule])
         device: (rule.device != DEVICE_ANY && rule.device != DEVICE_EACH).then_some(rule.device),
         view: Some(view),
     };
-    Installed { slot, limit, action, view, each, source: None }
+    Installed { slot, limit, action, view, each, origin: Origin::Operator }
 }

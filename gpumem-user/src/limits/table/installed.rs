@@ -15,9 +15,32 @@ pub struct Installed {
     /// limit (None: that device is not limited), in the slots after
     /// `slot`; `limit.device` is None and `limit.hard` the largest.
     pub each: Option<Vec<Option<u64>>>,
-    /// Where it came from, where not the operator's rules (`env
-    /// GPUMEM_LIMIT of pid 4242 in container 4f1a2b3c4d5e`).
-    pub source: Option<String>,
+    /// Who made it.
+    pub origin: Origin,
+}
+
+/// Who made a rule.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Origin {
+    /// The operator's policy: the file, `--limit`, `gpumem limit set`.
+    Operator,
+    /// The operator's rule on pods, made on one pod's cgroup
+    /// (`namespace:team-a, pod team-a/trainer-0`).
+    Pod(String),
+    /// A container's declaration (`env GPUMEM_LIMIT of pid 4242 in
+    /// container 4f1a2b3c4d5e`).
+    Declared(String),
+}
+
+impl Origin {
+    /// What the records and `limit list` say it came from (nothing for
+    /// the operator's own rules).
+    pub fn label(&self) -> Option<String> {
+        match self {
+            Origin::Operator => None,
+            Origin::Pod(s) | Origin::Declared(s) => Some(s.clone()),
+        }
+    }
 }
 
 /// Which devices a rule counts: what tells a target's rules apart.
@@ -32,7 +55,7 @@ impl Installed {
     /// `limit` in `slot` with its own action and view (or audit, driver).
     pub fn new(slot: u32, limit: Limit, each: Option<Vec<Option<u64>>>) -> Self {
         let (action, view) = (limit.action.unwrap_or(Action::Audit), limit.view.unwrap_or(View::Driver));
-        Self { slot, limit, action, view, each, source: None }
+        Self { slot, limit, action, view, each, origin: Origin::Operator }
     }
 
     /// The device slots after the first.

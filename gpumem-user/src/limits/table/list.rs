@@ -3,7 +3,11 @@
 //! slot's rule covers.
 use std::collections::HashMap;
 
-use super::{installed::Installed, slots::Slot, LimitTable};
+use super::{
+    installed::{Installed, Origin},
+    slots::Slot,
+    LimitTable,
+};
 use crate::{
     limits::{
         matcher::Matcher,
@@ -22,7 +26,7 @@ impl LimitTable {
     /// made of containers' declarations).
     pub fn targets(&self) -> Vec<Target> {
         let mut out: Vec<Target> = Vec::new();
-        for (i, _) in self.slots.heads().filter(|(i, a)| *a && i.source.is_none()) {
+        for (i, _) in self.slots.heads().filter(|(i, a)| *a && i.origin == Origin::Operator) {
             if !out.contains(&i.limit.target) {
                 out.push(i.limit.target.clone());
             }
@@ -36,7 +40,7 @@ impl LimitTable {
         let over = |p: &str| path == p || p == "/" || path.starts_with(&format!("{p}/"));
         self.slots
             .heads()
-            .filter(|(i, active)| *active && i.source.is_none())
+            .filter(|(i, active)| *active && !matches!(i.origin, Origin::Declared(_)))
             .filter(|(i, _)| matches!(&i.limit.target, Target::Cgroup(p) if over(p)))
             .count()
     }
@@ -54,7 +58,7 @@ impl LimitTable {
                 action: i.action.to_string(),
                 view: i.view.to_string(),
                 usage: self.counted(slot),
-                source: i.source.clone(),
+                source: i.origin.label(),
             };
             match &i.each {
                 None => out.push(line(i.slot, i.limit.device, i.limit.hard, i.limit.soft)),
@@ -101,6 +105,6 @@ impl LimitTable {
     /// Where the rule counting in `slot` came from, where not the
     /// operator's rules.
     pub fn source_of(&self, slot: u32) -> Option<String> {
-        self.counting_in(slot)?.0.source.clone()
+        self.counting_in(slot)?.0.origin.label()
     }
 }
