@@ -24,6 +24,10 @@ pub mod map_name {
     pub const HANDOVER_MARKS: &str = "HANDOVER_MARKS";
     pub const DECLARED: &str = "DECLARED";
     pub const ENV_CONFIG: &str = "ENV_CONFIG";
+    pub const POD_PARENTS: &str = "POD_PARENTS";
+    pub const POD_SEEN: &str = "POD_SEEN";
+    pub const POD_HELD: &str = "POD_HELD";
+    pub const POD_HOLD: &str = "POD_HOLD";
 }
 
 /// Default ring buffer size in bytes (a power-of-two multiple of the page
@@ -198,6 +202,23 @@ pub mod limits_in_force {
     pub const COMM: u32 = 4;
     /// Some process declared limits in its environment (`DECLARED`).
     pub const DECLARED: u32 = 8;
+}
+
+/// The `kubepods` cgroups and their QoS cgroups (`POD_PARENTS`), at once.
+pub const POD_PARENT_ENTRIES: u32 = 64;
+/// Pods the agent has seen (`POD_SEEN`), and processes held at exec
+/// (`POD_HELD`), at once.
+pub const POD_ENTRIES: u32 = 4096;
+
+/// `POD_HOLD`: entry [`pod_hold::ARMED`] is 1 while rules on pods are in
+/// force; entry [`pod_hold::BEAT`] the agent's latest heartbeat
+/// (CLOCK_MONOTONIC ns). The kernel holds a process at exec only while the
+/// heartbeat is younger than [`pod_hold::FRESH_NS`]: an agent gone stops
+/// no one.
+pub mod pod_hold {
+    pub const ARMED: u32 = 0;
+    pub const BEAT: u32 = 1;
+    pub const FRESH_NS: u64 = 10_000_000_000;
 }
 
 /// Processes with declared limits at once (`DECLARED`).

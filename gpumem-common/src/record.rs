@@ -35,6 +35,11 @@ pub mod event_type {
     /// they are, and what of them is in force
     /// ([`crate::declare::declaration::Declaration`]).
     pub const DECLARED: u32 = 9;
+    /// A process exec'd in a Kubernetes pod the agent has not seen yet,
+    /// while rules on pods are in force: the kernel stopped it (SIGSTOP)
+    /// until the agent has made the pod's rules and lets it go on
+    /// ([`super::Held`]).
+    pub const HELD: u32 = 10;
 
     /// The record's name in the output.
     pub const fn name(event: u32) -> &'static str {
@@ -48,6 +53,7 @@ pub mod event_type {
             LIMIT => "limit",
             LIMIT_SOFT => "limit_soft",
             DECLARED => "declared",
+            HELD => "held",
             _ => "unknown",
         }
     }
@@ -145,6 +151,15 @@ pub struct Release {
     pub generation: u64,
 }
 
+/// `held`: the pod a process was stopped at exec for. 8 bytes.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "user", derive(bytemuck::Pod, bytemuck::Zeroable))]
+pub struct Held {
+    /// The pod's cgroup (the cgroup below its `kubepods` or QoS cgroup).
+    pub pod_cgroup_id: u64,
+}
+
 /// `limit` and `limit_soft`: a limit's decision on a call. 40 bytes.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -183,6 +198,7 @@ pub const fn payload_size(event: u32) -> Option<usize> {
         event_type::EXIT | event_type::EXEC => Some(core::mem::size_of::<Release>()),
         event_type::LIMIT | event_type::LIMIT_SOFT => Some(core::mem::size_of::<Decision>()),
         event_type::DECLARED => Some(core::mem::size_of::<crate::declare::declaration::Declaration>()),
+        event_type::HELD => Some(core::mem::size_of::<Held>()),
         _ => None,
     }
 }

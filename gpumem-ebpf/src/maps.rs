@@ -17,8 +17,8 @@ use gpumem_common::{
     pool::{ProcPools, POOL_PROC_ENTRIES},
     stat, CtxKey, LimitKey, LimitRule, LimitState, LiveAlloc, LiveKey, Pending, PendingKey, ProcUsage,
     TargetRules, CGROUP_ENTRIES, COMM_LIMIT_ENTRIES, CTX_ENTRIES, DECLARED_ENTRIES, EVENTS_BYTES,
-    HANDOVER_MARK_ENTRIES, LIMIT_INDEX_ENTRIES, LIVE_ENTRIES, MAX_LIMITS, PENDING_ENTRIES, PROC_ENTRIES,
-    TASK_COMM_LEN, THREAD_CTX_ENTRIES, VMM_MAPPING_ENTRIES,
+    HANDOVER_MARK_ENTRIES, LIMIT_INDEX_ENTRIES, LIVE_ENTRIES, MAX_LIMITS, PENDING_ENTRIES, POD_ENTRIES,
+    POD_PARENT_ENTRIES, PROC_ENTRIES, TASK_COMM_LEN, THREAD_CTX_ENTRIES, VMM_MAPPING_ENTRIES,
 };
 
 /// Records to user space.
@@ -103,6 +103,26 @@ pub static LIMIT_INDEX: HashMap<LimitKey, TargetRules> = HashMap::with_max_entri
 /// allocation.
 #[map]
 pub static LIMITS_IN_FORCE: Array<u32> = Array::with_max_entries(2, 0);
+
+/// The `kubepods` cgroups and their QoS cgroups (ids), written by the
+/// agent while rules on pods are in force: a pod's cgroup is the one
+/// below the deepest of them (families/pods.rs).
+#[map]
+pub static POD_PARENTS: HashMap<u64, u32> = HashMap::with_max_entries(POD_PARENT_ENTRIES, 0);
+
+/// Pods (cgroup ids) whose rules the agent has made, or found none for.
+#[map]
+pub static POD_SEEN: HashMap<u64, u32> = HashMap::with_max_entries(POD_ENTRIES, 0);
+
+/// Processes held at exec (tgid -> their pod's cgroup id), until the
+/// agent lets them go on.
+#[map]
+pub static POD_HELD: HashMap<u32, u64> = HashMap::with_max_entries(POD_ENTRIES, 0);
+
+/// Whether rules on pods are in force, and the agent's heartbeat (see
+/// `gpumem_common::pod_hold`).
+#[map]
+pub static POD_HOLD: Array<u64> = Array::with_max_entries(2, 0);
 
 /// The limits each process declared in its environment (tgid ->
 /// `Declared`): read at exec (families/declare.rs), copied to a forked

@@ -48,6 +48,8 @@ pub enum Body {
     /// What a process declared in its environment at its exec (boxed: it
     /// is large and rare).
     Declared(Box<Declaration>),
+    /// A process the kernel held at exec until its pod's rules are made.
+    Held(gpumem_common::Held),
 }
 
 /// An allocation, a free, a failed allocation or a reported call.
@@ -147,6 +149,7 @@ pub fn decode(bytes: &[u8]) -> Result<Event, DecodeError> {
         event_type::LIMIT => Body::Limit(decision(payload)),
         event_type::LIMIT_SOFT => Body::LimitSoft(decision(payload)),
         event_type::DECLARED => Body::Declared(Box::new(bytemuck::pod_read_unaligned(payload))),
+        event_type::HELD => Body::Held(bytemuck::pod_read_unaligned(payload)),
         other => return Err(DecodeError::UnknownEvent(other)),
     };
     Ok(Event { origin: origin(&header), body })

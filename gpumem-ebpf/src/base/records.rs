@@ -27,6 +27,18 @@ pub struct Subject {
 /// thread's comm. Counts a drop when the ring buffer is full.
 #[inline(always)]
 pub fn emit<P: Copy + 'static>(event: u32, api: u32, who: Subject, body: P) {
+    emit_flagged(event, api, who, body, wakeup());
+}
+
+/// [`emit`], waking the agent at once: for a record it must act on (a
+/// process held until it does).
+#[inline(always)]
+pub fn emit_waking<P: Copy + 'static>(event: u32, api: u32, who: Subject, body: P) {
+    emit_flagged(event, api, who, body, BPF_RB_FORCE_WAKEUP as u64);
+}
+
+#[inline(always)]
+fn emit_flagged<P: Copy + 'static>(event: u32, api: u32, who: Subject, body: P, flags: u64) {
     match EVENTS.reserve::<Record<P>>(0) {
         Some(mut slot) => {
             let record = slot.as_mut_ptr();
@@ -37,7 +49,7 @@ pub fn emit<P: Copy + 'static>(event: u32, api: u32, who: Subject, body: P) {
                 core::ptr::addr_of_mut!((*record).header).write(header(event, api, who));
                 core::ptr::addr_of_mut!((*record).body).write(body);
             }
-            slot.submit(wakeup());
+            slot.submit(flags);
         }
         None => count(stat::RINGBUF_DROPS),
     }

@@ -17,7 +17,7 @@ use aya_ebpf::{
 };
 use gpumem_common::{event_type, id, PendingKey, Release, PROC_CGROUP_SLOTS};
 
-use super::declare;
+use super::{declare, pods};
 use crate::{
     account::{held, limit_usage, pending, usage},
     base::{
@@ -83,6 +83,7 @@ pub fn process_exec(_ctx: RawTracePointContext) -> i32 {
     let cgroup_id = unsafe { bpf_get_current_cgroup_id() };
     release(pid_tgid, event_type::EXEC, cgroup_id);
     declare::at_exec((pid_tgid >> 32) as u32);
+    pods::at_exec((pid_tgid >> 32) as u32);
     0
 }
 

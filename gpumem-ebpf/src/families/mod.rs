@@ -20,6 +20,7 @@ pub mod exit;
 pub mod floor;
 pub mod free;
 pub mod nvml;
+pub mod pods;
 pub mod pool;
 pub mod report;
 pub mod view;

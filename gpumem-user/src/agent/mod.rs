@@ -13,6 +13,7 @@
 //! answer in `top.rs` (with the latest decisions and failures kept in
 //! `recent.rs`).
 mod denied;
+mod held;
 mod recent;
 mod requests;
 mod scrape;
@@ -87,14 +88,10 @@ impl Agent {
             agent.add_library(r);
         }
         agent.say_running_declarations();
-        agent.sync_pods();
+        if let Err(e) = agent.pods_step() {
+            tracing::warn!("writing records: {e}");
+        }
         agent
-    }
-
-    /// The rules on pods made for the pods on this node now.
-    fn sync_pods(&mut self) {
-        let (kernel, ledger) = (&self.kernel, &self.ledger);
-        self.limits.sync_pods(&|| held_now(kernel, ledger));
     }
 
     /// The processes found declaring limits when the agent started: a
@@ -185,6 +182,7 @@ impl Agent {
                 Line::Limit(line)
             }
             Body::Declared(decl) => Line::Declared(Box::new(self.declaration(&e.origin, decl))),
+            Body::Held(h) => return self.on_held(&e.origin, h.pod_cgroup_id),
             _ => match EventLine::new(e, cgroup, container) {
                 Some(mut line) => {
                     match &e.body {
@@ -239,7 +237,7 @@ impl Agent {
         let found = self.limits.recover_declared();
         self.say_declarations(found);
         self.limits.forget_gone_containers();
-        self.sync_pods();
+        self.pods_step()?;
         if self.sink.failing() {
             // Said once the output takes lines again, with every count.
             return Ok(());

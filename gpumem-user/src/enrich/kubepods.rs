@@ -20,6 +20,8 @@ pub struct PodCgroup {
     pub uid: String,
     /// Its cgroup's path from the cgroup2 root (`/kubepods.slice/...`).
     pub path: String,
+    /// Its cgroup's id (0 if it could not be read: gone meanwhile).
+    pub id: u64,
 }
 
 /// Every pod cgroup under `root` (the cgroup2 mount), in path order.
@@ -29,10 +31,10 @@ pub fn pod_cgroups(root: &Path) -> Vec<PodCgroup> {
         for child in subdirs(root, &kubepods) {
             let name = child.rsplit('/').next().unwrap_or_default();
             match segment_pod(name) {
-                Some(uid) => out.push(PodCgroup { uid, path: child.clone() }),
+                Some(uid) => out.push(PodCgroup { uid, id: id_of(root, &child), path: child.clone() }),
                 None if is_qos(name) => out.extend(subdirs(root, &child).into_iter().filter_map(|p| {
-                    segment_pod(p.rsplit('/').next().unwrap_or_default())
-                        .map(|uid| PodCgroup { uid, path: p })
+                    let uid = segment_pod(p.rsplit('/').next().unwrap_or_default())?;
+                    Some(PodCgroup { uid, id: id_of(root, &p), path: p })
                 })),
                 None => {}
             }
@@ -47,12 +49,18 @@ pub fn pod_cgroups(root: &Path) -> Vec<PodCgroup> {
 pub fn parent_cgroups(root: &Path) -> Vec<String> {
     let mut out = Vec::new();
     for kubepods in kubepods_dirs(root) {
-        let qos = subdirs(root, &kubepods).into_iter().filter(|p| is_qos(p.rsplit('/').next().unwrap_or_default()));
+        let qos =
+            subdirs(root, &kubepods).into_iter().filter(|p| is_qos(p.rsplit('/').next().unwrap_or_default()));
         out.extend(qos);
         out.push(kubepods);
     }
     out.sort();
     out
+}
+
+/// Cgroup `path`'s id (0 if it cannot be read).
+pub fn id_of(root: &Path, path: &str) -> u64 {
+    super::cgroup::cgroup_id(&root.join(path.trim_start_matches('/'))).unwrap_or(0)
 }
 
 /// `burstable`, `besteffort`, or their systemd slices.

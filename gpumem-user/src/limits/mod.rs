@@ -11,6 +11,7 @@ pub mod containers;
 pub mod declared;
 mod held;
 pub mod matcher;
+mod pod_hold;
 mod pod_rules;
 pub mod pods;
 pub mod policy;
@@ -18,6 +19,7 @@ mod setting;
 pub mod table;
 
 pub use held::Held;
+pub use pod_hold::Released;
 use std::{collections::HashMap, path::PathBuf};
 
 use gpumem_common::{ns, LiveAlloc, LiveKey};
@@ -53,6 +55,8 @@ pub struct Limits {
     containers: containers::Containers,
     /// The operator's rules on pods, and the rules made of them.
     pods: pods::PodRules,
+    /// Processes the kernel holds at exec until their pod's rules are made.
+    hold: pod_hold::PodHold,
 }
 
 impl Limits {
@@ -69,6 +73,9 @@ impl Limits {
         let mut table = LimitTable::open(tracer, cgroup_root, deny_reason, policy.default_action)?;
         let installed = table.install(policy)?;
         let limits = Self::over(tracer, table, can, policy)?;
+        let root = limits.table.cgroup_root();
+        let pods = root.map(crate::enrich::kubepods::pod_cgroups).unwrap_or_default();
+        pod_hold::continue_stopped_in_pods(&pods.into_iter().map(|p| p.path).collect::<Vec<_>>());
         Ok((limits, installed))
     }
 
@@ -89,6 +96,7 @@ impl Limits {
             running: Vec::new(),
             containers: Default::default(),
             pods: pods::PodRules { templates: pod_templates(policy), ..Default::default() },
+            hold: pod_hold::PodHold::open(tracer)?,
         };
         limits.declare(policy)?;
         Ok(limits)

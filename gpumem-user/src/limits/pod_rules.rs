@@ -6,7 +6,7 @@ use super::{
     pods::{self, Pod},
     policy::{Limit, Target},
     table::{Devices, Installed, LimitError, Origin},
-    Limits,
+    Limits, Released,
 };
 use crate::enrich::kubepods;
 
@@ -23,6 +23,9 @@ impl Limits {
     /// rule changed, and clears those of pods gone (or no longer matched).
     pub fn sync_pods<'a>(&mut self, read: &dyn Fn() -> Held<'a>) {
         if self.pods.templates.is_empty() && self.pods.made.is_empty() {
+            if let Err(e) = self.hold.arm(false) {
+                tracing::warn!("{}", crate::chain(&e));
+            }
             return;
         }
         let cgroups = self.table.cgroup_root().map(kubepods::pod_cgroups).unwrap_or_default();
@@ -62,6 +65,73 @@ impl Limits {
                 Err(_) => {}
             }
         }
+        if let Err(e) = self.write_hold(&pods) {
+            tracing::warn!("{}", crate::chain(&e));
+        }
+    }
+
+    /// The kernel's side of holding new pods' processes at exec: the
+    /// cgroups pods are made in, the pods seen (named, so their rules are
+    /// made; or unnamed for longer than `pods::GIVE_UP`), armed while rules
+    /// on pods are in force.
+    fn write_hold(&mut self, pods: &[Pod]) -> Result<(), LimitError> {
+        let now = std::time::Instant::now();
+        let unnamed = &mut self.pods.unnamed_since;
+        unnamed.retain(|uid, _| pods.iter().any(|p| &p.cgroup.uid == uid && p.names.is_none()));
+        self.pods.gave_up.retain(|uid| unnamed.contains_key(uid));
+        let mut seen = std::collections::HashSet::new();
+        for p in pods {
+            if p.names.is_none() {
+                let since = *unnamed.entry(p.cgroup.uid.clone()).or_insert(now);
+                if now.duration_since(since) < pods::GIVE_UP {
+                    continue;
+                }
+                if self.pods.gave_up.insert(p.cgroup.uid.clone()) {
+                    tracing::warn!(
+                        "pod {} ({}): no log directory under /var/log/pods names it after {:?}; its processes \
+                         go on without the rules on pods (is /var/log/pods mounted into the agent?)",
+                        p.cgroup.uid,
+                        p.cgroup.path,
+                        pods::GIVE_UP
+                    );
+                }
+            }
+            seen.insert(p.cgroup.id);
+        }
+        let root = self.table.cgroup_root().map(std::path::Path::to_path_buf);
+        let parents = root.as_deref().map(kubepods::parent_cgroups).unwrap_or_default();
+        let parents = parents.iter().filter_map(|p| root.as_deref().map(|r| kubepods::id_of(r, p))).collect();
+        self.hold.set_parents(parents)?;
+        self.hold.set_seen(seen)?;
+        self.hold.arm(!self.pods.templates.is_empty())
+    }
+
+    /// A `held` record: the process waits for its pod's rules; made now
+    /// if the pod can be named, and whoever's pod is seen goes on.
+    pub fn pod_held<'a>(
+        &mut self,
+        origin: crate::decode::Origin,
+        pod: u64,
+        read: &dyn Fn() -> Held<'a>,
+    ) -> Vec<Released> {
+        self.hold.held(origin, pod);
+        self.sync_pods(read);
+        self.hold.release_seen()
+    }
+
+    /// The health step's part: the heartbeat, the pods looked at again,
+    /// and whoever's pod is seen now goes on.
+    pub fn pods_step<'a>(&mut self, read: &dyn Fn() -> Held<'a>) -> Vec<Released> {
+        if let Err(e) = self.hold.beat() {
+            tracing::warn!("{}", crate::chain(&e));
+        }
+        self.sync_pods(read);
+        self.hold.release_seen()
+    }
+
+    /// The agent stops: no one is held from now, and everyone held goes on.
+    pub fn stop_holding(&mut self) -> Vec<Released> {
+        self.hold.stop()
     }
 
     /// `gpumem limit set` of a rule on pods: kept beside the others (one

@@ -1,10 +1,19 @@
 //! The operator's rules on Kubernetes pods (`namespace:team-a`,
 //! `pod:team-a/trainer-*`): which rule each pod on this node gets on its
 //! own cgroup. Pure: `pod_rules.rs` writes what this decides.
-use std::collections::{BTreeMap, HashSet};
+use std::{
+    collections::{BTreeMap, HashMap, HashSet},
+    time::{Duration, Instant},
+};
 
 use super::policy::{config::Policy, kube::pod_matches, Limit, Target};
 use crate::enrich::{kubepods::PodCgroup, pods::PodNames};
+
+/// How long a pod's processes are held at exec for the kubelet's log
+/// directory that names the pod (the kubelet makes it before the pod's
+/// sandbox; one not there by then will not be, e.g. `/var/log/pods` not
+/// mounted into the agent's container).
+pub const GIVE_UP: Duration = Duration::from_secs(3);
 
 /// A pod on this node: its cgroup, and its namespace and name where the
 /// kubelet's log directories give them.
@@ -33,6 +42,12 @@ pub struct PodRules {
     pub failed: HashSet<(String, Option<u32>)>,
     /// Pods seen, by UID: a process of another pod makes the agent look.
     pub seen: HashSet<String>,
+    /// Pods the kubelet's directories do not name yet, since when: their
+    /// processes are held at exec until [`GIVE_UP`], then let go on
+    /// without the rules on pods (said once).
+    pub unnamed_since: HashMap<String, Instant>,
+    /// Pods given up on (said once each).
+    pub gave_up: HashSet<String>,
     pub names: PodNames,
 }
 
@@ -82,7 +97,7 @@ mod tests {
 
     fn pod(path: &str, ns: &str, name: &str) -> Pod {
         Pod {
-            cgroup: PodCgroup { uid: path.into(), path: path.into() },
+            cgroup: PodCgroup { uid: path.into(), path: path.into(), id: 0 },
             names: Some((ns.into(), name.into())),
         }
     }

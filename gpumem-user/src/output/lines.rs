@@ -138,7 +138,7 @@ impl EventLine {
                 let released = Change { size: r.size, cgroup_total: r.cgroup_total, ..Change::default() };
                 return Some(Self::with(caller, container, &released, ""));
             }
-            Body::Limit(_) | Body::LimitSoft(_) | Body::Declared(_) => return None,
+            Body::Limit(_) | Body::LimitSoft(_) | Body::Declared(_) | Body::Held(_) => return None,
         };
         let caller = Caller::new(&e.origin, event, id::name(e.origin.api), cgroup);
         Some(Self::with(caller, container, &c, kind::name(c.kind)))
@@ -294,6 +294,7 @@ pub enum Line {
     Usage(UsageLine),
     Dropped(DroppedLine),
     Declared(Box<super::declared::DeclaredLine>),
+    Held(super::held::HeldLine),
 }
 
 /// An address as `{:#x}` writes it, without core::fmt (which took a

@@ -4,6 +4,7 @@
 //! documents these types. `top` is what `gpumem top` asks for.
 pub mod caller;
 pub mod declared;
+pub mod held;
 pub mod holders;
 pub mod lines;
 pub mod status;

@@ -42,6 +42,16 @@ impl<W: Write + Send> Sink for TextSink<W> {
             Line::Usage(u) => usage(u),
             Line::Limit(l) => limit(l) + &l.holders.as_deref().map(holders).unwrap_or_default(),
             Line::Dropped(d) => dropped(d),
+            Line::Held(h) => format!(
+                "{:>12}  {:<12} pid {:<7} {:<15} {:<28} {} for its pod's rules ({})",
+                h.caller.ts_ns / 1000,
+                "held",
+                h.caller.pid,
+                h.caller.comm,
+                h.caller.cgroup.as_deref().unwrap_or("?"),
+                format_args!("{:.1} ms", h.held_ns as f64 / 1e6),
+                if h.resumed { "let go on" } else { "gone while held" }
+            ),
             Line::Declared(d) => format!(
                 "{:>12}  {:<12} pid {:<7} {:<15} {:<28} {}",
                 d.caller.ts_ns / 1000,

@@ -17,22 +17,29 @@ pub enum Driver {
 
 /// One pod of one container, burstable.
 pub struct KubePod {
-    pub namespace: String,
-    pub name: String,
     pub uid: String,
+    /// The pod's container's id.
+    pub id: String,
     /// The pod's container's cgroup (its processes run here).
     pub container: Cgroup,
     /// The pod's own cgroup's path (what its rule is on).
     pub pod_path: String,
-    logs: KubeletLogs,
+    logs: Option<KubeletLogs>,
 }
 
 impl KubePod {
     /// Pod `namespace/name` with UID `uid`, its container `id` (64 hex
-    /// digits) named `container`, under the test's cgroup `node` (a
-    /// kubelet started with `--cgroup-root`, so the host's own pods are
-    /// left alone).
+    /// digits), under the test's cgroup `node` (a kubelet started with
+    /// `--cgroup-root`, so the host's own pods are left alone).
     pub fn make(driver: Driver, node: &str, (namespace, name, uid): (&str, &str, &str), id: &str) -> Self {
+        let mut pod = Self::unnamed(driver, node, uid, id);
+        pod.name(namespace, name);
+        pod
+    }
+
+    /// The pod's cgroups, before the kubelet has made its log directory
+    /// (nothing names it yet).
+    pub fn unnamed(driver: Driver, node: &str, uid: &str, id: &str) -> Self {
         let nested: Vec<String> = match driver {
             Driver::Systemd => vec![
                 "kubepods.slice".into(),
@@ -45,19 +52,17 @@ impl KubePod {
         let nested: Vec<&str> = nested.iter().map(String::as_str).collect();
         let container = Cgroup::create_nested(node, &nested);
         let pod_path = container.path.rsplit_once('/').map(|(p, _)| p.to_string()).unwrap();
-        let logs = KubeletLogs::make((namespace, name, uid), "main", id);
-        Self { namespace: namespace.into(), name: name.into(), uid: uid.into(), container, pod_path, logs }
+        Self { uid: uid.into(), id: id.into(), container, pod_path, logs: None }
     }
 
-    /// The pod's log directory (the kubelet removes it with the pod).
-    pub fn log_dir(&self) -> &Path {
-        &self.logs.pod_dir
+    /// The kubelet's log directories, naming the pod `namespace/name`.
+    pub fn name(&mut self, namespace: &str, name: &str) {
+        self.logs = Some(KubeletLogs::make((namespace, name, &self.uid), "main", &self.id));
     }
 }
 
 /// The kubelet's log directories for one container of one pod.
 pub struct KubeletLogs {
-    pod_dir: PathBuf,
     made: Vec<PathBuf>,
 }
 
@@ -77,8 +82,8 @@ impl KubeletLogs {
         let link = root.join("containers").join(format!("{pod}_{namespace}_{container}-{id}.log"));
         let _ = std::fs::remove_file(&link);
         std::os::unix::fs::symlink(pod_dir.join(container).join("0.log"), &link).unwrap();
-        made.extend([link, pod_dir.clone()]);
-        Self { pod_dir, made }
+        made.extend([link, pod_dir]);
+        Self { made }
     }
 }
 

@@ -1,7 +1,7 @@
 //! The agent's records, typed: what the tests look for in them.
 use gpumem::output::{
-    declared::DeclaredLine, DecisionEvent, DroppedLine, EventLine, LimitLine, LimitStatus, Line, RecordEvent,
-    Scope, StatusEntry, StatusReport, UsageLine,
+    declared::DeclaredLine, held::HeldLine, DecisionEvent, DroppedLine, EventLine, LimitLine, LimitStatus,
+    Line, RecordEvent, Scope, StatusEntry, StatusReport, UsageLine,
 };
 
 pub use gpumem::output::{DecisionEvent as Decision, RecordEvent as Rec};
@@ -26,6 +26,8 @@ pub trait Records {
     fn dropped(&self) -> Vec<&DroppedLine>;
     /// `declared` records of process `pid`.
     fn declared(&self, pid: u32) -> Vec<&DeclaredLine>;
+    /// `held` records of process `pid`.
+    fn held(&self, pid: u32) -> Vec<&HeldLine>;
     /// Records lost in the kernel, as the last `dropped` line says.
     fn lost(&self) -> u64 {
         self.dropped().last().map_or(0, |d| d.total)
@@ -72,6 +74,13 @@ impl Records for [Line] {
     fn declared(&self, pid: u32) -> Vec<&DeclaredLine> {
         pick(self, |l| match l {
             Line::Declared(d) if d.caller.pid == pid => Some(&**d),
+            _ => None,
+        })
+    }
+
+    fn held(&self, pid: u32) -> Vec<&HeldLine> {
+        pick(self, |l| match l {
+            Line::Held(h) if h.caller.pid == pid => Some(h),
             _ => None,
         })
     }

@@ -4,9 +4,12 @@
 //! its own cgroup, a pod of another namespace none; of two rules on one
 //! pod the smaller holds; a pod started after the agent gets its rule; a
 //! pod's rule goes with its cgroup.
-use std::os::unix::process::ExitStatusExt;
+use std::{
+    os::unix::process::{CommandExt, ExitStatusExt},
+    process::{Child, Command, Stdio},
+};
 
-use gpumem::output::LimitStatus;
+use gpumem::output::{DecisionEvent, LimitStatus, RecordEvent};
 use gpumem_tests::harness::*;
 
 const MIB: u64 = 1 << 20;
@@ -124,4 +127,138 @@ fn a_pod_glob_tightens_and_rules_follow_pods_that_come_and_go() {
         || agent.limits().into_iter().filter(|l| l.target == target).count(),
         |&n| n == 0,
     );
+}
+
+/// The C client whose first CUDA call after its exec allocates `size`,
+/// started in `pod`'s container (its exec is the container's first).
+fn first_alloc(pod: &KubePod, size: u64) -> Child {
+    let p = paths();
+    let mut cmd = Command::new(&p.first_alloc);
+    cmd.arg(&p.libcuda).arg(size.to_string()).stdout(Stdio::piped());
+    let procs = pod.container.dir.join("cgroup.procs");
+    // SAFETY: only async-signal-safe work between fork and exec: open,
+    // write and close through std's thin wrappers.
+    unsafe {
+        cmd.pre_exec(move || std::fs::write(&procs, b"0"));
+    }
+    cmd.spawn().expect("running first-alloc")
+}
+
+#[test]
+fn a_new_pod_is_held_at_exec_until_its_rule_is_made() {
+    if !privileged() {
+        return;
+    }
+    let node = "kube-held";
+    let (uid, id) = ids(6);
+    // The node's kubepods cgroups exist before the agent, as on a node.
+    let _other = KubePod::make(Driver::Systemd, node, ("gpumem-other", "web-0", &uid), &id);
+    let agent = Agent::start(&["--limit", "namespace:gpumem-d=1MiB,action=signal:SIGKILL"]);
+    let (uid, id) = ids(7);
+    let mut pod = KubePod::unnamed(Driver::Systemd, node, &uid, &id);
+    let child = first_alloc(&pod, 2 * MIB);
+    let pid = child.id();
+    wait_until("the kernel to hold the pod's first process at its exec", || stopped(pid));
+    let target = format!("cgroup:{}", pod.pod_path);
+    assert!(!agent.limits().iter().any(|l| l.target == target), "nothing names the pod yet: no rule");
+    // The kubelet names the pod: its rule is made, then it goes on, and
+    // its first allocation (2 MiB) crosses the pod's 1 MiB.
+    pod.name("gpumem-d", "trainer-0");
+    let out = child.wait_with_output().expect("waiting for first-alloc");
+    assert_eq!(out.status.signal(), Some(9), "killed at its first allocation: {out:?}");
+    let lines = agent.wait_for("its held record and its decision", |l| {
+        !l.held(pid).is_empty() && !l.decisions(pid, DecisionEvent::Limit).is_empty()
+    });
+    let held = lines.held(pid)[0];
+    assert_eq!((held.resumed, held.pod_cgroup.as_deref()), (true, Some(pod.pod_path.as_str())));
+    let d = lines.decisions(pid, DecisionEvent::Limit)[0];
+    assert_eq!(
+        (d.limit.as_str(), d.source.as_deref(), d.request),
+        (target.as_str(), Some("namespace:gpumem-d, pod gpumem-d/trainer-0"), 2 * MIB)
+    );
+    assert!(lines.events(pid, RecordEvent::Alloc).is_empty(), "nothing was charged");
+}
+
+#[test]
+fn every_new_pods_first_allocation_is_bound() {
+    if !privileged() {
+        return;
+    }
+    let node = "kube-race";
+    let (uid, id) = ids(8);
+    let _other = KubePod::make(Driver::Cgroupfs, node, ("gpumem-other", "web-0", &uid), &id);
+    let agent = Agent::start(&["--limit", "namespace:gpumem-e=1MiB,action=signal:SIGKILL"]);
+    // The agent reads 5,000 records a second beside it.
+    let busy = Cgroup::create("kube-race-load");
+    let load = Workload::spawn(
+        &["--scenario", "loop", "--iterations", "100000000", "--rate", "5000"],
+        Some(&busy),
+        &[],
+    );
+    let mut pids = Vec::new();
+    for run in 0..40u8 {
+        let (uid, id) = ids(100 + run);
+        let pod = KubePod::make(Driver::Cgroupfs, node, ("gpumem-e", &format!("job-{run}"), &uid), &id);
+        let child = first_alloc(&pod, 2 * MIB);
+        pids.push(child.id());
+        let out = child.wait_with_output().expect("waiting for first-alloc");
+        assert_eq!(out.status.signal(), Some(9), "run {run}: the first allocation was not stopped: {out:?}");
+    }
+    drop(load);
+    let lines = agent.lines();
+    assert!(
+        lines.all_events(RecordEvent::Alloc).iter().all(|a| !pids.contains(&a.caller.pid)),
+        "no first allocation was charged"
+    );
+}
+
+/// A pod's first process, held at exec by an agent that is then killed.
+fn held_by_a_killed_agent(node: &str, n: u8, args: &[&str]) -> (KubePod, Child) {
+    let (uid, id) = ids(n);
+    let _other = KubePod::make(Driver::Systemd, node, ("gpumem-other", "web-0", &uid), &id);
+    let agent = Agent::start(args);
+    let (uid, id) = ids(n + 1);
+    let pod = KubePod::unnamed(Driver::Systemd, node, &uid, &id);
+    let child = first_alloc(&pod, 2 * MIB);
+    wait_until("the kernel to hold the pod's first process", || stopped(child.id()));
+    agent.kill();
+    assert!(stopped(child.id()), "still held: no agent let it go on");
+    (pod, child)
+}
+
+#[test]
+fn a_process_held_by_an_agent_that_died_goes_on_when_the_next_starts() {
+    if !privileged() {
+        return;
+    }
+    let rule = ["--limit", "namespace:gpumem-f=1MiB,action=signal:SIGKILL"];
+    let (_pod, child) = held_by_a_killed_agent("kube-orphan", 20, &rule);
+    // The next agent (its maps are new: the held process is not in them)
+    // lets every stopped process of a pod go on; nothing names this pod,
+    // so no rule is on it, and its 2 MiB are allocated.
+    let next = Agent::start(&rule);
+    let out = child.wait_with_output().expect("waiting for first-alloc");
+    assert!(out.status.success(), "{out:?}");
+    assert!(next.stderr().contains("was stopped in a pod's cgroup"), "{}", next.stderr());
+}
+
+#[test]
+fn a_process_held_by_an_agent_that_died_waits_for_its_successors_rule_with_persist() {
+    if !privileged() {
+        return;
+    }
+    let pins = PinDir::new("pods-held");
+    let args = [&pins.run_args()[..], &["--limit", "namespace:gpumem-g=1MiB,action=signal:SIGKILL"]].concat();
+    let (mut pod, child) = held_by_a_killed_agent("kube-persist", 22, &args);
+    // The successor adopts the held process from the pinned maps: it goes
+    // on once its pod's rule is made, and its first allocation is stopped.
+    let next = Agent::start(&args);
+    pod.name("gpumem-g", "trainer-0");
+    let pid = child.id();
+    let out = child.wait_with_output().expect("waiting for first-alloc");
+    assert_eq!(out.status.signal(), Some(9), "killed at its first allocation: {out:?}");
+    let lines = next.wait_for("its held record", |l| !l.held(pid).is_empty());
+    assert!(lines.held(pid)[0].resumed);
+    drop(next);
+    let _ = pins.detach();
 }

@@ -105,6 +105,7 @@ fn stop(mut state: event_loop::State, args: &RunArgs) -> anyhow::Result<()> {
         }
     }
     state.agent.check_health(|gone| state.tracer.release_gone(gone)).context("writing records")?;
+    state.agent.stop_holding().context("writing records")?;
     state.agent.write_usage().context("writing the final usage records")?;
     match state.tracer.pins() {
         Some(pins) => tracing::info!(
