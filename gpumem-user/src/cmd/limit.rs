@@ -40,7 +40,7 @@ fn print_list(list: &[LimitStatus]) {
         println!("no limits in force");
         return;
     }
-    let mut t = table(&["TARGET", "DEVICE", "USAGE", "HARD", "USED", "SOFT", "ACTION", "VIEW"], 2);
+    let mut t = table(&["TARGET", "DEVICE", "USAGE", "HARD", "USED", "SOFT", "ACTION", "VIEW", "SOURCE"], 2);
     for l in list {
         t.add_row([
             l.target.clone(),
@@ -51,6 +51,7 @@ fn print_list(list: &[LimitStatus]) {
             l.soft.map_or("-".into(), human),
             l.action.clone(),
             l.view.clone(),
+            l.source.clone().unwrap_or_else(|| "-".into()),
         ]);
     }
     println!("{t}");

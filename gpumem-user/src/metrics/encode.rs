@@ -126,7 +126,9 @@ fn limits(r: &mut Registry, s: &Scrape) {
         bytes_family(r, "limit", "A limit in force: level hard (its action applies) or soft (reported)");
     let usage = bytes_family(r, "limit_usage", "What a limit counts now, as the kernel decides with it");
     for l in &s.limits {
-        let target = vec![("target", l.target.clone()), ("device", device(l.device))];
+        // Where the limit came from: "" for the operator's rules.
+        let source = ("source", l.source.clone().unwrap_or_default());
+        let target = vec![("target", l.target.clone()), ("device", device(l.device)), source];
         let with = |level: &'static str| {
             let mut v = target.clone();
             v.extend([("level", level.to_string()), ("action", l.action.clone())]);

@@ -56,20 +56,29 @@ fn scrape() -> Scrape {
             unwritten: 1,
             ..StatusReport::default()
         },
-        limits: vec![LimitStatus {
-            target: "cgroup:/team".into(),
-            device: None,
-            hard: 1 << 30,
-            soft: Some(1 << 29),
-            action: "deny".into(),
-            view: "driver".into(),
-            usage: 3 << 20,
-            source: None,
-        }],
+        limits: limits(),
         counts,
         malformed: 2,
         probes: 40,
     }
+}
+
+/// An operator's limit and one made for a pod.
+fn limits() -> Vec<LimitStatus> {
+    let limit = |target: &str, soft, usage, source: Option<&str>| LimitStatus {
+        target: target.into(),
+        device: None,
+        hard: 1 << 30,
+        soft,
+        action: "deny".into(),
+        view: "driver".into(),
+        usage,
+        source: source.map(Into::into),
+    };
+    vec![
+        limit("cgroup:/team", Some(1 << 29), 3 << 20, None),
+        limit("cgroup:/k/pod-a", None, 0, Some("namespace:ml, pod ml/a")),
+    ]
 }
 
 /// The sample lines of the page, without HELP/TYPE/UNIT comments.
@@ -92,9 +101,12 @@ fn every_series_carries_the_scrape_exactly() {
             r#"gpumem_process_memory_bytes{{pid="4242",comm="train\"er",{ctr},device="",kind="host"}} 4096"#
         ),
         format!(r#"gpumem_cgroup_memory_bytes{{{ctr},device="0",kind="device"}} 3145728"#),
-        r#"gpumem_limit_bytes{target="cgroup:/team",device="",level="hard",action="deny"} 1073741824"#.into(),
-        r#"gpumem_limit_bytes{target="cgroup:/team",device="",level="soft",action="deny"} 536870912"#.into(),
-        r#"gpumem_limit_usage_bytes{target="cgroup:/team",device=""} 3145728"#.into(),
+        r#"gpumem_limit_bytes{target="cgroup:/team",device="",source="",level="hard",action="deny"} 1073741824"#
+            .into(),
+        r#"gpumem_limit_bytes{target="cgroup:/team",device="",source="",level="soft",action="deny"} 536870912"#
+            .into(),
+        r#"gpumem_limit_usage_bytes{target="cgroup:/team",device="",source=""} 3145728"#.into(),
+        r#"gpumem_limit_usage_bytes{target="cgroup:/k/pod-a",device="",source="namespace:ml, pod ml/a"} 0"#.into(),
         r#"gpumem_limit_decisions_total{target="cgroup:/team",level="hard",action="deny"} 2"#.into(),
         r#"gpumem_alloc_failures_total{device="0",result="2"} 1"#.into(),
         "gpumem_records_total 17".into(),

@@ -56,6 +56,9 @@ fn each_pod_of_a_namespace_is_limited_on_its_own(driver: Driver) {
         ]
     );
     assert!(rules.iter().all(|r| r.hard == 40 * MIB && r.action == "signal:9"), "{rules:?}");
+    let (ok, listed, err) = agent.limit(&["list"]);
+    let row = listed.lines().find(|l| l.contains(&a0.pod_path)).unwrap_or_else(|| panic!("{listed}"));
+    assert!(ok && row.trim_end().ends_with("namespace:gpumem-a, pod gpumem-a/trainer-0"), "{row}\n{err}");
     assert!(
         !agent.limits().iter().any(|l| l.target == format!("cgroup:{}", b0.pod_path)),
         "a pod of another namespace gets no rule"

@@ -101,7 +101,7 @@ fn limits() -> Vec<LimitStatus> {
             action: "audit".into(),
             view: "driver".into(),
             usage: 576 * MIB,
-            source: None,
+            source: Some("env GPUMEM_LIMIT".into()),
         },
     ]
 }

@@ -68,12 +68,20 @@ pub fn limits(list: &[LimitStatus], shown: usize, width: usize) -> Vec<Line<'sta
         })
         .collect();
     let column = texts.iter().map(|t| t.chars().count()).max().unwrap_or(0).min(width * 3 / 5);
-    let bar_width = width.saturating_sub(column + 2).min(40);
+    // Where a limit came from, after its bar, in at most a third of the
+    // width (cut at its end).
+    let sources = list.iter().take(shown).filter_map(|l| l.source.as_ref());
+    let note = sources.map(|s| s.chars().count() + 2).max().unwrap_or(0).min(width / 3);
+    let bar_width = width.saturating_sub(column + 2 + note).min(40);
     let mut lines = vec![title(head)];
     for (l, text) in list.iter().zip(texts) {
         let colour = Style::default().fg(limit_colour(l.usage, l.soft, l.hard));
         let mut spans = vec![Span::styled(format!("{text:<column$}  "), colour)];
         spans.extend(bar(l.usage, l.soft, l.hard, bar_width));
+        if let Some(source) = &l.source {
+            let cut: String = source.chars().take(note.saturating_sub(2)).collect();
+            spans.push(Span::styled(format!("  {cut}"), Style::default().fg(Color::DarkGray)));
+        }
         lines.push(Line::from(spans));
     }
     lines

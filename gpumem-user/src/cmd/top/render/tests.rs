@@ -77,6 +77,8 @@ fn limits_show_target_held_and_hard_beside_a_bar() {
     );
     let pid = line(&s, "pid:777  576.0 MiB / 1.0 GiB  dev 1");
     assert!(!pid[pid.find('[').unwrap()..].contains('|'), "no soft limit, no mark: {pid}");
+    assert!(pid.trim_end().ends_with("]  env GPUMEM_LIMIT"), "where it came from, after its bar: {pid}");
+    assert!(line(&s, "cgroup:/kubepods.slice  3.0 GiB").trim_end().ends_with(']'), "the operator's: nothing");
 }
 
 #[test]
