@@ -3,8 +3,8 @@ use std::io::{self, Write};
 
 use super::{pending::Pending, Sink};
 use crate::output::{
-    declared::DeclaredLine, DroppedLine, EventLine, Holder, Holders, LimitLine, Line, RecordEvent, SplitLine,
-    UsageLine,
+    declared::DeclaredLine, Caller, DroppedLine, EventLine, Holder, Holders, LimitLine, Line, RecordEvent,
+    SplitLine, UsageLine,
 };
 
 /// Write to the terminal once this much is waiting, even mid-batch.
@@ -42,25 +42,12 @@ impl<W: Write + Send> Sink for TextSink<W> {
             Line::Usage(u) => usage(u),
             Line::Limit(l) => limit(l) + &l.holders.as_deref().map(holders).unwrap_or_default(),
             Line::Dropped(d) => dropped(d),
-            Line::Held(h) => format!(
-                "{:>12}  {:<12} pid {:<7} {:<15} {:<28} {} for its pod's rules ({})",
-                h.caller.ts_ns / 1000,
-                "held",
-                h.caller.pid,
-                h.caller.comm,
-                h.caller.cgroup.as_deref().unwrap_or("?"),
-                format_args!("{:.1} ms", h.held_ns as f64 / 1e6),
-                if h.resumed { "let go on" } else { "gone while held" }
-            ),
-            Line::Declared(d) => format!(
-                "{:>12}  {:<12} pid {:<7} {:<15} {:<28} {}",
-                d.caller.ts_ns / 1000,
-                "declared",
-                d.caller.pid,
-                d.caller.comm,
-                d.caller.cgroup.as_deref().unwrap_or("?"),
-                declared(d)
-            ),
+            Line::Held(h) => {
+                let waited = format!("{:.1} ms", h.held_ns as f64 / 1e6);
+                let end = if h.resumed { "let go on" } else { "gone while held" };
+                caller_line(&h.caller, "held", &format!("{waited} for its pod's rules ({end})"))
+            }
+            Line::Declared(d) => caller_line(&d.caller, "declared", &declared(d)),
         };
         self.pending.add(&mut self.out, FLUSH_AT, |w| writeln!(w, "{text}"))
     }
@@ -72,6 +59,18 @@ impl<W: Write + Send> Sink for TextSink<W> {
     fn lost(&self) -> u64 {
         self.pending.lost()
     }
+}
+
+/// A line of a record the agent writes of a process: when, what, who.
+fn caller_line<E>(c: &Caller<E>, what: &str, rest: &str) -> String {
+    format!(
+        "{:>12}  {:<12} pid {:<7} {:<15} {:<28} {rest}",
+        c.ts_ns / 1000,
+        what,
+        c.pid,
+        c.comm,
+        c.cgroup.as_deref().unwrap_or("?")
+    )
 }
 
 /// A `declared` record in words: each limit in force, then each refusal.
@@ -241,6 +240,29 @@ mod tests {
             "{text}"
         );
         assert!(lines[2].starts_with("cgroup") && lines[2].contains("/team-a"), "{text}");
+    }
+
+    #[test]
+    fn a_held_process_says_how_long_it_waited() {
+        let origin = crate::decode::Origin {
+            ts_ns: 5_000_000,
+            pid: 4242,
+            tid: 4242,
+            cgroup_id: 7,
+            comm: "python".into(),
+            api: 0,
+        };
+        let at = (Some("/kubepods/pod1/c".into()), None);
+        let h = crate::output::held::HeldLine::new(&origin, at, (6, None), (12_500_000, true));
+        let mut sink = TextSink::new(Vec::new());
+        sink.write(&Line::Held(h)).unwrap();
+        sink.flush().unwrap();
+        let text = String::from_utf8(sink.out).unwrap();
+        assert!(text.contains("held         pid 4242    python"), "{text}");
+        assert!(
+            text.trim_end().ends_with("/kubepods/pod1/c             12.5 ms for its pod's rules (let go on)"),
+            "{text}"
+        );
     }
 
     #[test]
