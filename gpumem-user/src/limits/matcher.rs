@@ -34,10 +34,22 @@ impl Matcher {
                     .into_iter()
                     .collect(),
             ),
-            // Never a rule of its own: each pod's rule is on its cgroup.
-            Target::Namespace(_) | Target::Pod(_) => Who::Cgroups(HashSet::new()),
+            // Never a rule of its own: each pod's rule is on its cgroup;
+            // a namespace's total covers its pods' (`Matcher::of_cgroups`).
+            Target::Namespace(_) | Target::NamespaceTotal(_) | Target::Pod(_) => Who::Cgroups(HashSet::new()),
         };
         Self { who, device }
+    }
+
+    /// The matcher of a rule over the cgroups `paths` (and everything
+    /// below each), found under `cgroup_root`.
+    pub fn of_cgroups<'a>(
+        paths: impl Iterator<Item = &'a String>,
+        device: Option<u32>,
+        cgroup_root: Option<&Path>,
+    ) -> Self {
+        let ids = paths.filter_map(|p| cgroup_dir(cgroup_root, p)).flat_map(|d| subtree_ids(&d)).collect();
+        Self { who: Who::Cgroups(ids), device }
     }
 
     /// Whether an allocation of process `tgid` (named `comm`, charged to

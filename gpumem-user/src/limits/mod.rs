@@ -13,6 +13,7 @@ mod held;
 pub mod matcher;
 mod pod_hold;
 mod pod_rules;
+mod pod_totals;
 pub mod pods;
 pub mod policy;
 mod setting;
@@ -197,10 +198,16 @@ impl Limits {
 
     /// Takes the limits on `target` out of force; the first of them.
     pub fn clear(&mut self, target: &Target) -> Result<Installed, LimitError> {
-        if target.is_pods() {
+        // A namespace's total an earlier agent left (`--persist`) is no
+        // rule on pods of this one's: cleared as the table's.
+        let adopted_total = matches!(target, Target::NamespaceTotal(n) if n.starts_with('('));
+        if target.is_pods() && !adopted_total {
             return self.clear_pod_rule(target);
         }
         let cleared = self.table.clear(target)?;
+        if adopted_total {
+            self.table.forget_members(target);
+        }
         for i in &cleared {
             self.forget_slots(i)?;
         }

@@ -22,7 +22,7 @@ impl Limits {
     /// Makes the rules the pods on this node get, rewrites those whose
     /// rule changed, and clears those of pods gone (or no longer matched).
     pub fn sync_pods<'a>(&mut self, read: &dyn Fn() -> Held<'a>) {
-        if self.pods.templates.is_empty() && self.pods.made.is_empty() {
+        if self.pods.templates.is_empty() && self.pods.made.is_empty() && self.pods.totals.is_empty() {
             if let Err(e) = self.hold.arm(false) {
                 tracing::warn!("{}", crate::chain(&e));
             }
@@ -65,6 +65,7 @@ impl Limits {
                 Err(_) => {}
             }
         }
+        self.sync_totals(&pods, read);
         if let Err(e) = self.write_hold(&pods) {
             tracing::warn!("{}", crate::chain(&e));
         }
@@ -150,12 +151,17 @@ impl Limits {
     }
 
     /// `gpumem limit clear` of a rule on pods: every rule made of it goes.
+    /// (`namespace:NS` clears both kinds of rule on the namespace.)
     pub(super) fn clear_pod_rule(&mut self, target: &Target) -> Result<Installed, LimitError> {
-        let Some(at) = self.pods.templates.iter().position(|t| &t.target == target) else {
+        let named = |t: &Target| match (t, target) {
+            (Target::NamespaceTotal(a), Target::Namespace(b)) => a == b,
+            _ => t == target,
+        };
+        let Some(at) = self.pods.templates.iter().position(|t| named(&t.target)) else {
             return Err(LimitError::NoSuchLimit(target.to_string()));
         };
         let first = self.pods.templates[at].clone();
-        self.pods.templates.retain(|t| &t.target != target);
+        self.pods.templates.retain(|t| !named(&t.target));
         self.sync_pods(&|| Held::of(Vec::new()));
         self.table.resolve(&first, None, Origin::Operator)
     }

@@ -2,7 +2,7 @@
 //! `pod:team-a/trainer-*`): which rule each pod on this node gets on its
 //! own cgroup. Pure: `pod_rules.rs` writes what this decides.
 use std::{
-    collections::{BTreeMap, HashMap, HashSet},
+    collections::{BTreeMap, BTreeSet, HashMap, HashSet},
     time::{Duration, Instant},
 };
 
@@ -38,6 +38,9 @@ pub struct PodRules {
     pub templates: Vec<Limit>,
     /// The rules made, by pod cgroup and device (None: all devices).
     pub made: BTreeMap<(String, Option<u32>), PodRule>,
+    /// The rules made over all pods of a namespace (`per=namespace`), by
+    /// namespace and device: as set.
+    pub totals: BTreeMap<(String, Option<u32>), Limit>,
     /// Rules that could not be made, said once each.
     pub failed: HashSet<(String, Option<u32>)>,
     /// Pods seen, by UID: a process of another pod makes the agent look.
@@ -79,6 +82,25 @@ pub fn wanted(templates: &[Limit], pods: &[Pod]) -> BTreeMap<(String, Option<u32
             let limit = Limit { target: Target::Cgroup(pod.cgroup.path.clone()), ..t.clone() };
             out.insert(key, PodRule { limit, origin: format!("{}, pod {ns}/{name}", t.target) });
         }
+    }
+    out
+}
+
+/// The rules over all pods of a namespace (`per=namespace`), by namespace
+/// and device: each template, and the cgroups of its pods on this node.
+pub fn totals(
+    templates: &[Limit],
+    pods: &[Pod],
+) -> BTreeMap<(String, Option<u32>), (Limit, BTreeSet<String>)> {
+    let mut out = BTreeMap::new();
+    for t in templates {
+        let Target::NamespaceTotal(ns) = &t.target else { continue };
+        let members = pods
+            .iter()
+            .filter(|p| p.names.as_ref().is_some_and(|(n, _)| n == ns))
+            .map(|p| p.cgroup.path.clone())
+            .collect();
+        out.insert((ns.clone(), t.device), (t.clone(), members));
     }
     out
 }
@@ -132,6 +154,15 @@ mod tests {
             ]
         );
         let a = &got[&("/k/a".to_string(), None)].limit;
+        let with_total = [limit("namespace:team-a=64GiB,per=namespace"), limit("pod:team-b/*=1GiB")];
+        let totals = totals(&with_total, &pods);
+        let (total, members) = &totals[&("team-a".to_string(), None)];
+        assert_eq!(
+            (total.hard >> 30, members.iter().map(String::as_str).collect::<Vec<_>>()),
+            (64, vec!["/k/a", "/k/b"])
+        );
+        assert_eq!(totals.len(), 1);
+        assert!(wanted(&with_total[..1], &pods).is_empty(), "a total is no pod's own rule");
         assert_eq!(
             (a.target.clone(), a.action),
             (Target::Cgroup("/k/a".into()), Some(super::super::policy::Action::Deny))

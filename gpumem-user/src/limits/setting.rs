@@ -62,7 +62,7 @@ impl Limits {
     /// What `installed`'s target held at `after` (read once its rule was
     /// written) that is neither charged under it nor carried: added to its
     /// bases.
-    fn carry_missed(&mut self, installed: &Installed, after: &Held<'_>) {
+    pub(super) fn carry_missed(&mut self, installed: &Installed, after: &Held<'_>) {
         for (slot, device) in counting_slots(installed) {
             let missed = self.covered(&installed.limit.target, device, &after.live, |a| {
                 !after.charged.contains(&(slot, a.tgid, a.key)) && !self.carried.holds(slot, a.tgid, a.key)

@@ -109,6 +109,9 @@ pub struct LimitTable {
     /// Each target's key as it was when its first rule was indexed (a
     /// cgroup's rules are cleared after the cgroup is gone too).
     keys: std::collections::HashMap<Target, IndexKey>,
+    /// The cgroups a rule over several is indexed under (a namespace's
+    /// total: its pods'), see `shared.rs`.
+    members: std::collections::HashMap<Target, std::collections::BTreeSet<String>>,
 }
 
 impl LimitTable {
@@ -134,6 +137,7 @@ impl LimitTable {
             default_action,
             slots: Slots::default(),
             keys: Default::default(),
+            members: Default::default(),
         })
     }
 
@@ -214,14 +218,15 @@ impl LimitTable {
     /// so the first call checked already sees them) and indexes it.
     fn add(&mut self, rule: Installed, carried: &[u64]) -> Result<Installed, LimitError> {
         let slot = self.slots.find(1 + rule.span()).ok_or(LimitError::NoSlot)?;
-        let key = self.index_key(&rule.limit.target)?;
-        self.keys.insert(rule.limit.target.clone(), key);
+        let keys = self.index_keys(&rule.limit.target)?;
         let installed = Installed { slot, ..rule };
         for (s, &bytes) in (slot..).zip(carried) {
             self.write_base(s, bytes)?;
         }
         self.write_rule(&installed, true)?;
-        self.index.add(key, Head::of(&installed)).map_err(|e| index_error(&installed.limit.target, e))?;
+        for key in keys {
+            self.index.add(key, Head::of(&installed)).map_err(|e| index_error(&installed.limit.target, e))?;
+        }
         self.slots.take(installed.clone());
         Ok(installed)
     }
@@ -255,6 +260,24 @@ impl LimitTable {
         self.default_action = action;
     }
 
+    /// Where the kernel looks `target`'s rules up: its key, or a shared
+    /// rule's members' (each remembered, so that a cgroup gone is still
+    /// found).
+    fn index_keys(&mut self, target: &Target) -> Result<Vec<IndexKey>, LimitError> {
+        let targets: Vec<Target> = match (target, self.members.get(target)) {
+            (Target::NamespaceTotal(_), Some(m)) => m.iter().map(|p| Target::Cgroup(p.clone())).collect(),
+            (Target::NamespaceTotal(_), None) => Vec::new(),
+            (t, _) => vec![t.clone()],
+        };
+        let mut keys = Vec::new();
+        for t in targets {
+            let key = self.index_key(&t)?;
+            self.keys.insert(t, key);
+            keys.push(key);
+        }
+        Ok(keys)
+    }
+
     /// Where the kernel looks `target` up.
     fn index_key(&self, target: &Target) -> Result<IndexKey, LimitError> {
         if let Some(&key) = self.keys.get(target) {
@@ -277,7 +300,9 @@ impl LimitTable {
                 IndexKey::Target(LimitKey { scope: limit_scope::CGROUP, _pad: 0, id })
             }
             Target::Comm(comm) => IndexKey::Comm(comm_key(comm)),
-            Target::Namespace(_) | Target::Pod(_) => return Err(LimitError::Pods(target.to_string())),
+            Target::Namespace(_) | Target::NamespaceTotal(_) | Target::Pod(_) => {
+                return Err(LimitError::Pods(target.to_string()))
+            }
         })
     }
 
@@ -292,7 +317,10 @@ impl LimitTable {
 
     /// What decides whether an allocation counts under a rule on `target`.
     pub fn matcher(&self, target: &Target, device: Option<u32>) -> Matcher {
-        Matcher::new(target, device, self.cgroup_root.as_deref())
+        match self.members.get(target) {
+            Some(paths) => Matcher::of_cgroups(paths.iter(), device, self.cgroup_root.as_deref()),
+            None => Matcher::new(target, device, self.cgroup_root.as_deref()),
+        }
     }
 
     /// LIMITS_IN_FORCE[1]: some process holds declared limits (the kernel
@@ -333,6 +361,7 @@ fn in_force_mask<'a>(targets: impl Iterator<Item = &'a Target>) -> u32 {
                 Target::Pid(_) => limits_in_force::PROCESS,
                 Target::Cgroup(_) => limits_in_force::CGROUP,
                 Target::Comm(_) => limits_in_force::COMM,
+                Target::NamespaceTotal(_) => limits_in_force::CGROUP,
                 Target::Namespace(_) | Target::Pod(_) => 0,
             }
     })
@@ -354,5 +383,6 @@ pub use installed::{Devices, Installed, Origin};
 pub use rules::kernel_rules;
 mod adopt;
 mod clear;
+mod shared;
 #[cfg(test)]
 mod tests;

@@ -265,3 +265,78 @@ fn a_process_held_by_an_agent_that_died_waits_for_its_successors_rule_with_persi
     drop(next);
     let _ = pins.detach();
 }
+
+#[test]
+fn a_namespace_total_counts_its_pods_together_and_follows_them() {
+    if !privileged() {
+        return;
+    }
+    let node = "kube-total";
+    let pod = |n: u8, ns: &str, name: &str| {
+        let (uid, id) = ids(n);
+        KubePod::make(Driver::Systemd, node, (ns, name, &uid), &id)
+    };
+    let (p0, p1, other) =
+        (pod(30, "gpumem-t", "a-0"), pod(31, "gpumem-t", "b-0"), pod(32, "gpumem-u", "a-0"));
+    let agent = Agent::start(&["--limit", "namespace:gpumem-t=40MiB,per=namespace,action=signal:SIGKILL"]);
+    let target = "namespace:gpumem-t,per=namespace";
+    let total = |agent: &Agent| agent.limits().into_iter().find(|l| l.target == target);
+    agent.wait_for_state("the namespace's total", || total(&agent), Option::is_some);
+    // 16 MiB in each of its two pods: one count, 32 MiB.
+    let (mut w0, mut w1) = (steps(&p0, 16 * MIB, 2), steps(&p1, 16 * MIB, 2));
+    for w in [&mut w0, &mut w1] {
+        assert_eq!(w.checkpoint().checkpoint, "step-1");
+    }
+    agent.wait_for_state("32 MiB counted", || total(&agent).map(|l| l.usage), |u| *u == Some(32 * MIB));
+    // A pod of the namespace started now joins the count: its first 16 MiB
+    // would take it to 48.
+    let p2 = pod(33, "gpumem-t", "c-0");
+    let (seen, status) = steps(&p2, 16 * MIB, 1).resumed_to_exit();
+    assert_eq!((seen, status.signal()), (vec![], Some(9)), "killed at its first allocation");
+    // Another namespace's pod is not counted.
+    let (seen, status) = steps(&other, 16 * MIB, 2).resumed_to_exit();
+    assert_eq!((seen.last().map(String::as_str), status.success()), (Some("done"), true));
+    // The first pod's next 16 MiB would take the count to 48: it is
+    // killed, its 16 MiB leave the count, and the second's next 16 fit.
+    let (seen, status) = w0.resumed_to_exit();
+    assert_eq!((seen, status.signal()), (vec![], Some(9)));
+    agent.wait_for_state("16 MiB counted", || total(&agent).map(|l| l.usage), |u| *u == Some(16 * MIB));
+    let (seen, status) = w1.resumed_to_exit();
+    assert_eq!((seen, status.success()), (vec!["step-2".to_string(), "done".into()], true));
+}
+
+#[test]
+fn a_namespace_total_is_taken_over_by_a_persist_successor_with_its_count() {
+    if !privileged() {
+        return;
+    }
+    let pins = PinDir::new("pods-total");
+    let rule = ["--limit", "namespace:gpumem-v=40MiB,per=namespace,action=signal:SIGKILL"];
+    let args = [&pins.run_args()[..], &rule].concat();
+    let node = "kube-total-persist";
+    let pod = |n: u8, name: &str| {
+        let (uid, id) = ids(n);
+        KubePod::make(Driver::Systemd, node, ("gpumem-v", name, &uid), &id)
+    };
+    let (p0, p1) = (pod(40, "a-0"), pod(41, "b-0"));
+    let first = Agent::start(&args);
+    let target = "namespace:gpumem-v,per=namespace";
+    let usage = |agent: &Agent| agent.limits().into_iter().find(|l| l.target == target).map(|l| l.usage);
+    let (mut w0, mut w1) = (steps(&p0, 16 * MIB, 2), steps(&p1, 16 * MIB, 2));
+    for w in [&mut w0, &mut w1] {
+        assert_eq!(w.checkpoint().checkpoint, "step-1");
+    }
+    first.wait_for_state("32 MiB counted", || usage(&first), |u| *u == Some(32 * MIB));
+    first.kill();
+    // The successor finds the rule over two cgroups, takes it for the
+    // policy's total, and counts what the pods hold.
+    let next = Agent::start(&args);
+    next.wait_for_state("the total again, 32 MiB", || usage(&next), |u| *u == Some(32 * MIB));
+    let limits = next.limits();
+    assert!(!limits.iter().any(|l| l.target.contains("adopted")), "{limits:?}");
+    let p2 = pod(42, "c-0");
+    let (seen, status) = steps(&p2, 16 * MIB, 1).resumed_to_exit();
+    assert_eq!((seen, status.signal()), (vec![], Some(9)), "32 + 16 > 40");
+    drop((w0, w1, next));
+    let _ = pins.detach();
+}

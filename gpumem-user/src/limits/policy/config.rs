@@ -33,7 +33,7 @@ use super::{
     env::{parse_env_limits, parse_env_max, EnvPolicy},
     error::SpecError,
     size::parse_size,
-    spec::{parse_target, Action, Limit, View},
+    spec::{parse_target, Action, Limit, Target, View},
 };
 
 #[derive(Debug, thiserror::Error)]
@@ -80,6 +80,9 @@ struct Entry {
     namespace: Option<String>,
     /// Each pod whose `namespace/name` matches, on its own.
     pod: Option<String>,
+    /// With `namespace`: `pod` (each pod its own limit, the default) or
+    /// `namespace` (one over all its pods on this node).
+    per: Option<String>,
     hard: String,
     soft: Option<String>,
     action: Option<String>,
@@ -94,10 +97,19 @@ impl Entry {
             (Some(c), None, None, None, None) => parse_target(&format!("cgroup:{c}"))?,
             (None, Some(p), None, None, None) => parse_target(&format!("pid:{p}"))?,
             (None, None, Some(c), None, None) => parse_target(&format!("comm:{c}"))?,
-            (None, None, None, Some(n), None) => parse_target(&format!("namespace:{n}"))?,
+            (None, None, None, Some(n), None) => match self.per.as_deref() {
+                None | Some("pod") => Target::Namespace(super::kube::namespace(&n)?),
+                Some("namespace") => Target::NamespaceTotal(super::kube::namespace(&n)?),
+                Some(p) => return Err(SpecError::Per(p.into())),
+            },
             (None, None, None, None, Some(p)) => parse_target(&format!("pod:{p}"))?,
             _ => return Err(SpecError::OneTarget),
         };
+        if let (Some(p), false) =
+            (&self.per, matches!(target, Target::Namespace(_) | Target::NamespaceTotal(_)))
+        {
+            return Err(SpecError::Per(p.clone()));
+        }
         let limit = Limit {
             target,
             hard: parse_size(&self.hard)?,
@@ -257,6 +269,11 @@ mod tests {
         assert!(e.contains("limit #1") && e.contains("not a Kubernetes namespace"), "{e}");
         let e = parse(&p(), "[[limit]]\npod = \"trainer-*\"\nhard = \"1G\"\n").unwrap_err().to_string();
         assert!(e.contains("NAMESPACE/NAME"), "{e}");
+        let total =
+            parse(&p(), "[[limit]]\nnamespace = \"a\"\nper = \"namespace\"\nhard = \"1G\"\n").unwrap();
+        assert_eq!(total.limits[0].target, Target::NamespaceTotal("a".into()));
+        let e = parse(&p(), "[[limit]]\npod = \"a/b\"\nper = \"namespace\"\nhard = \"1G\"\n").unwrap_err();
+        assert!(e.to_string().contains("with namespace only"), "{e}");
         let e =
             parse(&p(), "[[limit]]\ncgroup = \"/a\"\nhard = \"1G\"\ncolour = 1\n").unwrap_err().to_string();
         assert!(e.contains("unknown field") && e.contains("colour"), "{e}");

@@ -52,6 +52,11 @@ pub enum SpecError {
     Namespace(String),
     #[error("pod `{0}`: give NAMESPACE/NAME, the name a glob (* and ?), e.g. team-a/trainer-*")]
     PodGlob(String),
+    #[error(
+        "per `{0}`: use pod (each pod its own limit) or namespace (one limit over the namespace's pods on this \
+         node), with namespace only"
+    )]
+    Per(String),
     #[error("{0}: longer than the {max} bytes the kernel reads of an environment string", max = gpumem_common::declare::CAP - 2)]
     TooLong(String),
     #[error("{0}: action deny needs a kernel that lets uprobe programs write registers, and this one does not; add a fallback, e.g. `,fallback=signal:SIGTERM`")]

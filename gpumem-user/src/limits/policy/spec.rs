@@ -29,6 +29,10 @@ pub enum Target {
     /// Each pod of a Kubernetes namespace on this node, on its own (the
     /// agent makes a rule on each pod's cgroup, see `limits/pods.rs`).
     Namespace(String),
+    /// The pods of a Kubernetes namespace on this node together: one rule
+    /// over all their cgroups (`per=namespace`).
+    #[serde(rename = "namespace_total")]
+    NamespaceTotal(String),
     /// Each pod whose `namespace/name` matches this (`team-a/trainer-*`:
     /// the name a glob), on its own.
     Pod(String),
@@ -37,7 +41,7 @@ pub enum Target {
 impl Target {
     /// A target the agent resolves into pods' cgroups (`limits/pods.rs`).
     pub fn is_pods(&self) -> bool {
-        matches!(self, Target::Namespace(_) | Target::Pod(_))
+        matches!(self, Target::Namespace(_) | Target::NamespaceTotal(_) | Target::Pod(_))
     }
 }
 
@@ -48,6 +52,7 @@ impl fmt::Display for Target {
             Target::Pid(p) => write!(f, "pid:{p}"),
             Target::Comm(c) => write!(f, "comm:{c}"),
             Target::Namespace(n) => write!(f, "namespace:{n}"),
+            Target::NamespaceTotal(n) => write!(f, "namespace:{n},per=namespace"),
             Target::Pod(p) => write!(f, "pod:{p}"),
         }
     }
@@ -161,8 +166,8 @@ impl Limit {
     /// as the kernel reads `GPUMEM_LIMIT` (`gpumem_common::declare::rule`).
     pub fn parse(text: &str) -> Result<Self, SpecError> {
         let (target, rest) = text.split_once('=').ok_or_else(|| SpecError::NoSize(text.into()))?;
-        let target = parse_target(target)?;
-        let t = super::rule_text::read(rest, &target.to_string(), text)?;
+        let (target, rest) = per(parse_target(target)?, rest)?;
+        let t = super::rule_text::read(&rest, &target.to_string(), text)?;
         Ok(Limit::from_text(target, &t))
     }
 
@@ -198,6 +203,27 @@ impl Limit {
         }
         Ok(())
     }
+}
+
+/// A rule on a namespace's `per=pod` (each pod its own, the default) or
+/// `per=namespace` (one over all its pods), taken out of the right-hand
+/// side (the rest is the kernel's to read, as `GPUMEM_LIMIT` is).
+fn per(target: Target, rest: &str) -> Result<(Target, String), SpecError> {
+    let mut per = None;
+    let mut kept: Vec<&str> = Vec::new();
+    for part in rest.split(',') {
+        match part.split_once('=') {
+            Some((k, v)) if k.trim() == "per" => per = Some(v.trim()),
+            _ => kept.push(part),
+        }
+    }
+    let target = match (per, target) {
+        (None | Some("pod"), t @ Target::Namespace(_)) => t,
+        (Some("namespace"), Target::Namespace(n)) => Target::NamespaceTotal(n),
+        (None, t) => t,
+        (Some(p), _) => return Err(SpecError::Per(p.into())),
+    };
+    Ok((target, kept.join(",")))
 }
 
 /// `cgroup:/path`, `pid:N`, `comm:NAME`, `namespace:NS`, `pod:NS/GLOB`.
@@ -241,6 +267,10 @@ mod tests {
         assert_eq!(Limit::parse("comm:python3=1G,action=audit").unwrap().action, Some(Action::Audit));
         assert_eq!(Limit::parse("pid:1=1G,view=driver").unwrap().view, Some(View::Driver));
         assert_eq!(Limit::parse("pid:1=1G, view = limit").map(|l| l.view), Ok(Some(View::Limit)));
+        let l = Limit::parse("namespace:team-a=64GiB,per=namespace,soft=60GiB").unwrap();
+        assert_eq!((l.target.clone(), l.soft), (Target::NamespaceTotal("team-a".into()), Some(60 << 30)));
+        assert_eq!(l.target.to_string(), "namespace:team-a,per=namespace");
+        assert_eq!(Limit::parse("namespace:a=1G,per=pod").unwrap().target, Target::Namespace("a".into()));
         let l = Limit::parse("namespace:team-a=16GiB").unwrap();
         assert_eq!((l.target.to_string(), l.target.is_pods()), ("namespace:team-a".into(), true));
         let l = Limit::parse("pod:team-a/trainer-*=8GiB,action=deny").unwrap();
@@ -274,5 +304,7 @@ mod tests {
         assert!(err("comm:averyveryverylongname=1G").contains("15 characters"));
         assert!(err("namespace:Team-A=1G").contains("not a Kubernetes namespace"));
         assert!(err("pod:trainer=1G").contains("NAMESPACE/NAME"));
+        assert!(err("namespace:a=1G,per=node").contains("per `node`"));
+        assert!(err("cgroup:/a=1G,per=namespace").contains("with namespace only"));
     }
 }

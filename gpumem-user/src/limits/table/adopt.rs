@@ -46,7 +46,7 @@ impl LimitTable {
     /// Which target each indexed rule (by its first slot) limits.
     fn indexed_targets(&mut self, rules: &[LimitRule]) -> HashMap<u32, Target> {
         let mut cgroups = CgroupResolver::with_root(self.cgroup_root.clone());
-        let mut targets = HashMap::new();
+        let mut seen: HashMap<u32, Vec<Target>> = HashMap::new();
         let head = |slot: u32| {
             let rule = rules.get(slot as usize)?;
             let devices = match rule.device {
@@ -70,9 +70,29 @@ impl LimitTable {
             };
             for head in heads {
                 if let Some(t) = &target {
-                    targets.insert(head, t.clone());
+                    seen.entry(head).or_default().push(t.clone());
                 }
             }
+        }
+        // A rule indexed under several cgroups is one over several
+        // (a namespace's total): which namespace, the kernel does not
+        // keep; it is named by its slot, and enforced over the same
+        // cgroups until a policy says otherwise.
+        let mut targets = HashMap::new();
+        for (head, mut found) in seen {
+            let target = match found.len() {
+                1 => found.remove(0),
+                _ => {
+                    let total = Target::NamespaceTotal(format!("(adopted slot {head})"));
+                    let paths = found.into_iter().filter_map(|t| match t {
+                        Target::Cgroup(p) => Some(p),
+                        _ => None,
+                    });
+                    self.members.insert(total.clone(), paths.collect());
+                    total
+                }
+            };
+            targets.insert(head, target);
         }
         targets
     }

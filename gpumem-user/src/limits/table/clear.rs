@@ -4,17 +4,25 @@ use std::time::Instant;
 
 use gpumem_common::MAX_LIMITS;
 
-use super::{index_error, slots::Slot, write_error, Devices, Installed, LimitError, LimitTable};
+use super::{slots::Slot, write_error, Devices, Installed, LimitError, LimitTable};
 use crate::limits::policy::Target;
 
 impl LimitTable {
     /// Takes every rule on `target` out of force; they were.
     pub fn clear(&mut self, target: &Target) -> Result<Vec<Installed>, LimitError> {
-        let heads = self.index.remove(self.index_key(target)?).map_err(|e| write_error(target, e))?;
+        let heads: Vec<u32> = self
+            .slots
+            .heads()
+            .filter(|(r, a)| *a && &r.limit.target == target)
+            .map(|(r, _)| r.slot)
+            .collect();
+        for key in self.index_keys(target)? {
+            self.index.take(key, &heads).map_err(|e| write_error(target, e))?;
+        }
         let mut cleared = Vec::new();
         for head in heads {
-            cleared.extend(self.rule_at(head.slot).cloned());
-            self.deactivate(head.slot)?;
+            cleared.extend(self.rule_at(head).cloned());
+            self.deactivate(head)?;
         }
         self.update_in_force()?;
         if cleared.is_empty() {
@@ -37,10 +45,8 @@ impl LimitTable {
     /// others stay).
     pub(super) fn clear_one(&mut self, head: u32) -> Result<(), LimitError> {
         let Some(rule) = self.rule_at(head).cloned() else { return Ok(()) };
-        let key = self.index_key(&rule.limit.target)?;
-        let others = self.index.remove(key).map_err(|e| write_error(&rule.limit.target, e))?;
-        for other in others.into_iter().filter(|h| h.slot != head) {
-            self.index.add(key, other).map_err(|e| index_error(&rule.limit.target, e))?;
+        for key in self.index_keys(&rule.limit.target)? {
+            self.index.take(key, &[head]).map_err(|e| write_error(&rule.limit.target, e))?;
         }
         self.deactivate(head)
     }

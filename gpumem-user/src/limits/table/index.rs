@@ -87,12 +87,30 @@ impl Index {
             return Err(IndexError::Full);
         }
         heads.push(head);
+        let heads = heads.clone();
+        self.write(key, &heads).map_err(IndexError::Map)
+    }
+
+    /// Takes the rules headed at `slots` out of `key`'s (its others stay,
+    /// in their order); those taken.
+    pub fn take(&mut self, key: IndexKey, slots: &[u32]) -> Result<Vec<Head>, MapError> {
+        let heads = self.heads.get(&key).cloned().unwrap_or_default();
+        let (taken, kept): (Vec<Head>, Vec<Head>) = heads.into_iter().partition(|h| slots.contains(&h.slot));
+        if kept.is_empty() {
+            self.remove(key)?;
+        } else if !taken.is_empty() {
+            self.write(key, &kept)?;
+            self.heads.insert(key, kept);
+        }
+        Ok(taken)
+    }
+
+    fn write(&mut self, key: IndexKey, heads: &[Head]) -> Result<(), MapError> {
         let rules = target_rules(heads);
         match key {
             IndexKey::Target(k) => self.index.insert(k, rules, 0),
             IndexKey::Comm(c) => self.comms.insert(c, rules, 0),
         }
-        .map_err(IndexError::Map)
     }
 
     /// Takes every rule of `key` out of the index; their heads (none

@@ -41,7 +41,13 @@ impl LimitTable {
         self.slots
             .heads()
             .filter(|(i, active)| *active && !matches!(i.origin, Origin::Declared(_)))
-            .filter(|(i, _)| matches!(&i.limit.target, Target::Cgroup(p) if over(p)))
+            .filter(|(i, _)| match &i.limit.target {
+                Target::Cgroup(p) => over(p),
+                t @ Target::NamespaceTotal(_) => {
+                    self.members.get(t).is_some_and(|m| m.iter().any(|p| over(p)))
+                }
+                _ => false,
+            })
             .count()
     }
 
