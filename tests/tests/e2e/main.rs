@@ -4,8 +4,8 @@
 //! kernel's numbers with the workloads' own ground truth, exactly. Run
 //! them as root with one test thread (`cargo xtask test` does); the kernel
 //! matrix runs the `concurrency`, `declared` (with `declared_containers`),
-//! `limits`, `links`, `persist`, `trace_exact` and `view` suites inside
-//! its VMs.
+//! `limits`, `links`, `persist`, `pod_rules`, `trace_exact` and `view`
+//! suites inside its VMs.
 // The suites share the test crate's dependencies; not every one uses each.
 #![allow(unused_crate_dependencies)]
 

@@ -25,11 +25,13 @@ use crate::{
 /// The suites (modules of the end-to-end test binary) that run on every
 /// kernel: limits (signal, audit, deny or its refusal, races), limits
 /// declared in the environment (read at exec, the first allocation bound
-/// every time), exact tracing, threads and processes allocating at random
-/// (no run skipped), multi-uprobe links or their fallback, and what a
-/// limited process is told the card has (view=limit, where stock kernels
-/// let programs write user memory).
-pub const SUITES: &[&str] = &["concurrency", "declared", "limits", "links", "persist", "trace_exact", "view"];
+/// every time; a container's), rules on Kubernetes pods (a new pod's first
+/// process held at exec until its rule is made), exact tracing, threads
+/// and processes allocating at random (no run skipped), multi-uprobe links
+/// or their fallback, and what a limited process is told the card has
+/// (view=limit, where stock kernels let programs write user memory).
+pub const SUITES: &[&str] =
+    &["concurrency", "declared", "limits", "links", "persist", "pod_rules", "trace_exact", "view"];
 
 /// What runs in each kernel: the matrix's suites once (the default), or
 /// the tests named, `repeat` times.
