@@ -335,7 +335,7 @@ mod tests {
 
     #[test]
     fn only_cu_mem_free_v2_is_final_at_its_entry() {
-        // The README's "What is traced" says so: every other free may be
+        // docs/traced.md says so: every other free may be
         // refused for live memory and is taken at its return.
         let mut at_entry = APIS.iter().filter(|a| a.shape == Shape::Free).map(|a| a.symbol);
         assert!(at_entry.next() == Some("cuMemFree_v2") && at_entry.next().is_none());

@@ -60,7 +60,7 @@ pub enum Command {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Format {
-    /// One JSON object per line (see the README for the schema).
+    /// One JSON object per line (see docs/records.md for the schema).
     Json,
     /// One aligned line per record, for people.
     Text,
@@ -110,9 +110,12 @@ pub struct RunArgs {
     /// signal[:SIG] or deny; VIEW limit (processes under it are told the
     /// limit as the card's size, so frameworks size themselves to it; the
     /// default where the kernel allows it, see `gpumem probe`) or driver.
+    /// Kubernetes pods: namespace:NS (each pod on its own; with
+    /// `,per=namespace` all of them together) and pod:NS/GLOB. See
+    /// docs/limits.md and docs/pod-limits.md.
     #[arg(long = "limit", value_name = "SPEC", value_parser = Limit::parse)]
     pub limits: Vec<Limit>,
-    /// Limits from a TOML file (see the README), added to --limit.
+    /// Limits from a TOML file (see docs/limits.md and deploy/gpumem.toml), added to --limit.
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
     /// The action of limits that name none [default: signal:SIGKILL].
@@ -157,6 +160,7 @@ pub struct RunArgs {
     /// lost, NVML's view where it loads. Port 0 picks a free port (the
     /// address bound is logged). Anyone who can reach it sees process
     /// names and cgroup paths: bind to loopback or a node-local address.
+    /// See docs/metrics.md.
     #[arg(long, value_name = "ADDR:PORT")]
     pub metrics: Option<std::net::SocketAddr>,
     /// Keep gpumem in the kernel when the agent stops (however it stops):
@@ -167,7 +171,7 @@ pub struct RunArgs {
     /// would); one of another build takes them over without a gap, and
     /// settles a takeover that was interrupted; `gpumem detach` removes
     /// them. One agent at a time holds --pin-dir; a SIGTERM while it starts
-    /// takes effect once the start is complete.
+    /// takes effect once the start is complete. See docs/persist.md.
     #[arg(long)]
     pub persist: bool,
     /// Where --persist pins (in bpffs, mounted at /sys/fs/bpf if need be).

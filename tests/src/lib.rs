@@ -7,6 +7,8 @@
 
 #[cfg(test)]
 mod deploy;
+#[cfg(test)]
+mod docs;
 pub mod driver;
 pub mod failed_frees;
 pub mod families;

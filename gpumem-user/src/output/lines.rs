@@ -1,5 +1,6 @@
-//! The records gpumem writes: one JSON object per line, the schema the
-//! README documents. Sinks render these; nothing else decides field names.
+//! The records gpumem writes: one JSON object per line, the schema
+//! docs/records.md documents. Sinks render these; nothing else decides
+//! field names.
 //! Every line also reads back (`Line` deserialises), so tests and tools
 //! check typed records.
 use std::{borrow::Cow, sync::Arc};

@@ -1,6 +1,6 @@
 //! The agent's output schema, in one place: the record lines sinks write
 //! (`lines`, with the `holders` of out-of-memory and limit records) and
-//! what the control socket answers (`status`). The README's record table
+//! what the control socket answers (`status`). docs/records.md
 //! documents these types. `top` is what `gpumem top` asks for.
 pub mod caller;
 pub mod declared;

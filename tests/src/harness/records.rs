@@ -133,7 +133,7 @@ pub fn assert_process_holds(s: &StatusReport, pid: u32, held: u64) {
 /// entry, no record lost. (Exit-side runs the kernel skipped,
 /// `skipped_runs`, are shown but not asserted here: 7.x skips one now and
 /// then when many threads exit at once, and the agent finishes what it
-/// left; see the README's kernel matrix section.)
+/// left; see docs/tests.md, the kernel matrix.)
 pub fn assert_every_call_whole(s: &StatusReport) {
     assert_eq!(
         (s.unmatched_returns, s.dropped),
