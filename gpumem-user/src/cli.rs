@@ -73,6 +73,14 @@ pub struct RunArgs {
     /// mapped by running processes.
     #[arg(long, value_name = "PATH")]
     pub libcuda: Vec<PathBuf>,
+    /// Exit at start when no libcuda.so* is found (or a --libcuda file is
+    /// not there), as a service that must trace from its start wants.
+    /// Without it the agent starts anyway, says what it waits for, serves
+    /// status and metrics, and attaches to the driver's library when one
+    /// appears (an NVIDIA driver container that starts after gpumem's,
+    /// under /run/nvidia/driver; an installation; a process that maps one).
+    #[arg(long)]
+    pub require_libcuda: bool,
     /// An NVIDIA management library file (libnvidia-ml) to attach to
     /// (repeatable), so that limited processes asking NVML for a card's
     /// memory are told their limit's view, as they are by libcuda. Without

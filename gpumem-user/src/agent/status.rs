@@ -22,6 +22,10 @@ impl Agent {
         let stats = self.kernel.stats();
         StatusReport {
             libraries: self.libraries.clone(),
+            libcuda_attached: self.libraries.iter().any(|p| {
+                crate::bpf::discover::kind_of(std::path::Path::new(p))
+                    == Some(gpumem_common::api::Library::Cuda)
+            }),
             devices: self.devices.snapshot(),
             nvml: self.devices.available(),
             processes,

@@ -27,6 +27,7 @@ pub const SEARCH_DIRS: &[&str] = &[
     "/usr/local/cuda/compat",
     "/usr/lib/wsl/lib",
     "/run/nvidia/driver/usr/lib/x86_64-linux-gnu",
+    "/run/nvidia/driver/usr/lib64",
 ];
 
 #[derive(Debug, thiserror::Error)]
@@ -83,18 +84,44 @@ impl LibrarySet {
 /// The files named with `--libcuda` (`kind` Cuda) or `--libnvml` (Nvml),
 /// added to `set`; each must exist.
 pub fn explicit(set: &mut LibrarySet, paths: &[PathBuf], kind: Kind) -> Result<(), DiscoverError> {
+    explicit_where(set, paths, kind, |_| true)
+}
+
+/// [`explicit`] for the paths `required` says must be there now; the
+/// others are added if they are.
+fn explicit_where(
+    set: &mut LibrarySet,
+    paths: &[PathBuf],
+    kind: Kind,
+    required: impl Fn(&Path) -> bool,
+) -> Result<(), DiscoverError> {
     let flag = match kind {
         Kind::Cuda => "libcuda",
         Kind::Nvml => "libnvml",
     };
     for p in paths {
-        set.add(p, kind).map_err(|source| DiscoverError::Explicit {
-            flag,
-            path: p.display().to_string(),
-            source,
-        })?;
+        match set.add(p, kind) {
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && !required(p) => {}
+            Err(source) => {
+                return Err(DiscoverError::Explicit { flag, path: p.display().to_string(), source })
+            }
+        }
     }
     Ok(())
+}
+
+/// The driver's library files now in the install directories
+/// ([`SEARCH_DIRS`]) and at the `--libcuda` paths given: what an agent
+/// waiting for a driver looks at each rescan (no ldconfig run each time).
+pub fn installed(given: &[PathBuf]) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = given.iter().filter(|p| p.exists()).cloned().collect();
+    for dir in SEARCH_DIRS {
+        if let Ok(entries) = std::fs::read_dir(dir) {
+            out.extend(entries.flatten().map(|e| e.path()).filter(|p| kind_of(p) == Some(Kind::Cuda)));
+        }
+    }
+    out
 }
 
 /// Every file of the `kinds` libraries on the host that gpumem can find,
@@ -115,22 +142,43 @@ pub fn discover(set: &mut LibrarySet, kinds: &[Kind]) {
 }
 
 /// The libraries to attach at start: `--libcuda` (else every libcuda
-/// found, at least one) and `--libnvml` (else every libnvidia-ml found,
-/// perhaps none).
-pub fn libraries(libcuda: &[PathBuf], libnvml: &[PathBuf]) -> Result<LibrarySet, DiscoverError> {
+/// found) and `--libnvml` (else every libnvidia-ml found, perhaps none).
+/// `require`: no libcuda (or a `--libcuda` file not there) is an error;
+/// without it, a set with no libcuda is the agent's to wait with.
+pub fn libraries(
+    libcuda: &[PathBuf],
+    libnvml: &[PathBuf],
+    require: bool,
+) -> Result<LibrarySet, DiscoverError> {
     let mut set = LibrarySet::default();
     let mut search = Vec::new();
     for (paths, kind) in [(libcuda, Kind::Cuda), (libnvml, Kind::Nvml)] {
         if paths.is_empty() {
             search.push(kind);
         }
-        explicit(&mut set, paths, kind)?;
+        explicit_where(&mut set, paths, kind, |_| require || kind == Kind::Nvml)?;
     }
     discover(&mut set, &search);
-    if !set.has(Kind::Cuda) {
+    if require && !set.has(Kind::Cuda) {
         return Err(DiscoverError::NotFound { dirs: SEARCH_DIRS.join(", ") });
     }
     Ok(set)
+}
+
+/// What an agent with no libcuda says it waits for.
+pub fn waiting_for(given: &[PathBuf]) -> String {
+    match given {
+        [] => format!(
+            "no libcuda.so* found yet: the agent runs and attaches to one when it appears (looking every \
+             rescan in {}, and in the memory maps of processes); --require-libcuda exits instead",
+            SEARCH_DIRS.join(", ")
+        ),
+        paths => format!(
+            "--libcuda {} not there yet: the agent runs and attaches when it appears (looking every rescan); \
+             --require-libcuda exits instead",
+            paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
+        ),
+    }
 }
 
 /// Which library a file is, by its name: the driver (not a stub, not

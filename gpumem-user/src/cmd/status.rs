@@ -14,7 +14,13 @@ pub async fn status(args: StatusArgs) -> anyhow::Result<()> {
         println!("{}", serde_json::to_string_pretty(&report)?);
         return Ok(());
     }
-    println!("libraries: {}", report.libraries.join(", "));
+    match report.libcuda_attached {
+        true => println!("libraries: {}", report.libraries.join(", ")),
+        false => println!(
+            "libraries: no libcuda.so* attached yet: the agent waits for the driver (nothing is traced until then){}",
+            if report.libraries.is_empty() { String::new() } else { format!("; {}", report.libraries.join(", ")) }
+        ),
+    }
     println!(
         "records: {}   lost in kernel: {}   runs skipped: {}   returns without their entry: {}   unwritten: {}",
         report.records, report.dropped, report.skipped_runs, report.unmatched_returns, report.unwritten

@@ -193,6 +193,15 @@ fn attached(r: &mut Registry, s: &Scrape) {
         vec![],
         s.status.libraries.len() as u64,
     );
+    set(
+        &gauge_family(
+            r,
+            "libcuda_attached",
+            "1 once a libcuda.so* is attached (0: the agent waits for the driver)",
+        ),
+        vec![],
+        u64::from(s.status.libcuda_attached),
+    );
     set(&gauge_family(r, "probes_attached", "Probes attached, over every library"), vec![], s.probes);
     set(
         &gauge_family(r, "nvml_available", "1 where NVML was loaded (the device_* series need it)"),

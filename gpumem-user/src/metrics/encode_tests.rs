@@ -40,6 +40,7 @@ fn scrape() -> Scrape {
     Scrape {
         status: StatusReport {
             libraries: vec!["/usr/lib/libcuda.so.1".into()],
+            libcuda_attached: true,
             nvml: true,
             devices: vec![DeviceInfo {
                 index: 0,
@@ -114,6 +115,7 @@ fn every_series_carries_the_scrape_exactly() {
         r#"gpumem_records_lost_total{reason="unwritten"} 1"#.into(),
         "gpumem_records_malformed_total 2".into(),
         "gpumem_libraries_attached 1".into(),
+        "gpumem_libcuda_attached 1".into(),
         "gpumem_probes_attached 40".into(),
         "gpumem_nvml_available 1".into(),
         r#"gpumem_device_memory_total_bytes{device="0",uuid="GPU-1",name="Sim"} 1073741824"#.into(),

@@ -34,6 +34,10 @@ pub struct StatusEntry {
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq, Default)]
 pub struct StatusReport {
     pub libraries: Vec<String>,
+    /// Whether a libcuda is among them (without one the agent waits for
+    /// one: nothing is traced yet).
+    #[serde(default)]
+    pub libcuda_attached: bool,
     /// Devices as NVML describes them; empty without NVML.
     #[serde(default)]
     pub devices: Vec<DeviceInfo>,

@@ -38,6 +38,12 @@ impl Agent {
         Self::launch(None, extra, &[])
     }
 
+    /// As [`Agent::start`], with no `--libcuda`: the agent finds the
+    /// driver's library itself, or waits for one.
+    pub fn start_without_driver(extra: &[&str]) -> Self {
+        Self::launch(None, &[&["--no-test-libcuda"], extra].concat(), &[])
+    }
+
     /// As [`Agent::start`], its NVML reading `card` (the test's own).
     pub fn start_on(card: &SimCard, extra: &[&str]) -> Self {
         Self::launch(None, extra, &card.env())
@@ -118,10 +124,14 @@ impl Agent {
         let scratch = scratch();
         let output = output.unwrap_or_else(|| scratch.path().join("events.jsonl"));
         let socket = scratch.path().join("gpumem.sock");
+        let (bare, extra): (Vec<&str>, Vec<&str>) = extra.iter().partition(|a| **a == "--no-test-libcuda");
+        let libcuda: Vec<&std::ffi::OsStr> = match bare.is_empty() {
+            true => vec!["--libcuda".as_ref(), p.libcuda.as_os_str()],
+            false => Vec::new(),
+        };
         let mut child = Command::new(&p.agent)
             .arg("run")
-            .arg("--libcuda")
-            .arg(&p.libcuda)
+            .args(libcuda)
             .arg("--output")
             .arg(&output)
             .arg("--socket")

@@ -22,7 +22,15 @@ fn missing_libcuda_path_is_named_in_the_error() {
     if !privileged() {
         return;
     }
-    let (ok, err) = run_agent(&["run", "--libcuda", "/nonexistent/libcuda.so.1", "--duration", "1"]);
+    let scratch = scratch();
+    let sock = scratch.path().join("s.sock");
+    let sock = sock.to_str().unwrap();
+    let missing = ["run", "--libcuda", "/nonexistent/libcuda.so.1", "--socket", sock, "--duration", "1"];
+    // Waited for, by default (a driver that comes later), and said so.
+    let (ok, err) = run_agent(&missing);
+    assert!(ok && err.contains("--libcuda /nonexistent/libcuda.so.1 not there yet"), "{err}");
+    // Refused, as a service that must trace from its start wants.
+    let (ok, err) = run_agent(&[&missing[..], &["--require-libcuda"]].concat());
     assert!(!ok);
     assert!(err.contains("--libcuda /nonexistent/libcuda.so.1") && err.contains("No such file"), "{err}");
 }

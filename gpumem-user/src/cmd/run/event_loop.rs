@@ -98,7 +98,7 @@ async fn first_rescan(s: &mut State, args: &RunArgs) -> tokio::time::Interval {
     let mut rescan = tokio::time::interval(args.rescan_every().unwrap_or(Duration::from_secs(3600)));
     rescan.tick().await;
     if args.rescan_every().is_some() {
-        setup::attach_new(&mut s.tracer, &mut s.agent, &mut s.rescan);
+        setup::attach_new(&mut s.tracer, &mut s.agent, &mut s.rescan, &args.libcuda);
     }
     rescan
 }
@@ -163,7 +163,7 @@ pub async fn run(s: &mut State, args: &RunArgs, mut signals: Signals) -> anyhow:
                     let tracer = &s.tracer;
                     s.agent.check_health(|gone| tracer.release_gone(gone)).context("writing records")?;
                 }
-                _ = rescan.tick(), if args.rescan_every().is_some() => setup::attach_new(&mut s.tracer, &mut s.agent, &mut s.rescan),
+                _ = rescan.tick(), if args.rescan_every().is_some() => setup::attach_new(&mut s.tracer, &mut s.agent, &mut s.rescan, &args.libcuda),
                 _ = usage.tick(), if args.interval.is_some() => s.drained(ring)?.write_usage().context("writing records")?,
                 _ = signals.int.recv() => break,
                 _ = signals.term.recv() => break,

@@ -54,7 +54,17 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     // takeover under way) waits until the start is complete; without, the
     // kernel undoes a killed start by itself.
     let early = args.persist.then(event_loop::Signals::install).transpose()?;
-    let libs = discover::libraries(&args.libcuda, &args.libnvml)?;
+    let libs = discover::libraries(&args.libcuda, &args.libnvml, args.require_libcuda)?;
+    if !libs.has(Library::Cuda) {
+        if args.rescan_every().is_none() {
+            anyhow::bail!(
+                "{}; with --rescan 0 nothing would look for one: give --libcuda PATH of an installed driver, or \
+                 a --rescan period",
+                discover::DiscoverError::NotFound { dirs: discover::SEARCH_DIRS.join(", ") }
+            );
+        }
+        tracing::warn!("{}", discover::waiting_for(&args.libcuda));
+    }
     let sink = setup::open_sink(args.output.as_deref(), args.format)?;
     // Held until the agent ends: no other agent or detach changes the pins
     // meanwhile (declared before the state, so dropped after it).

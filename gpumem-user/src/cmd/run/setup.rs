@@ -134,8 +134,14 @@ pub fn say_attached(r: &AttachReport) {
 /// `libnvidia-ml.so*`) that a process mapped since the last look and that
 /// is a file gpumem has not seen (a container's own copy, a driver
 /// upgrade). A file that cannot be attached is reported once.
-pub fn attach_new(tracer: &mut Tracer, agent: &mut Agent, rescan: &mut Rescan) {
-    for path in rescan.mapped_since() {
+pub fn attach_new(tracer: &mut Tracer, agent: &mut Agent, rescan: &mut Rescan, given: &[std::path::PathBuf]) {
+    let mut candidates = rescan.mapped_since();
+    // No driver's library yet: the install directories and the given
+    // paths too, so that the agent attaches before a process maps it.
+    if !tracer.libraries().any(|l| l.kind == gpumem_common::api::Library::Cuda) {
+        candidates.extend(discover::installed(given));
+    }
+    for path in candidates {
         let Some(kind) = discover::kind_of(&path).filter(|&k| tracer.serves(k)) else { continue };
         let Ok(meta) = std::fs::metadata(&path) else { continue };
         let key = (meta.dev(), meta.ino());
