@@ -6,6 +6,7 @@ mod bench;
 mod demo;
 mod deploy;
 mod gpu_kit;
+mod image;
 mod lint;
 mod nvidia;
 mod prometheus;
@@ -87,6 +88,12 @@ enum Cmd {
     /// numba-cuda, cuda.core), `./run.sh` there, as root, compares each
     /// framework's figures with gpumem's and NVML's and writes a report.
     GpuKit,
+    /// Build the agent's OCI image with podman, pulling nothing: the release
+    /// binary and the few files it needs (the host's libc, ldconfig,
+    /// busybox), `FROM scratch`; tagged gpumem:VERSION and
+    /// gpumem:VERSION-COMMIT, its size printed. deploy/container/Dockerfile
+    /// builds one on Debian's base where a registry is reachable.
+    Image,
     /// Only the kernel matrix: boot stock Debian kernels (6.1, 6.12, 6.18,
     /// sid's newest) under QEMU and run the limit and tracing suites in each,
     /// built in the profile `matrix` (optimised, debug checks kept). Two
@@ -123,6 +130,7 @@ fn main() -> std::process::ExitCode {
         Cmd::Nvidia => nvidia::print(),
         Cmd::Prometheus => prometheus::server().map(|p| println!("{}", p.display())),
         Cmd::GpuKit => gpu_kit::gpu_kit(),
+        Cmd::Image => image::image().map(drop),
         Cmd::Vm { kernels, tests, repeat } => test::vm_only(&kernels, &vm::Selection { tests, repeat }),
     };
     match result {

@@ -59,6 +59,7 @@ pub fn test() -> anyhow::Result<()> {
     let nvidia = crate::nvidia::path_list(&nvidia);
     let prometheus = crate::prometheus::server()?.into_os_string();
     let podman = container_runtime()?.into_os_string();
+    let (image_archive, image_tag) = agent_image()?;
     let tmux = crate::util::ensure_tool("tmux", "tmux")?.into_os_string();
     let e2e_ok = cargo_test(
         &["-p", "gpumem-tests", "--test", "e2e", "--", "--test-threads=1"],
@@ -67,6 +68,8 @@ pub fn test() -> anyhow::Result<()> {
             ("GPUMEM_NVIDIA_LIBCUDA", &nvidia),
             ("GPUMEM_PROMETHEUS", &prometheus),
             ("GPUMEM_PODMAN", &podman),
+            ("GPUMEM_IMAGE", &image_archive),
+            ("GPUMEM_IMAGE_TAG", &image_tag),
             ("GPUMEM_TMUX", &tmux),
         ],
         &mut tally,
@@ -94,6 +97,17 @@ pub fn test() -> anyhow::Result<()> {
 /// podman and the runtime it needs here (runc: Debian's crun refuses
 /// hybrid cgroups), from Debian's packages when missing, for the
 /// container test.
+/// The agent's own image, run as the DaemonSet runs it (the `daemonset`
+/// suite): its archive and its name; built as root, as the privileged
+/// tests run (empty otherwise: they skip).
+fn agent_image() -> anyhow::Result<(std::ffi::OsString, std::ffi::OsString)> {
+    if !is_root() {
+        return Ok(Default::default());
+    }
+    let image = crate::image::image()?;
+    Ok((image.archive.into_os_string(), image.tag.into()))
+}
+
 fn container_runtime() -> anyhow::Result<std::path::PathBuf> {
     crate::util::ensure_tool("runc", "runc")?;
     crate::util::ensure_tool("podman", "podman")

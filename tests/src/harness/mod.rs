@@ -8,8 +8,10 @@
 //! and what a test needs to know of where it runs (`env`). Every wait is for a
 //! condition, with a deadline that fails the test with context.
 mod agent;
+mod agent_image;
 mod card;
 mod cgroup;
+mod daemonset;
 mod env;
 pub mod http;
 mod kubelet;
@@ -27,8 +29,10 @@ mod workload;
 
 pub use self::{
     agent::Agent,
+    agent_image::AgentContainer,
     card::{card_held, SimCard, CONTEXT_COST},
     cgroup::Cgroup,
+    daemonset::{DaemonSet, Mount},
     env::{
         multi_link_refusal, paths, privileged, provided, register_write_refusal, scratch, skip, test_name,
         user_write_refusal, Paths,

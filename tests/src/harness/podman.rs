@@ -18,15 +18,15 @@ use super::{
 /// podman with a private state directory (removed when dropped, after
 /// the containers).
 pub struct Podman {
-    cli: Cli,
+    pub(super) cli: Cli,
     _state: tempfile::TempDir,
 }
 
 /// How to call podman with that state.
 #[derive(Clone)]
-struct Cli {
+pub(super) struct Cli {
     bin: PathBuf,
-    state: PathBuf,
+    pub(super) state: PathBuf,
 }
 
 /// A container made by [`Podman::run`], removed (killed first) when
@@ -106,7 +106,7 @@ impl Cli {
     /// runc (crun 1.8 refuses hybrid cgroups), the vfs driver (overlay
     /// leaves a mount between commands), no event log, its network
     /// configuration kept here too.
-    fn command(&self) -> Command {
+    pub(super) fn command(&self) -> Command {
         let s = &self.state;
         let mut c = Command::new(&self.bin);
         c.args(["--runtime", "runc", "--storage-driver", "vfs", "--cgroup-manager", "cgroupfs"])

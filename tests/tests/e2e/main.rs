@@ -16,6 +16,7 @@ mod containers;
 mod control_flood;
 mod coverage;
 mod cuda_bindings;
+mod daemonset;
 mod declared;
 mod declared_containers;
 mod faults;

@@ -1,0 +1,127 @@
+//! The agent's own image (`cargo xtask image`, saved as an OCI archive and
+//! named in `GPUMEM_IMAGE`) run by podman as the DaemonSet specifies
+//! (`daemonset.rs`), talked to through its socket on the mounted
+//! directory, as a node's root would.
+use std::{path::PathBuf, process::Command};
+
+use gpumem::output::StatusReport;
+
+use super::{
+    daemonset::{DaemonSet, Mount},
+    env::{paths, provided},
+    podman::{Cli, Podman},
+    poll::poll,
+};
+
+/// The agent's container, removed (stopped at once) when dropped.
+pub struct AgentContainer {
+    pub name: String,
+    cli: Cli,
+    /// The control socket, on the host's side of the `run` mount.
+    pub socket: PathBuf,
+}
+
+impl Podman {
+    /// The agent's image from `GPUMEM_IMAGE`, loaded into this podman's
+    /// storage: its name, or None (the test is skipped, saying why).
+    pub fn agent_image(&self) -> Option<String> {
+        let archive = provided("GPUMEM_IMAGE", "builds the agent's image (`cargo xtask image`) and sets it")?;
+        let out =
+            self.cli.command().args(["load", "--quiet", "-i"]).arg(&archive).output().expect("podman load");
+        assert!(out.status.success(), "podman load: {}", String::from_utf8_lossy(&out.stderr));
+        // "Loaded image: localhost/gpumem:0.1.0-abc" (one per tag).
+        let text = String::from_utf8_lossy(&out.stdout).to_string();
+        let name = text.lines().find_map(|l| l.strip_prefix("Loaded image: ")).map(str::trim);
+        Some(name.unwrap_or_else(|| panic!("podman load said: {text}")).to_string())
+    }
+
+    /// Starts `image` as `ds` runs the agent, each mount's host side as
+    /// `host` gives it, and waits until it answers on its socket (the
+    /// `run` mount's `gpumem.sock`).
+    pub fn run_agent(
+        &self,
+        name: &str,
+        ds: &DaemonSet,
+        image: &str,
+        host: impl Fn(&Mount) -> PathBuf,
+    ) -> AgentContainer {
+        let run =
+            ds.mounts.iter().find(|m| m.path == "/run/gpumem").expect("the DaemonSet mounts /run/gpumem");
+        let socket = host(run).join("gpumem.sock");
+        let out = self
+            .cli
+            .command()
+            .arg("run")
+            .args(ds.podman_args(name, image, host))
+            .output()
+            .expect("podman run");
+        let c = AgentContainer { name: name.to_string(), cli: self.cli.clone(), socket };
+        assert!(out.status.success(), "podman run: {}", String::from_utf8_lossy(&out.stderr));
+        poll(
+            "the agent in its container to answer on its socket",
+            || c.try_status(),
+            Option::is_some,
+            || c.logs(),
+        );
+        c
+    }
+}
+
+impl AgentContainer {
+    /// What the container wrote: the records (standard output) and the
+    /// agent's messages (standard error), as `kubectl logs` shows them.
+    pub fn logs(&self) -> String {
+        let out = self.cli.command().args(["logs", &self.name]).output().expect("podman logs");
+        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr)
+    }
+
+    /// `gpumem status --json` from the host, through the mounted socket.
+    pub fn try_status(&self) -> Option<StatusReport> {
+        let out = Command::new(paths().agent)
+            .args(["status", "--json", "--socket"])
+            .arg(&self.socket)
+            .output()
+            .ok()?;
+        out.status.success().then(|| serde_json::from_slice(&out.stdout).ok()).flatten()
+    }
+
+    pub fn status(&self) -> StatusReport {
+        self.try_status().unwrap_or_else(|| panic!("no status from the agent's container:\n{}", self.logs()))
+    }
+
+    /// Waits until `cond` holds for its status.
+    pub fn wait_for_status(&self, what: &str, cond: impl Fn(&StatusReport) -> bool) -> StatusReport {
+        poll(what, || self.try_status(), |s| s.as_ref().is_some_and(&cond), || self.logs()).unwrap()
+    }
+
+    /// `gpumem limit ARGS` from the host, through the mounted socket.
+    pub fn limit(&self, args: &[&str]) -> (bool, String) {
+        let out = Command::new(paths().agent)
+            .arg("limit")
+            .args(args)
+            .arg("--socket")
+            .arg(&self.socket)
+            .output()
+            .expect("gpumem limit");
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr),
+        )
+    }
+
+    /// Runs `argv` in the agent's container (`podman exec`), as `kubectl
+    /// exec` would.
+    pub fn exec(&self, argv: &[&str]) -> (bool, String) {
+        let out = self.cli.command().args(["exec", &self.name]).args(argv).output().expect("podman exec");
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr),
+        )
+    }
+}
+
+impl Drop for AgentContainer {
+    fn drop(&mut self) {
+        let _ = self.cli.command().args(["rm", "-f", "-t", "5", &self.name]).output();
+    }
+}

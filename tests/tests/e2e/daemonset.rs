@@ -1,0 +1,135 @@
+//! The agent's own image (`cargo xtask image`) run by podman exactly as
+//! deploy/kubernetes/30-daemonset.yaml specifies: its command and
+//! arguments, environment, security context (the three capabilities, a
+//! read-only root, the host's PIDs) and mounts, read from the manifest.
+//! The node-specific parts stand in as a kubelet would make them: the
+//! ConfigMap's file, the socket directory, the node's driver directory
+//! (the simulated driver). Checked from outside the container, as a
+//! node's root would.
+use std::{os::unix::process::ExitStatusExt, path::PathBuf};
+
+use gpumem_tests::harness::*;
+
+/// A directory a hostPath mount needs on this host, made if missing and
+/// removed again when dropped.
+struct HostDir(Option<PathBuf>);
+
+impl HostDir {
+    fn ensure(path: &str) -> Self {
+        let p = PathBuf::from(path);
+        match p.exists() {
+            true => Self(None),
+            false => {
+                std::fs::create_dir_all(&p).unwrap();
+                Self(Some(p))
+            }
+        }
+    }
+}
+
+impl Drop for HostDir {
+    fn drop(&mut self) {
+        if let Some(p) = &self.0 {
+            let _ = std::fs::remove_dir(p);
+        }
+    }
+}
+
+/// The node as the kubelet would have made it for the agent's pod: the
+/// ConfigMap's file (with a rule of the test's on `cgroup`), the socket
+/// directory, the node's driver directory (the simulated driver), the
+/// kubelet's log directories.
+struct Node {
+    _scratch: tempfile::TempDir,
+    config: PathBuf,
+    run: PathBuf,
+    driver: PathBuf,
+    _kubelet: [HostDir; 2],
+}
+
+impl Node {
+    fn make(ds: &DaemonSet, cgroup: &str) -> Self {
+        let scratch = scratch();
+        let dir = |d: &str| {
+            let p = scratch.path().join(d);
+            std::fs::create_dir_all(&p).unwrap();
+            p
+        };
+        let (config, run, driver) = (dir("config"), dir("run"), dir("driver"));
+        let rule =
+            format!("\n[[limit]]\ncgroup = \"{cgroup}\"\nhard = \"24MiB\"\naction = \"signal:SIGKILL\"\n");
+        std::fs::write(config.join("gpumem.toml"), ds.config.clone() + &rule).unwrap();
+        std::fs::copy(paths().libcuda, driver.join("libcuda.so.1")).unwrap();
+        let _kubelet = [HostDir::ensure("/var/log/pods"), HostDir::ensure("/var/log/containers")];
+        Self { _scratch: scratch, config, run, driver, _kubelet }
+    }
+
+    /// Each mount's directory on this host.
+    fn host(&self, m: &Mount) -> PathBuf {
+        match m.name.as_str() {
+            "config" => self.config.clone(),
+            "run" => self.run.clone(),
+            "driver-libs" => self.driver.clone(),
+            _ => PathBuf::from(m.host_path.clone().unwrap_or_else(|| panic!("mount {m:?}"))),
+        }
+    }
+}
+
+/// A process in another container, on its own copy of the driver: found
+/// through its root, traced exactly and named.
+fn a_containers_process_is_traced_and_named(podman: &Podman, agent: &AgentContainer, name: &str) {
+    let rootfs = podman.rootfs("daemonset-workload", true);
+    let args = ["--scenario", "basic", "--pause", "--hold-at-start"];
+    let (mut cw, ctr) = podman.run(name, &rootfs, false, &args);
+    assert_eq!(cw.checkpoint().checkpoint, "loaded");
+    agent.wait_for_status("the container's copy attached", |s| s.libraries.len() >= 2);
+    cw.resume();
+    let c = cw.checkpoint();
+    let (host_pid, id) = ctr.host_pid_and_id();
+    let s = agent.wait_for_status("the container's process", |s| {
+        proc_entry(s, host_pid).is_some_and(|p| p.bytes == c.held)
+    });
+    let entry = proc_entry(&s, host_pid).unwrap();
+    assert_eq!(entry.container.as_ref().map(|c| c.id.as_str()), Some(id.as_str()), "{entry:?}");
+}
+
+#[test]
+fn the_image_runs_as_the_daemonset_specifies_and_traces_and_limits_the_node() {
+    if !privileged() {
+        return;
+    }
+    let Some(podman) = Podman::available() else { return };
+    let Some(image) = podman.agent_image() else { return };
+    let ds = DaemonSet::read();
+    let cg = Cgroup::create("daemonset-limited");
+    let node = Node::make(&ds, &cg.path);
+    let name = format!("gpumem-daemonset-{}", std::process::id());
+    let agent = podman.run_agent(&name, &ds, &image, |m| node.host(m));
+    agent.wait_for_status("the node's driver attached", |s| s.libcuda_attached);
+
+    // A process on the node, on the node's driver.
+    let lib = node.driver.join("libcuda.so.1");
+    let lib = lib.to_str().unwrap();
+    let mut w = Workload::spawn(&["--libcuda", lib, "--scenario", "basic", "--pause"], None, &[]);
+    let (pid, c) = (w.pid(), w.checkpoint());
+    let s = agent.wait_for_status("its memory", |s| proc_entry(s, pid).is_some_and(|p| p.bytes == c.held));
+    assert_process_holds(&s, pid, c.held);
+    w.run_to_end();
+
+    a_containers_process_is_traced_and_named(&podman, &agent, &format!("{name}-workload"));
+
+    // The ConfigMap's limit: a process of its cgroup is stopped at the
+    // call that crosses 24 MiB.
+    let steps =
+        ["--libcuda", lib, "--scenario", "steps", "--size", "16777216", "--iterations", "2", "--pause"];
+    let (seen, status) = Workload::spawn(&steps, Some(&cg), &[]).resumed_to_exit();
+    assert_eq!((seen, status.signal()), (vec!["step-1".to_string()], Some(9)), "16 MiB fit, 32 cross 24");
+    let (ok, listed) = agent.limit(&["list"]);
+    assert!(ok && listed.contains(&cg.path), "{listed}");
+
+    // The records are the pod's log (standard output), the agent's words
+    // beside them.
+    let logs = agent.logs();
+    assert!(logs.contains(&format!("\"event\":\"alloc\",\"api\":\"cuMemAlloc_v2\",\"pid\":{pid}")), "{logs}");
+    assert!(logs.contains("gpumem: ready"), "{logs}");
+}

@@ -1,0 +1,164 @@
+//! `cargo xtask image`: the agent's OCI image, built from what these
+//! machines reach, with no registry and no base image to pull. Its root
+//! holds only what the agent needs, each file the host's own (Debian's
+//! packages): the release binary; the C library, libm, libgcc_s and the
+//! loader it links (found with `ldd`); `ldconfig` (static), which the agent
+//! asks where a libcuda is; and busybox (static, Debian's busybox-static)
+//! for `pkill`, the DaemonSet's reload command. Built with podman from a
+//! Containerfile `FROM scratch`, tagged `gpumem:VERSION` and
+//! `gpumem:VERSION-COMMIT`; its size is printed. `deploy/container/Dockerfile`
+//! builds the same agent on Debian's base image where a registry is
+//! reachable.
+use std::{
+    fs,
+    path::{Path, PathBuf},
+};
+
+use anyhow::{bail, Context};
+
+use crate::{
+    artifacts::build_profile,
+    util::{cmd, ensure_tool, output, root, run, target_dir},
+};
+
+/// What was built.
+pub struct Image {
+    /// `gpumem:VERSION-COMMIT`.
+    pub tag: String,
+    /// The image saved as an OCI archive, for a podman of other storage
+    /// (the tests') to load.
+    pub archive: PathBuf,
+}
+
+pub fn image() -> anyhow::Result<Image> {
+    let built = build_profile("release")?;
+    let podman = ensure_tool("podman", "podman")?;
+    let busybox = ensure_tool("busybox", "busybox-static")?;
+    let dir = target_dir().join("image");
+    if dir.exists() {
+        fs::remove_dir_all(&dir).with_context(|| format!("clearing {}", dir.display()))?;
+    }
+    let rootfs = dir.join("rootfs");
+    let agent = rootfs.join("usr/local/bin/gpumem");
+    place(&built.agent, &agent)?;
+    let strip = ensure_tool("strip", "binutils")?;
+    run(cmd(strip).arg("--strip-debug").arg(&agent))?;
+    for lib in linked(&built.agent)? {
+        place(&lib, &rootfs.join(lib.strip_prefix("/").unwrap_or(&lib)))?;
+    }
+    place(Path::new("/sbin/ldconfig"), &rootfs.join("sbin/ldconfig"))?;
+    place(&busybox, &rootfs.join("bin/busybox"))?;
+    for applet in ["sh", "pkill", "cat", "ls"] {
+        std::os::unix::fs::symlink("/bin/busybox", rootfs.join("bin").join(applet))
+            .with_context(|| format!("linking {applet}"))?;
+    }
+    // The agent's socket directory and the mounts' points; /tmp for nothing
+    // but good manners (the root file system is read-only in the pod).
+    for d in ["run/gpumem", "etc/gpumem", "tmp", "proc", "sys", "dev"] {
+        fs::create_dir_all(rootfs.join(d))?;
+    }
+    let (version, commit) = (version()?, commit()?);
+    fs::write(dir.join("Containerfile"), containerfile(&version, &commit))?;
+    let tag = format!("gpumem:{version}-{commit}");
+    output(
+        cmd(&podman)
+            .args(["build", "--quiet", "--no-cache", "-t", &tag, "-t", &format!("gpumem:{version}"), "-f"])
+            .arg(dir.join("Containerfile"))
+            .arg(&dir),
+    )
+    .context("building the image with podman")?;
+    let size = output(cmd(&podman).args(["image", "inspect", "--format", "{{.Size}}", &tag]))?;
+    let bytes: u64 = size.trim().parse().with_context(|| format!("podman said the size is `{size}`"))?;
+    let archive = dir.join(format!("gpumem-{version}-{commit}.tar"));
+    run(cmd(&podman).args(["save", "--quiet", "--format", "oci-archive", "-o"]).arg(&archive).arg(&tag))
+        .context("saving the image")?;
+    println!(
+        "{tag} (also gpumem:{version}): {:.1} MiB; saved as {}",
+        bytes as f64 / (1 << 20) as f64,
+        archive.display()
+    );
+    Ok(Image { tag, archive })
+}
+
+fn containerfile(version: &str, commit: &str) -> String {
+    format!(
+        "# Written by `cargo xtask image`: the agent and the files it needs, no base image.\n\
+         FROM scratch\n\
+         COPY rootfs/ /\n\
+         LABEL org.opencontainers.image.title=gpumem \\\n      \
+         org.opencontainers.image.version={version} \\\n      \
+         org.opencontainers.image.revision={commit}\n\
+         USER 0\n\
+         ENTRYPOINT [\"/usr/local/bin/gpumem\"]\n\
+         CMD [\"run\"]\n"
+    )
+}
+
+/// Copies `from` (the file a link leads to) to `to`, making its directory.
+fn place(from: &Path, to: &Path) -> anyhow::Result<()> {
+    fs::create_dir_all(to.parent().unwrap_or(Path::new("/")))?;
+    fs::copy(from, to).with_context(|| format!("copying {} into the image", from.display()))?;
+    Ok(())
+}
+
+/// The shared libraries `binary` links, and its loader, as `ldd` says.
+fn linked(binary: &Path) -> anyhow::Result<Vec<PathBuf>> {
+    let text = output(cmd("ldd").arg(binary))?;
+    let libs = parse_ldd(&text);
+    if !libs.iter().any(|l| l.to_string_lossy().contains("ld-linux")) {
+        bail!("ldd named no loader for {}:\n{text}", binary.display());
+    }
+    Ok(libs)
+}
+
+/// The paths of `ldd`'s lines (`libc.so.6 => /lib/... (0x...)`, or the
+/// loader's `/lib64/ld-linux-x86-64.so.2 (0x...)`); the vDSO has none.
+pub fn parse_ldd(text: &str) -> Vec<PathBuf> {
+    text.lines()
+        .filter_map(|l| {
+            let l = l.trim();
+            let path = l.split_once("=>").map_or(l, |(_, p)| p.trim());
+            let path = path.split_whitespace().next()?;
+            path.starts_with('/').then(|| PathBuf::from(path))
+        })
+        .collect()
+}
+
+/// The agent's version, the workspace's (`cargo xtask` is built with
+/// the same manifest).
+fn version() -> anyhow::Result<String> {
+    let manifest = fs::read_to_string(root().join("Cargo.toml"))?;
+    manifest
+        .lines()
+        .find_map(|l| l.strip_prefix("version = ").map(|v| v.trim_matches('"').to_string()))
+        .context("no workspace version in Cargo.toml")
+}
+
+/// The commit, short, `-dirty` where the tree has changes.
+fn commit() -> anyhow::Result<String> {
+    let head = output(cmd("git").current_dir(root()).args(["rev-parse", "--short=12", "HEAD"]))?;
+    let dirty =
+        !output(cmd("git").current_dir(root()).args(["status", "--porcelain", "--untracked-files=no"]))?
+            .trim()
+            .is_empty();
+    Ok(format!("{}{}", head.trim(), if dirty { "-dirty" } else { "" }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ldd_lines_give_their_files() {
+        let text = "\tlinux-vdso.so.1 (0x00007ffd)\n\tlibgcc_s.so.1 => /lib/x86_64-linux-gnu/libgcc_s.so.1 (0x7f)\n\
+                    \tlibc.so.6 => /lib/x86_64-linux-gnu/libc.so.6 (0x7f)\n\t/lib64/ld-linux-x86-64.so.2 (0x7f)\n";
+        assert_eq!(
+            parse_ldd(text),
+            [
+                PathBuf::from("/lib/x86_64-linux-gnu/libgcc_s.so.1"),
+                PathBuf::from("/lib/x86_64-linux-gnu/libc.so.6"),
+                PathBuf::from("/lib64/ld-linux-x86-64.so.2")
+            ]
+        );
+    }
+}
