@@ -3,8 +3,10 @@
 //! holds only what the agent needs, each file the host's own (Debian's
 //! packages): the release binary; the C library, libm, libgcc_s and the
 //! loader it links (found with `ldd`); `ldconfig` (static), which the agent
-//! asks where a libcuda is; and busybox (static, Debian's busybox-static)
-//! for `pkill`, the DaemonSet's reload command. Built with podman from a
+//! asks where a libcuda is; procps's `pkill` and what it links (the
+//! DaemonSet's reload command, as the Debian-based Dockerfile has it); and
+//! busybox (static, Debian's busybox-static) for a shell to look around
+//! with. Built with podman from a
 //! Containerfile `FROM scratch`, tagged `gpumem:VERSION` and
 //! `gpumem:VERSION-COMMIT`; its size is printed. `deploy/container/Dockerfile`
 //! builds the same agent on Debian's base image where a registry is
@@ -47,8 +49,13 @@ pub fn image() -> anyhow::Result<Image> {
         place(&lib, &rootfs.join(lib.strip_prefix("/").unwrap_or(&lib)))?;
     }
     place(Path::new("/sbin/ldconfig"), &rootfs.join("sbin/ldconfig"))?;
+    let pkill = ensure_tool("pkill", "procps")?;
+    place(&pkill, &rootfs.join("usr/bin/pkill"))?;
+    for lib in linked(&pkill)? {
+        place(&lib, &rootfs.join(lib.strip_prefix("/").unwrap_or(&lib)))?;
+    }
     place(&busybox, &rootfs.join("bin/busybox"))?;
-    for applet in ["sh", "pkill", "cat", "ls"] {
+    for applet in ["sh", "cat", "ls", "ps"] {
         std::os::unix::fs::symlink("/bin/busybox", rootfs.join("bin").join(applet))
             .with_context(|| format!("linking {applet}"))?;
     }

@@ -35,13 +35,14 @@ impl Podman {
         Some(name.unwrap_or_else(|| panic!("podman load said: {text}")).to_string())
     }
 
-    /// Starts `image` as `ds` runs the agent, each mount's host side as
-    /// `host` gives it, and waits until it answers on its socket (the
+    /// Starts `image` as `ds` runs the agent (on `network`, see
+    /// `DaemonSet::podman_args`), each mount's host side as `host` gives
+    /// it, and waits until it answers on its socket (the
     /// `run` mount's `gpumem.sock`).
     pub fn run_agent(
         &self,
         name: &str,
-        ds: &DaemonSet,
+        (ds, network): (&DaemonSet, &str),
         image: &str,
         host: impl Fn(&Mount) -> PathBuf,
     ) -> AgentContainer {
@@ -52,7 +53,7 @@ impl Podman {
             .cli
             .command()
             .arg("run")
-            .args(ds.podman_args(name, image, host))
+            .args(ds.podman_args(name, image, network, host))
             .output()
             .expect("podman run");
         let c = AgentContainer { name: name.to_string(), cli: self.cli.clone(), socket };

@@ -36,6 +36,11 @@ pub struct DaemonSet {
     pub grace_seconds: u64,
     /// `gpumem.toml` as the ConfigMap holds it.
     pub config: String,
+    /// The startup and liveness probes: each one's HTTP path and port.
+    pub probes: Vec<(String, u16)>,
+    /// The command the manifest's comment gives to reload the limits in
+    /// the pod (after `kubectl exec POD --`).
+    pub reload: Vec<String>,
 }
 
 fn deploy(file: &str) -> PathBuf {
@@ -97,6 +102,8 @@ impl DaemonSet {
             mounts,
             grace_seconds: pod["terminationGracePeriodSeconds"].as_u64().unwrap_or(30),
             config: cm["data"]["gpumem.toml"].as_str().unwrap_or_default().to_string(),
+            probes: probes(c),
+            reload: reload_command(&text),
         }
     }
 
@@ -104,9 +111,18 @@ impl DaemonSet {
     /// as the kubelet would run its container; `host` gives each mount's
     /// directory on this host (the manifest's `hostPath`, or a test's
     /// stand-in: the ConfigMap's directory, the node's driver libraries).
-    pub fn podman_args(&self, name: &str, image: &str, host: impl Fn(&Mount) -> PathBuf) -> Vec<String> {
+    /// `network`: the pod's network's stand-in (`host` where something on
+    /// the host must reach its port, as Prometheus and the probes reach a
+    /// pod's IP).
+    pub fn podman_args(
+        &self,
+        name: &str,
+        image: &str,
+        network: &str,
+        host: impl Fn(&Mount) -> PathBuf,
+    ) -> Vec<String> {
         let mut a: Vec<String> =
-            vec!["-d".into(), "--name".into(), name.into(), "--network".into(), "none".into()];
+            vec!["-d".into(), "--name".into(), name.into(), "--network".into(), network.into()];
         a.extend(["--ulimit", "nofile=1024:1024", "--ulimit", "nproc=4096:4096"].map(String::from));
         if self.host_pid {
             a.push("--pid=host".into());
@@ -144,6 +160,47 @@ impl DaemonSet {
     }
 }
 
+/// The container's startup and liveness probes: path and port (a named
+/// port resolved through the container's ports).
+fn probes(c: &Value) -> Vec<(String, u16)> {
+    ["startupProbe", "livenessProbe"]
+        .iter()
+        .filter_map(|p| {
+            let get = &c[*p]["httpGet"];
+            let port = match &get["port"] {
+                Value::String(name) => {
+                    c["ports"].as_sequence()?.iter().find(|p| p["name"].as_str() == Some(name.as_str()))?
+                        ["containerPort"]
+                        .as_u64()?
+                }
+                other => other.as_u64()?,
+            };
+            Some((get["path"].as_str()?.to_string(), u16::try_from(port).ok()?))
+        })
+        .collect()
+}
+
+/// The reload command of the manifest's header comment
+/// (`kubectl -n gpumem exec POD -- pkill -HUP ...`): its words after `--`.
+fn reload_command(text: &str) -> Vec<String> {
+    let line = text.lines().find(|l| l.starts_with('#') && l.contains("exec POD -- pkill -HUP"));
+    let after = line.and_then(|l| l.split_once(" -- ")).map_or("", |(_, c)| c);
+    let mut words = Vec::new();
+    let mut quoted = false;
+    let mut word = String::new();
+    for ch in after.chars() {
+        match ch {
+            '\'' => quoted = !quoted,
+            c if c.is_whitespace() && !quoted => {
+                words.extend((!word.is_empty()).then(|| std::mem::take(&mut word)))
+            }
+            c => word.push(c),
+        }
+    }
+    words.extend((!word.is_empty()).then_some(word));
+    words
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -159,7 +216,11 @@ mod tests {
             .any(|m| m.path == "/run/gpumem" && m.host_path.as_deref() == Some("/run/gpumem")));
         assert!(ds.mounts.iter().any(|m| m.name == "config" && m.host_path.is_none()));
         assert!(ds.config.contains("default_action"), "{}", ds.config);
-        let args = ds.podman_args("n", "img", |m| PathBuf::from(m.host_path.clone().unwrap_or_default()));
+        assert_eq!(ds.probes, [("/metrics".to_string(), 9400), ("/metrics".to_string(), 9400)]);
+        assert_eq!(ds.reload[..3], ["pkill", "-HUP", "-f"]);
+        assert!(ds.reload[3].starts_with("^/usr/local/bin/gpumem run"), "{:?}", ds.reload);
+        let args =
+            ds.podman_args("n", "img", "none", |m| PathBuf::from(m.host_path.clone().unwrap_or_default()));
         let at = args.iter().position(|a| a == "img").unwrap();
         assert_eq!(&args[at + 1..at + 3], ["run", "--config"]);
         assert!(args.contains(&"--pid=host".to_string()) && args.contains(&"--cap-drop=ALL".to_string()));

@@ -104,16 +104,28 @@ fn the_image_runs_as_the_daemonset_specifies_and_traces_and_limits_the_node() {
     let cg = Cgroup::create("daemonset-limited");
     let node = Node::make(&ds, &cg.path);
     let name = format!("gpumem-daemonset-{}", std::process::id());
-    let agent = podman.run_agent(&name, &ds, &image, |m| node.host(m));
+    // The pod's network stands in as the host's (no CNI here), so that
+    // Prometheus and the probes reach its port as they would its IP.
+    let agent = podman.run_agent(&name, (&ds, "host"), &image, |m| node.host(m));
+    for (path, port) in &ds.probes {
+        let answer = http::get(([127, 0, 0, 1], *port).into(), path).expect("the probe's request");
+        assert_eq!(answer.status, 200, "the probe {path} on {port}");
+    }
     agent.wait_for_status("the node's driver attached", |s| s.libcuda_attached);
 
-    // A process on the node, on the node's driver.
+    // A process on the node, on the node's driver: in the agent's status
+    // and, scraped by a real Prometheus, in its metrics.
     let lib = node.driver.join("libcuda.so.1");
     let lib = lib.to_str().unwrap();
     let mut w = Workload::spawn(&["--libcuda", lib, "--scenario", "basic", "--pause"], None, &[]);
     let (pid, c) = (w.pid(), w.checkpoint());
     let s = agent.wait_for_status("its memory", |s| proc_entry(s, pid).is_some_and(|p| p.bytes == c.held));
     assert_process_holds(&s, pid, c.held);
+    if let Some(prom) = Prometheus::scraping(([127, 0, 0, 1], ds.probes[0].1).into()) {
+        prom.wait_for("gpumem_libcuda_attached", |r| r.len() == 1 && r[0].1 == 1.0);
+        let held = format!("sum(gpumem_process_memory_bytes{{pid=\"{pid}\"}})");
+        prom.wait_for(&held, |r| r.len() == 1 && r[0].1 as u64 == c.held);
+    }
     w.run_to_end();
 
     a_containers_process_is_traced_and_named(&podman, &agent, &format!("{name}-workload"));
@@ -126,6 +138,22 @@ fn the_image_runs_as_the_daemonset_specifies_and_traces_and_limits_the_node() {
     assert_eq!((seen, status.signal()), (vec!["step-1".to_string()], Some(9)), "16 MiB fit, 32 cross 24");
     let (ok, listed) = agent.limit(&["list"]);
     assert!(ok && listed.contains(&cg.path), "{listed}");
+
+    // The ConfigMap changes, and the manifest's reload command (run in the
+    // pod, as `kubectl exec` would) makes the agent reread it.
+    let second = Cgroup::create("daemonset-reloaded");
+    let rule = format!("\n[[limit]]\ncgroup = \"{}\"\nhard = \"8MiB\"\n", second.path);
+    let file = node.config.join("gpumem.toml");
+    std::fs::write(&file, std::fs::read_to_string(&file).unwrap() + &rule).unwrap();
+    let reload: Vec<&str> = ds.reload.iter().map(String::as_str).collect();
+    let (ok, out) = agent.exec(&reload);
+    assert!(ok, "{reload:?}: {out}");
+    poll(
+        "the reread rule in the list",
+        || agent.limit(&["list"]).1,
+        |l| l.contains(&second.path),
+        || agent.logs(),
+    );
 
     // The records are the pod's log (standard output), the agent's words
     // beside them.
