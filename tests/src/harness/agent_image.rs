@@ -4,7 +4,7 @@
 //! directory, as a node's root would.
 use std::{path::PathBuf, process::Command};
 
-use gpumem::output::StatusReport;
+use gpumem::output::{Line, StatusReport};
 
 use super::{
     daemonset::{DaemonSet, Mount},
@@ -74,6 +74,38 @@ impl AgentContainer {
     pub fn logs(&self) -> String {
         let out = self.cli.command().args(["logs", &self.name]).output().expect("podman logs");
         String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr)
+    }
+
+    /// The records it wrote (its standard output), typed.
+    pub fn lines(&self) -> Vec<Line> {
+        let out = self.cli.command().args(["logs", &self.name]).output().expect("podman logs");
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter(|l| l.starts_with('{'))
+            .map(|l| {
+                serde_json::from_str(l)
+                    .unwrap_or_else(|e| panic!("a record that does not read back ({e}): {l}"))
+            })
+            .collect()
+    }
+
+    /// `podman stop` with `grace` seconds (SIGTERM, as the kubelet sends
+    /// it), then the agent's exit code.
+    pub fn stop(&self, grace: u64) -> i64 {
+        let out = self
+            .cli
+            .command()
+            .args(["stop", "-t", &grace.to_string(), &self.name])
+            .output()
+            .expect("podman stop");
+        assert!(out.status.success(), "podman stop: {}", String::from_utf8_lossy(&out.stderr));
+        let out = self
+            .cli
+            .command()
+            .args(["inspect", "--format", "{{.State.ExitCode}}", &self.name])
+            .output()
+            .expect("podman inspect");
+        String::from_utf8_lossy(&out.stdout).trim().parse().unwrap_or(-1)
     }
 
     /// `gpumem status --json` from the host, through the mounted socket.

@@ -10,6 +10,31 @@ use std::{os::unix::process::ExitStatusExt, path::PathBuf};
 
 use gpumem_tests::harness::*;
 
+/// The manifest's pin directory (`--persist`), on the node's BPF file
+/// system.
+pub(crate) const PINS: &str = "/sys/fs/bpf/gpumem";
+
+/// Removes what the agents pinned, whatever the test's end.
+pub(crate) struct Detach;
+
+impl Detach {
+    /// None (the test skipped, saying why) where the node has pins
+    /// already: another agent's.
+    pub(crate) fn guard() -> Option<Self> {
+        if std::path::Path::new(PINS).exists() {
+            skip(&format!("{PINS} holds pins on this host (another agent's?)"));
+            return None;
+        }
+        Some(Self)
+    }
+}
+
+impl Drop for Detach {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new(paths().agent).args(["detach", "--pin-dir", PINS]).output();
+    }
+}
+
 /// A directory a hostPath mount needs on this host, made if missing and
 /// removed again when dropped.
 struct HostDir(Option<PathBuf>);
@@ -39,16 +64,16 @@ impl Drop for HostDir {
 /// ConfigMap's file (with a rule of the test's on `cgroup`), the socket
 /// directory, the node's driver directory (the simulated driver), the
 /// kubelet's log directories.
-struct Node {
+pub(crate) struct Node {
     _scratch: tempfile::TempDir,
-    config: PathBuf,
+    pub config: PathBuf,
     run: PathBuf,
-    driver: PathBuf,
+    pub driver: PathBuf,
     _kubelet: [HostDir; 2],
 }
 
 impl Node {
-    fn make(ds: &DaemonSet, cgroup: &str) -> Self {
+    pub(crate) fn make(ds: &DaemonSet, cgroup: &str) -> Self {
         let scratch = scratch();
         let dir = |d: &str| {
             let p = scratch.path().join(d);
@@ -65,7 +90,7 @@ impl Node {
     }
 
     /// Each mount's directory on this host.
-    fn host(&self, m: &Mount) -> PathBuf {
+    pub(crate) fn host(&self, m: &Mount) -> PathBuf {
         match m.name.as_str() {
             "config" => self.config.clone(),
             "run" => self.run.clone(),
@@ -101,6 +126,7 @@ fn the_image_runs_as_the_daemonset_specifies_and_traces_and_limits_the_node() {
     let Some(podman) = Podman::available() else { return };
     let Some(image) = podman.agent_image() else { return };
     let ds = DaemonSet::read();
+    let Some(_detach) = Detach::guard() else { return };
     let cg = Cgroup::create("daemonset-limited");
     let node = Node::make(&ds, &cg.path);
     let name = format!("gpumem-daemonset-{}", std::process::id());

@@ -17,6 +17,7 @@ mod control_flood;
 mod coverage;
 mod cuda_bindings;
 mod daemonset;
+mod daemonset_upgrade;
 mod declared;
 mod declared_containers;
 mod faults;
