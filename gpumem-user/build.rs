@@ -30,6 +30,9 @@ fn main() -> anyhow::Result<()> {
         println!("cargo:rerun-if-changed={}", workspace.join(watched).display());
     }
     println!("cargo:rerun-if-env-changed=AYA_BUILD_SKIP");
+    // Compiled into the object: another note, another build (see
+    // gpumem-ebpf's BUILD_NOTE).
+    println!("cargo:rerun-if-env-changed=GPUMEM_BUILD_NOTE");
     println!("cargo:rerun-if-env-changed=PATH");
 
     let skip = env::var("AYA_BUILD_SKIP").is_ok_and(|v| v == "1" || v.eq_ignore_ascii_case("true"));

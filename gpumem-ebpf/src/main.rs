@@ -36,3 +36,27 @@ fn panic(_info: &core::panic::PanicInfo) -> ! {
 #[link_section = "license"]
 #[no_mangle]
 static LICENSE: [u8; 13] = *b"Dual MIT/GPL\0";
+
+/// A note that makes this object another build without changing what it
+/// does: empty, or the text (at most 32 bytes) of `GPUMEM_BUILD_NOTE` when
+/// it was built. The agent tells builds apart by their objects' bytes, so an
+/// agent built with another note takes over the pinned state of this one
+/// (`run --persist`) as a newer release would. `cargo xtask image` builds a
+/// second image this way for the test of an upgrade between two images.
+#[link_section = "gpumem_build"]
+#[no_mangle]
+static BUILD_NOTE: [u8; 32] = build_note();
+
+const fn build_note() -> [u8; 32] {
+    let text = match option_env!("GPUMEM_BUILD_NOTE") {
+        Some(t) => t.as_bytes(),
+        None => b"",
+    };
+    let mut note = [0u8; 32];
+    let mut i = 0;
+    while i < text.len() && i < note.len() {
+        note[i] = text[i];
+        i += 1;
+    }
+    note
+}

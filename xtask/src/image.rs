@@ -11,6 +11,11 @@
 //! `gpumem:VERSION-COMMIT`; its size is printed. `deploy/container/Dockerfile`
 //! builds the same agent on Debian's base image where a registry is
 //! reachable.
+//!
+//! For the test of an upgrade between two images, [`upgrade_pair`] also
+//! builds a second image of another build: the same source with a build
+//! note in its eBPF object (gpumem-ebpf's `BUILD_NOTE`), so its agent takes
+//! the first's pinned state over as a newer release would.
 use std::{
     fs,
     path::{Path, PathBuf},
@@ -20,6 +25,7 @@ use anyhow::{bail, Context};
 
 use crate::{
     artifacts::build_profile,
+    setup::setup,
     util::{cmd, ensure_tool, output, root, run, target_dir},
 };
 
@@ -32,20 +38,48 @@ pub struct Image {
     pub archive: PathBuf,
 }
 
+/// `cargo xtask image`.
 pub fn image() -> anyhow::Result<Image> {
     let built = build_profile("release")?;
+    assemble(&built.agent, None)
+}
+
+/// The image of this source, and one of another build (`-next` tagged): the
+/// same code with the eBPF object's build note `next`. The noted build
+/// comes first, so the release agent left in target/release is the plain
+/// one.
+pub fn upgrade_pair() -> anyhow::Result<(Image, Image)> {
+    setup()?;
+    run(cmd("cargo")
+        .current_dir(root())
+        .args(["build", "--release", "-p", "gpumem-user", "--bin", "gpumem"])
+        .env("GPUMEM_BUILD_NOTE", NEXT))
+    .context("building the agent with the build note")?;
+    let noted = target_dir().join("image-next.gpumem");
+    fs::copy(target_dir().join("release/gpumem"), &noted)
+        .with_context(|| format!("keeping the noted agent as {}", noted.display()))?;
+    let next = assemble(&noted, Some(NEXT))?;
+    Ok((image()?, next))
+}
+
+/// The build note of [`upgrade_pair`]'s second image.
+const NEXT: &str = "next";
+
+/// The image of `agent` in target/image (target/image-NOTE for a noted
+/// build, tagged `...-NOTE`).
+fn assemble(agent_file: &Path, note: Option<&str>) -> anyhow::Result<Image> {
     let podman = ensure_tool("podman", "podman")?;
     let busybox = ensure_tool("busybox", "busybox-static")?;
-    let dir = target_dir().join("image");
+    let dir = target_dir().join(note.map_or("image".to_string(), |n| format!("image-{n}")));
     if dir.exists() {
         fs::remove_dir_all(&dir).with_context(|| format!("clearing {}", dir.display()))?;
     }
     let rootfs = dir.join("rootfs");
     let agent = rootfs.join("usr/local/bin/gpumem");
-    place(&built.agent, &agent)?;
+    place(agent_file, &agent)?;
     let strip = ensure_tool("strip", "binutils")?;
     run(cmd(strip).arg("--strip-debug").arg(&agent))?;
-    for lib in linked(&built.agent)? {
+    for lib in linked(agent_file)? {
         place(&lib, &rootfs.join(lib.strip_prefix("/").unwrap_or(&lib)))?;
     }
     place(Path::new("/sbin/ldconfig"), &rootfs.join("sbin/ldconfig"))?;
@@ -64,12 +98,17 @@ pub fn image() -> anyhow::Result<Image> {
     for d in ["run/gpumem", "etc/gpumem", "tmp", "proc", "sys", "dev"] {
         fs::create_dir_all(rootfs.join(d))?;
     }
-    let (version, commit) = (version()?, commit()?);
+    let version = version()?;
+    let commit = commit()? + &note.map(|n| format!("-{n}")).unwrap_or_default();
     fs::write(dir.join("Containerfile"), containerfile(&version, &commit))?;
     let tag = format!("gpumem:{version}-{commit}");
+    // gpumem:VERSION names the plain build's image only.
+    let tags = [tag.clone()].into_iter().chain(note.is_none().then(|| format!("gpumem:{version}")));
     output(
         cmd(&podman)
-            .args(["build", "--quiet", "--no-cache", "-t", &tag, "-t", &format!("gpumem:{version}"), "-f"])
+            .args(["build", "--quiet", "--no-cache"])
+            .args(tags.flat_map(|t| ["-t".to_string(), t]))
+            .arg("-f")
             .arg(dir.join("Containerfile"))
             .arg(&dir),
     )
@@ -79,11 +118,8 @@ pub fn image() -> anyhow::Result<Image> {
     let archive = dir.join(format!("gpumem-{version}-{commit}.tar"));
     run(cmd(&podman).args(["save", "--quiet", "--format", "oci-archive", "-o"]).arg(&archive).arg(&tag))
         .context("saving the image")?;
-    println!(
-        "{tag} (also gpumem:{version}): {:.1} MiB; saved as {}",
-        bytes as f64 / (1 << 20) as f64,
-        archive.display()
-    );
+    let also = if note.is_none() { format!(" (also gpumem:{version})") } else { String::new() };
+    println!("{tag}{also}: {:.1} MiB; saved as {}", bytes as f64 / (1 << 20) as f64, archive.display());
     Ok(Image { tag, archive })
 }
 

@@ -93,7 +93,14 @@ enum Cmd {
     /// busybox), `FROM scratch`; tagged gpumem:VERSION and
     /// gpumem:VERSION-COMMIT, its size printed. deploy/container/Dockerfile
     /// builds one on Debian's base where a registry is reachable.
-    Image,
+    Image {
+        /// Also build the image of another build (tagged ...-COMMIT-next:
+        /// the same source with a build note in its eBPF object), whose
+        /// agent takes the first's pinned state over as a newer release's
+        /// would: what the upgrade test replaces the first with.
+        #[arg(long)]
+        next: bool,
+    },
     /// Only the kernel matrix: boot stock Debian kernels (6.1, 6.12, 6.18,
     /// sid's newest) under QEMU and run the limit and tracing suites in each,
     /// built in the profile `matrix` (optimised, debug checks kept). Two
@@ -130,7 +137,8 @@ fn main() -> std::process::ExitCode {
         Cmd::Nvidia => nvidia::print(),
         Cmd::Prometheus => prometheus::server().map(|p| println!("{}", p.display())),
         Cmd::GpuKit => gpu_kit::gpu_kit(),
-        Cmd::Image => image::image().map(drop),
+        Cmd::Image { next: false } => image::image().map(drop),
+        Cmd::Image { next: true } => image::upgrade_pair().map(drop),
         Cmd::Vm { kernels, tests, repeat } => test::vm_only(&kernels, &vm::Selection { tests, repeat }),
     };
     match result {

@@ -59,7 +59,7 @@ pub fn test() -> anyhow::Result<()> {
     let nvidia = crate::nvidia::path_list(&nvidia);
     let prometheus = crate::prometheus::server()?.into_os_string();
     let podman = container_runtime()?.into_os_string();
-    let (image_archive, image_tag) = agent_image()?;
+    let [image_archive, image_tag, next_archive] = agent_images()?;
     let tmux = crate::util::ensure_tool("tmux", "tmux")?.into_os_string();
     let e2e_ok = cargo_test(
         &["-p", "gpumem-tests", "--test", "e2e", "--", "--test-threads=1"],
@@ -70,6 +70,7 @@ pub fn test() -> anyhow::Result<()> {
             ("GPUMEM_PODMAN", &podman),
             ("GPUMEM_IMAGE", &image_archive),
             ("GPUMEM_IMAGE_TAG", &image_tag),
+            ("GPUMEM_IMAGE_NEXT", &next_archive),
             ("GPUMEM_TMUX", &tmux),
         ],
         &mut tally,
@@ -98,14 +99,15 @@ pub fn test() -> anyhow::Result<()> {
 /// hybrid cgroups), from Debian's packages when missing, for the
 /// container test.
 /// The agent's own image, run as the DaemonSet runs it (the `daemonset`
-/// suite): its archive and its name; built as root, as the privileged
-/// tests run (empty otherwise: they skip).
-fn agent_image() -> anyhow::Result<(std::ffi::OsString, std::ffi::OsString)> {
+/// suites): its archive and its name, and the archive of the image of
+/// another build an upgrade replaces it with; built as root, as the
+/// privileged tests run (empty otherwise: they skip).
+fn agent_images() -> anyhow::Result<[std::ffi::OsString; 3]> {
     if !is_root() {
         return Ok(Default::default());
     }
-    let image = crate::image::image()?;
-    Ok((image.archive.into_os_string(), image.tag.into()))
+    let (image, next) = crate::image::upgrade_pair()?;
+    Ok([image.archive.into_os_string(), image.tag.into(), next.archive.into_os_string()])
 }
 
 fn container_runtime() -> anyhow::Result<std::path::PathBuf> {

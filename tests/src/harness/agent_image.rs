@@ -26,13 +26,26 @@ impl Podman {
     /// storage: its name, or None (the test is skipped, saying why).
     pub fn agent_image(&self) -> Option<String> {
         let archive = provided("GPUMEM_IMAGE", "builds the agent's image (`cargo xtask image`) and sets it")?;
+        Some(self.load(&archive))
+    }
+
+    /// The image of another build (`GPUMEM_IMAGE_NEXT`: the same source
+    /// with a build note in its eBPF object) that an upgrade replaces the
+    /// agent's image with, loaded: its name, or None (skipped, saying why).
+    pub fn next_agent_image(&self) -> Option<String> {
+        let why = "builds a second image of another build (xtask's image::upgrade_pair) and sets it";
+        Some(self.load(&provided("GPUMEM_IMAGE_NEXT", why)?))
+    }
+
+    /// Loads the OCI archive `archive`: the image's name.
+    fn load(&self, archive: &std::ffi::OsStr) -> String {
         let out =
-            self.cli.command().args(["load", "--quiet", "-i"]).arg(&archive).output().expect("podman load");
+            self.cli.command().args(["load", "--quiet", "-i"]).arg(archive).output().expect("podman load");
         assert!(out.status.success(), "podman load: {}", String::from_utf8_lossy(&out.stderr));
         // "Loaded image: localhost/gpumem:0.1.0-abc" (one per tag).
         let text = String::from_utf8_lossy(&out.stdout).to_string();
         let name = text.lines().find_map(|l| l.strip_prefix("Loaded image: ")).map(str::trim);
-        Some(name.unwrap_or_else(|| panic!("podman load said: {text}")).to_string())
+        name.unwrap_or_else(|| panic!("podman load said: {text}")).to_string()
     }
 
     /// Starts `image` as `ds` runs the agent (on `network`, see
@@ -49,13 +62,10 @@ impl Podman {
         let run =
             ds.mounts.iter().find(|m| m.path == "/run/gpumem").expect("the DaemonSet mounts /run/gpumem");
         let socket = host(run).join("gpumem.sock");
-        let out = self
-            .cli
-            .command()
-            .arg("run")
-            .args(ds.podman_args(name, image, network, host))
-            .output()
-            .expect("podman run");
+        let args = ds.podman_args(name, image, network, host);
+        // The command, for the test's transcript (shown when it fails).
+        println!("$ podman run {}", args.join(" "));
+        let out = self.cli.command().arg("run").args(&args).output().expect("podman run");
         let c = AgentContainer { name: name.to_string(), cli: self.cli.clone(), socket };
         assert!(out.status.success(), "podman run: {}", String::from_utf8_lossy(&out.stderr));
         poll(
@@ -92,6 +102,7 @@ impl AgentContainer {
     /// `podman stop` with `grace` seconds (SIGTERM, as the kubelet sends
     /// it), then the agent's exit code.
     pub fn stop(&self, grace: u64) -> i64 {
+        println!("$ podman stop -t {grace} {}", self.name);
         let out = self
             .cli
             .command()

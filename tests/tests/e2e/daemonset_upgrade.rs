@@ -1,12 +1,11 @@
-//! A restart as a DaemonSet's rolling update does it: the agent's
-//! container gets SIGTERM and goes, a new container of the image starts in
-//! its place, twice. With the manifest's `--persist` and the node's BPF
-//! file system, a workload allocating throughout has every call recorded
-//! once across the three agents' logs, is counted exactly, and the
-//! ConfigMap's limit is enforced while no agent runs at all. (A newer
-//! image, another build, takes the pinned state over the same way in the
-//! `persist` suite; here that needs a second image of another build, not
-//! made yet.)
+//! An upgrade and a restart as a DaemonSet's rolling update does them:
+//! the agent's container gets SIGTERM and goes, and a new container starts
+//! in its place: first of a newer image (another build, which takes the
+//! pinned state over), then of the same image again (which adopts it).
+//! With the manifest's `--persist` and the node's BPF file system, a
+//! workload allocating throughout has every call recorded once across the
+//! three agents' logs and is counted exactly, and the ConfigMap's limit is
+//! enforced while no agent runs and after each change of agent.
 use std::os::unix::process::ExitStatusExt;
 
 use gpumem::output::{Flag, Line, RecordEvent};
@@ -30,13 +29,22 @@ fn calls_once(agents: &[&AgentContainer], c: &Checkpoint) -> Vec<Line> {
     lines
 }
 
+/// The agent's messages in `c`'s log (not its records), printed for the
+/// test's transcript.
+fn said(c: &AgentContainer) -> String {
+    let said: Vec<String> = c.logs().lines().filter(|l| !l.starts_with('{')).map(String::from).collect();
+    println!("$ podman logs {} | grep -v '^{{'\n{}", c.name, said.join("\n"));
+    said.join("\n")
+}
+
 #[test]
-fn a_restart_replaces_the_agents_container_without_a_gap() {
+fn an_upgrade_and_a_restart_replace_the_agents_container_without_a_gap() {
     if !privileged() {
         return;
     }
     let Some(podman) = Podman::available() else { return };
     let Some(image) = podman.agent_image() else { return };
+    let Some(newer) = podman.next_agent_image() else { return };
     let ds = DaemonSet::read();
     assert!(ds.args.iter().any(|a| a == "--persist"), "the manifest's agent persists: {:?}", ds.args);
     let Some(_detach) = Detach::guard() else { return };
@@ -47,6 +55,7 @@ fn a_restart_replaces_the_agents_container_without_a_gap() {
     let name = format!("gpumem-upgrade-{}", std::process::id());
     let first = podman.run_agent(&format!("{name}-a"), (&ds, "none"), &image, |m| node.host(m));
     first.wait_for_status("the node's driver attached", |s| s.libcuda_attached);
+    said(&first);
 
     // Four threads allocating and freeing through every family, 2,000
     // calls a second, in a cgroup of their own.
@@ -58,15 +67,22 @@ fn a_restart_replaces_the_agents_container_without_a_gap() {
     assert_eq!(first.stop(ds.grace_seconds), 0, "the agent's SIGTERM:\n{}", first.logs());
 
     // No agent runs: the kernel enforces the ConfigMap's limit.
-    let steps =
-        ["--libcuda", lib, "--scenario", "steps", "--size", "16777216", "--iterations", "2", "--pause"];
-    let (seen, status) = Workload::spawn(&steps, Some(&cg), &[]).resumed_to_exit();
-    assert_eq!((seen, status.signal()), (vec!["step-1".to_string()], Some(9)), "16 MiB fit, 32 cross 24");
+    let limited = || {
+        let steps =
+            ["--libcuda", lib, "--scenario", "steps", "--size", "16777216", "--iterations", "2", "--pause"];
+        let (seen, status) = Workload::spawn(&steps, Some(&cg), &[]).resumed_to_exit();
+        assert_eq!((seen, status.signal()), (vec!["step-1".to_string()], Some(9)), "16 MiB fit, 32 cross 24");
+    };
+    limited();
 
-    // The new container adopts the pinned state.
-    let second = podman.run_agent(&format!("{name}-b"), (&ds, "none"), &image, |m| node.host(m));
-    let logs = second.logs();
-    assert!(logs.contains("adopted the gpumem state"), "{logs}");
+    // The newer image's container takes the pinned state over: its
+    // programs attach beside the old ones, run in their place, and the old
+    // build's are removed.
+    let second = podman.run_agent(&format!("{name}-b"), (&ds, "none"), &newer, |m| node.host(m));
+    let logs = said(&second);
+    assert!(logs.contains("adopted the gpumem state of build"), "{logs}");
+    assert!(logs.contains("took over from build"), "{logs}");
+    limited();
     w.resume();
     let c = w.checkpoint();
     assert_eq!(c.checkpoint, "mixed");
@@ -76,10 +92,12 @@ fn a_restart_replaces_the_agents_container_without_a_gap() {
         lines.events(pid, RecordEvent::Free).iter().filter(|f| f.flags.contains(&Flag::Untracked)).count();
     assert_eq!((untracked, lines.lost()), (0, 0), "untracked frees, records lost");
 
-    // Once more, the workload running.
+    // A restart of the same image, the workload running: it adopts.
     assert_eq!(second.stop(ds.grace_seconds), 0);
-    let third = podman.run_agent(&format!("{name}-c"), (&ds, "none"), &image, |m| node.host(m));
-    assert!(third.logs().contains("adopted the gpumem state"), "{}", third.logs());
+    let third = podman.run_agent(&format!("{name}-c"), (&ds, "none"), &newer, |m| node.host(m));
+    let logs = said(&third);
+    assert!(logs.contains("adopted the gpumem state") && !logs.contains("took over"), "{logs}");
+    limited();
     w.resume();
     let c = w.checkpoint();
     assert_eq!(c.checkpoint, "drained");
