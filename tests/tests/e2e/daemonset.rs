@@ -100,6 +100,20 @@ impl Node {
     }
 }
 
+/// `gpumem top` on the node, in a real terminal, through the socket on
+/// the pod's mounted directory: the process `pid` in its rows.
+fn top_on_the_node_shows(agent: &AgentContainer, pid: u32) {
+    let Some(tmux) = Tmux::available() else { return };
+    let socket = agent.socket.to_str().unwrap();
+    tmux.start(80, 24, &[paths().agent.to_str().unwrap(), "top", "--socket", socket]);
+    let start = format!("{pid} gpumem-workload ");
+    tmux.wait_for_screen("the node's process in top", |s| {
+        s.lines().any(|l| l.trim_start_matches(['>', ' ']).starts_with(&start))
+    });
+    tmux.keys(&["q"]);
+    wait_until("top to quit on q", || !tmux.running());
+}
+
 /// A process in another container, on its own copy of the driver: found
 /// through its root, traced exactly and named.
 fn a_containers_process_is_traced_and_named(podman: &Podman, agent: &AgentContainer, name: &str) {
@@ -152,6 +166,7 @@ fn the_image_runs_as_the_daemonset_specifies_and_traces_and_limits_the_node() {
         let held = format!("sum(gpumem_process_memory_bytes{{pid=\"{pid}\"}})");
         prom.wait_for(&held, |r| r.len() == 1 && r[0].1 as u64 == c.held);
     }
+    top_on_the_node_shows(&agent, pid);
     w.run_to_end();
 
     a_containers_process_is_traced_and_named(&podman, &agent, &format!("{name}-workload"));
