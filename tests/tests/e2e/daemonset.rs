@@ -114,22 +114,30 @@ fn top_on_the_node_shows(agent: &AgentContainer, pid: u32) {
     wait_until("top to quit on q", || !tmux.running());
 }
 
-/// A process in another container, on its own copy of the driver: found
-/// through its root, traced exactly and named.
-fn a_containers_process_is_traced_and_named(podman: &Podman, agent: &AgentContainer, name: &str) {
-    let rootfs = podman.rootfs("daemonset-workload", true);
+/// Processes in two other containers, each on its own copy of the
+/// driver: found through their roots, traced exactly and named.
+fn containers_processes_are_traced_and_named(podman: &Podman, agent: &AgentContainer, name: &str) {
     let args = ["--scenario", "basic", "--pause", "--hold-at-start"];
-    let (mut cw, ctr) = podman.run(name, &rootfs, false, &args);
-    assert_eq!(cw.checkpoint().checkpoint, "loaded");
-    agent.wait_for_status("the container's copy attached", |s| s.libraries.len() >= 2);
-    cw.resume();
-    let c = cw.checkpoint();
-    let (host_pid, id) = ctr.host_pid_and_id();
-    let s = agent.wait_for_status("the container's process", |s| {
-        proc_entry(s, host_pid).is_some_and(|p| p.bytes == c.held)
-    });
-    let entry = proc_entry(&s, host_pid).unwrap();
-    assert_eq!(entry.container.as_ref().map(|c| c.id.as_str()), Some(id.as_str()), "{entry:?}");
+    let mut running: Vec<_> = ["a", "b"]
+        .iter()
+        .map(|n| {
+            let rootfs = podman.rootfs(&format!("daemonset-workload-{n}"), true);
+            let (mut cw, ctr) = podman.run(&format!("{name}-{n}"), &rootfs, false, &args);
+            assert_eq!(cw.checkpoint().checkpoint, "loaded");
+            (cw, ctr)
+        })
+        .collect();
+    agent.wait_for_status("both containers' copies attached", |s| s.libraries.len() >= 3);
+    for (cw, ctr) in &mut running {
+        cw.resume();
+        let c = cw.checkpoint();
+        let (host_pid, id) = ctr.host_pid_and_id();
+        let s = agent.wait_for_status("the container's process", |s| {
+            proc_entry(s, host_pid).is_some_and(|p| p.bytes == c.held)
+        });
+        let entry = proc_entry(&s, host_pid).unwrap();
+        assert_eq!(entry.container.as_ref().map(|c| c.id.as_str()), Some(id.as_str()), "{entry:?}");
+    }
 }
 
 #[test]
@@ -169,7 +177,7 @@ fn the_image_runs_as_the_daemonset_specifies_and_traces_and_limits_the_node() {
     top_on_the_node_shows(&agent, pid);
     w.run_to_end();
 
-    a_containers_process_is_traced_and_named(&podman, &agent, &format!("{name}-workload"));
+    containers_processes_are_traced_and_named(&podman, &agent, &format!("{name}-workload"));
 
     // The ConfigMap's limit: a process of its cgroup is stopped at the
     // call that crosses 24 MiB.
