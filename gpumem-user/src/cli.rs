@@ -158,8 +158,9 @@ pub struct RunArgs {
     /// How the probes are linked: multi-uprobe links (one per program and
     /// library, kernel 6.6+: a stop detaches in milliseconds), single ones
     /// (one per probe: about 100 ms each to detach, seconds per library),
-    /// or auto (multi where the kernel has them; single with --bpf-log,
-    /// whose log functions the multi-link loader cannot verify apart).
+    /// or auto (multi where the kernel has them; single where its verifier
+    /// refuses the programs for them, saying why, and with --bpf-log, whose
+    /// log functions the multi-link loader cannot verify apart).
     #[arg(long, value_name = "MODE", default_value = "auto")]
     pub uprobe_links: LinkMode,
     /// Serve Prometheus metrics at http://ADDR:PORT/metrics (off unless

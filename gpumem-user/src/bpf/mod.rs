@@ -23,11 +23,12 @@ pub mod site;
 mod stack_check;
 pub mod symbols;
 pub mod takeover;
+mod view;
 
 use aya::{
     programs::{
         links::FdLink, raw_trace_point::RawTracePointLinkId, uprobe::UProbeLinkId, ProgramError,
-        RawTracePoint, RawTracePointRunOptions, TestRun, UProbe,
+        RawTracePoint, RawTracePointRunOptions, TestRun,
     },
     Ebpf, EbpfLoader,
 };
@@ -232,6 +233,23 @@ impl Tracer {
         })
     }
 
+    /// Whether the uprobe programs are loaded for multi-uprobe links.
+    pub fn multi_links(&self) -> bool {
+        self.multi_links
+    }
+
+    /// Gives this tracer up after its programs failed to load, so that
+    /// another can be opened in its place: a takeover it prepared is handed
+    /// back (as on drop), and the pins it made for its build (where no
+    /// earlier agent's were) are removed.
+    pub fn discard(self) {
+        if let Some(pins) = self.pins.as_ref().filter(|p| self.takeover.is_none() && !p.adopted()) {
+            if let Err(e) = persist::unpin(pins.dir()) {
+                tracing::warn!("removing the pins made at {}: {e}", pins.dir().display());
+            }
+        }
+    }
+
     /// The programs' diagnostic log (`--bpf-log`), read from here on.
     pub fn take_log(&mut self) -> Result<log::BpfLog, BpfError> {
         log::BpfLog::take(&mut self.ebpf)
@@ -297,47 +315,6 @@ impl Tracer {
         // side across libraries too.
         let all = std::mem::take(&mut self.links).into_iter().flat_map(|(_, links)| links).collect();
         self.detach_links(all);
-    }
-
-    /// Whether this kernel lets the program that answers memory queries
-    /// with a limit's view write the caller's memory (what `view=limit`
-    /// needs): None if it does (the program is loaded and its rows are
-    /// attached), else why not. Known once the programs are loaded.
-    pub fn view_refusal(&self) -> Option<&str> {
-        self.view_refusal.as_deref()
-    }
-
-    /// Loads the view program, which the kernel refuses under lockdown or
-    /// without CAP_SYS_ADMIN: None if it loaded, else the reason.
-    fn load_view(&mut self) -> Option<String> {
-        let name = probes::VIEW_RETURN;
-        let loaded = match &mut self.multi {
-            Some(multi) => multi.add(name).map_err(|e| e.to_string()),
-            None => match self.ebpf.program_mut(name).map(<&mut UProbe>::try_from) {
-                Some(Ok(p)) => p.load().map_err(|e| format!("{e:#}")),
-                _ => return Some(format!("the eBPF object has no program `{name}`")),
-            },
-        };
-        let text = match loaded {
-            Ok(()) => return None,
-            Err(text) => text,
-        };
-        if !text.contains("bpf_probe_write_user") {
-            // Not the kernel's refusal of the helper: gpumem's own fault.
-            tracing::warn!(
-                "loading the view program failed for another reason than the kernel's refusal: {text}"
-            );
-            return Some(format!(
-                "the view program did not load: {}",
-                text.lines().next().unwrap_or("load failed")
-            ));
-        }
-        let lockdown = std::fs::read_to_string("/sys/kernel/security/lockdown").ok();
-        let lockdown = lockdown.as_deref().map_or(String::new(), |l| format!("; lockdown: {}", l.trim()));
-        Some(format!(
-            "the kernel refuses bpf_probe_write_user to uprobe programs (kernel lockdown, or the agent lacks \
-             CAP_SYS_ADMIN){lockdown}"
-        ))
     }
 
     /// Whether rows of `kind`'s library are attached here: libcuda's

@@ -124,3 +124,43 @@ fn single_links_on_request_and_multi_refused_by_name_where_the_kernel_has_none()
         }
     }
 }
+
+#[test]
+fn auto_falls_back_to_single_links_when_the_kernel_refuses_the_multi_link_programs() {
+    if !privileged() {
+        return;
+    }
+    if let Some(why) = multi_link_refusal() {
+        println!(
+            "this kernel has no multi-uprobe links ({why}): auto takes single links without trying multi"
+        );
+        return;
+    }
+    // The costliest program refused as the verifier would refuse it.
+    let refuse = [("GPUMEM_REFUSE_MULTI", "alloc_return")];
+    let agent = Agent::start_with_env(&refuse, &[]);
+    let Said { sites, multi, .. } = said_attached(&agent);
+    let (links, stderr) = traces_exactly_and_detaches_all(agent);
+    assert!(
+        stderr.contains("--uprobe-links auto: the programs could not be loaded for multi-uprobe links"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("`alloc_return`") && stderr.contains("refused for a test"), "{stderr}");
+    assert_eq!(multi, 0, "{stderr}");
+    assert!(!links.iter().any(BpfLink::is_multi_uprobe), "{links:?}");
+    assert_eq!(links.len(), sites, "one link per entry and return: {links:?}; the agent said:\n{stderr}");
+
+    // With --persist, the pins made for the multi-link build go with it:
+    // one build's stay, the single-link one's, which the next agent adopts.
+    let pins = PinDir::new("links-fallback");
+    let agent = Agent::start_with_env(&refuse, &pins.run_args());
+    let builds = pins.builds();
+    assert_eq!(builds.len(), 1, "{builds:?}");
+    let (status, _) = agent.stop();
+    assert!(status.success(), "{status:?}");
+    let agent = Agent::start_with_env(&refuse, &pins.run_args());
+    assert!(agent.stderr().contains("adopted the gpumem state pinned at"), "{}", agent.stderr());
+    assert_eq!(pins.builds(), builds);
+    let (status, _) = agent.stop();
+    assert!(status.success(), "{status:?}");
+}

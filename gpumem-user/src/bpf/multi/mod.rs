@@ -168,6 +168,7 @@ fn judged(
     results.sort_by_key(|(n, _)| *n);
     let mut fds = HashMap::new();
     for (name, loaded) in results {
+        let loaded = loaded.and_then(|fd| refused_for_a_test(name).map_or(Ok(fd), Err));
         let fd = loaded.map_err(|e| {
             BpfError::Multi(format!(
                 "the kernel refused `{name}` for multi-uprobe links: {} (start with --uprobe-links single to use \
@@ -178,6 +179,18 @@ fn judged(
         fds.insert(name, fd);
     }
     Ok(fds)
+}
+
+/// A testing aid: `GPUMEM_REFUSE_MULTI=<program>` in the agent's
+/// environment makes the loader take that program, accepted by the kernel
+/// for multi links, as refused, so that a test sees what the agent does
+/// when a kernel's verifier refuses one (no kernel does on request).
+fn refused_for_a_test(name: &str) -> Option<sys::LoadError> {
+    let named = std::env::var_os("GPUMEM_REFUSE_MULTI").is_some_and(|n| n == name);
+    named.then(|| sys::LoadError {
+        error: std::io::Error::from_raw_os_error(nix::libc::EACCES),
+        log: "GPUMEM_REFUSE_MULTI: refused for a test, as the verifier would".into(),
+    })
 }
 
 /// Closes `links` side by side, on up to 64 threads: each waits for its

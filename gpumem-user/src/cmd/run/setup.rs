@@ -12,7 +12,7 @@ use crate::{
         discover::{self, Library},
         persist::lock::RootLock,
         rescan::Rescan,
-        Options, Tracer,
+        BpfError, LinkMode, Options, Tracer,
     },
     cli::{Format, RunArgs},
     enrich::cgroup::host_cgroup2_mount,
@@ -60,8 +60,23 @@ pub fn open_tracer(args: &RunArgs, root: Option<&RootLock>) -> anyhow::Result<(T
         links: args.uprobe_links,
     };
     let mut tracer = Tracer::open_pinned(options, root)?;
-    tracer.load_programs()?;
-    Ok((tracer, deny_reason))
+    match tracer.load_programs() {
+        Ok(()) => Ok((tracer, deny_reason)),
+        // `auto` takes what works: the kernel refused the programs for
+        // multi links (the verifier, most likely), single links take the
+        // same programs verified as plain uprobes.
+        Err(BpfError::Multi(why)) if args.uprobe_links == LinkMode::Auto && tracer.multi_links() => {
+            tracing::warn!(
+                "--uprobe-links auto: the programs could not be loaded for multi-uprobe links, so single links are \
+                 used (every probe the same; a stop detaches more slowly). Why: {why}"
+            );
+            tracer.discard();
+            let mut tracer = Tracer::open_pinned(Options { links: LinkMode::Single, ..options }, root)?;
+            tracer.load_programs()?;
+            Ok((tracer, deny_reason))
+        }
+        Err(e) => Err(e.into()),
+    }
 }
 
 /// The limits: installed from the policy, or, adopting pinned state, the
