@@ -5,6 +5,7 @@ mod artifacts;
 mod bench;
 mod demo;
 mod deploy;
+mod fuzz;
 mod gpu_kit;
 mod image;
 mod lint;
@@ -101,6 +102,25 @@ enum Cmd {
         #[arg(long)]
         next: bool,
     },
+    /// Coverage-guided fuzzing (cargo-fuzz, libFuzzer, the address
+    /// sanitizer; installed if missing) of every parser that takes input
+    /// from outside the agent: records from the kernel, the control
+    /// protocol, the limits file and limit arguments, declared limits,
+    /// /proc and cgroup texts, the kubelet's names, driver code bytes.
+    /// Seeds in fuzz/corpus, findings in target/fuzz; a crash fails it and
+    /// says how to replay it. `cargo xtask test` runs each for 10 s.
+    Fuzz {
+        /// How long each target runs.
+        #[arg(long, default_value_t = 60)]
+        seconds: u32,
+        /// Only these targets (repeatable).
+        #[arg(long = "target")]
+        targets: Vec<String>,
+        /// Merge what was found into the seeds in fuzz/corpus (inputs
+        /// that add coverage only).
+        #[arg(long)]
+        save: bool,
+    },
     /// Only the kernel matrix: boot stock Debian kernels (6.1, 6.12, 6.18,
     /// sid's newest) under QEMU and run the limit and tracing suites in each,
     /// built in the profile `matrix` (optimised, debug checks kept). Two
@@ -137,6 +157,7 @@ fn main() -> std::process::ExitCode {
         Cmd::Nvidia => nvidia::print(),
         Cmd::Prometheus => prometheus::server().map(|p| println!("{}", p.display())),
         Cmd::GpuKit => gpu_kit::gpu_kit(),
+        Cmd::Fuzz { seconds, targets, save } => fuzz::fuzz(seconds, &targets, save).map(drop),
         Cmd::Image { next: false } => image::image().map(drop),
         Cmd::Image { next: true } => image::upgrade_pair().map(drop),
         Cmd::Vm { kernels, tests, repeat } => test::vm_only(&kernels, &vm::Selection { tests, repeat }),

@@ -44,7 +44,7 @@ pub fn setup() -> anyhow::Result<Setup> {
     Ok(Setup { python })
 }
 
-fn nightly_sysroot() -> anyhow::Result<PathBuf> {
+pub fn nightly_sysroot() -> anyhow::Result<PathBuf> {
     let probe = || output(cmd("rustc").args(["+nightly", "--print", "sysroot"]));
     let sysroot = match probe() {
         Ok(s) => s,

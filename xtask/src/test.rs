@@ -48,6 +48,7 @@ pub fn test() -> anyhow::Result<()> {
     let unit_ok = cargo_test(&unit_args, &[], &mut tally)?;
     println!("== deployment files (deploy/): systemd-analyze, Kubernetes schemas");
     let deploy_ok = crate::deploy::check_all(Some(&built.agent), &mut tally);
+    let fuzz_ok = fuzz_briefly(&mut tally);
     println!("== privileged end-to-end tests (one thread)");
     if !is_root() {
         println!("xtask: not root: the privileged tests will print SKIPPED; run `sudo cargo xtask test` to run them");
@@ -86,13 +87,32 @@ pub fn test() -> anyhow::Result<()> {
     };
     let skipped = if tally.skipped > 0 { format!(", {} skipped", tally.skipped) } else { String::new() };
     println!("{} passed, {} failed{skipped}", tally.passed, tally.failed);
-    if !unit_ok || !deploy_ok || !e2e_ok || !vm_ok || tally.failed > 0 {
+    if !unit_ok || !deploy_ok || !fuzz_ok || !e2e_ok || !vm_ok || tally.failed > 0 {
         anyhow::bail!("tests failed");
     }
     if tally.runs == 0 {
         anyhow::bail!("no test ran");
     }
     Ok(())
+}
+
+/// Every fuzz target for a few seconds (`GPUMEM_FUZZ_SECONDS`, 10 by
+/// default), each a test in the tally: a crash fails it, saying how to
+/// replay it.
+fn fuzz_briefly(tally: &mut Tally) -> bool {
+    let seconds = std::env::var("GPUMEM_FUZZ_SECONDS").ok().and_then(|s| s.parse().ok()).unwrap_or(10);
+    println!("== fuzz targets, {seconds} s each (cargo xtask fuzz)");
+    match crate::fuzz::fuzz(seconds, &[], false) {
+        Ok(runs) => {
+            tally.passed += runs.len() as u64;
+            true
+        }
+        Err(e) => {
+            println!("FAILED fuzzing: {e:#}");
+            tally.failed += 1;
+            false
+        }
+    }
 }
 
 /// podman and the runtime it needs here (runc: Debian's crun refuses

@@ -3,7 +3,7 @@
 //! skipped. Both are explicit steps of the event loop (`gpumem run`): a
 //! `dropped` line whenever a counter moved, and the recovery of exits the
 //! kernel skipped (`gone`: who has exited).
-mod gone;
+pub mod gone;
 
 use std::{collections::BTreeMap, path::Path};
 
