@@ -17,6 +17,7 @@ pub mod mixed;
 pub mod multicast;
 pub mod no_device;
 pub mod pace;
+pub mod pool_loop;
 pub mod pools;
 pub mod threads;
 pub mod truth;

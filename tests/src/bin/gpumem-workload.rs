@@ -17,6 +17,7 @@ use gpumem_tests::{
     mixed::{self, METHODS},
     no_device,
     pace::Pace,
+    pool_loop::{self, PoolLoop},
     threads::{self, Threads},
     truth::{Checkpoint, Truth},
 };
@@ -113,6 +114,11 @@ struct Args {
     /// per operation), making the current context current again.
     #[arg(long)]
     ctx: bool,
+    /// `loop`: time stream-ordered pairs instead (`async`:
+    /// cuMemAllocAsync, `from-pool`: cuMemAllocFromPoolAsync; each with
+    /// cuMemFreeAsync).
+    #[arg(long, value_enum)]
+    pool: Option<PoolLoop>,
     /// The driver has no device (NVIDIA's library without a GPU): open
     /// none; `loop` then times cuMemAlloc_v2+cuMemFree_v2 pairs that the
     /// driver refuses, through the same entry points.
@@ -241,7 +247,9 @@ impl Workload<'_> {
     fn bench_loop(&self) -> anyhow::Result<()> {
         let (n, size) = (self.args.iterations.max(1), self.args.size);
         let start = std::time::Instant::now();
-        if self.args.ctx {
+        if let Some(which) = self.args.pool {
+            pool_loop::run(&self.driver, which, n, size, self.args.device, self.args.no_device)?;
+        } else if self.args.ctx {
             for _ in 0..n {
                 // SAFETY: cuCtxSetCurrent's C signature. Without a device
                 // the driver refuses it, the same each time.
@@ -279,10 +287,11 @@ impl Workload<'_> {
             }
         }
         let ns = start.elapsed().as_nanos() as f64 / n as f64;
-        let name = match (self.args.ctx, self.args.mix) {
-            (true, _) => "ctx_set_current",
-            (false, true) => "mixed",
-            (false, false) => "alloc_free",
+        let name = match (self.args.pool, self.args.ctx, self.args.mix) {
+            (Some(which), ..) => which.name(),
+            (None, true, _) => "ctx_set_current",
+            (None, false, true) => "mixed",
+            (None, false, false) => "alloc_free",
         };
         println!("{}", serde_json::json!({ "bench": name, "iterations": n, "ns_per_iteration": ns }));
         Ok(())

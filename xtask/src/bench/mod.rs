@@ -1,8 +1,9 @@
 //! `cargo xtask bench [--quick]`: what tracing costs, as ratios measured
 //! side by side in one run (these machines are noisy; absolute times
 //! drift). Each repetition runs every configuration in turn (interleaved),
-//! each configuration runs a tight cuMemAlloc_v2+cuMemFree_v2 loop and a
-//! loop mixing the families, and the report takes the median per cell.
+//! each configuration runs a tight cuMemAlloc_v2+cuMemFree_v2 loop, a
+//! loop mixing the families and the stream-ordered pool loops
+//! (`setup::LOOPS`), and the report takes the median per cell.
 //! After each configuration's loops, one more alloc+free loop runs with
 //! the kernel's per-program statistics on, to say where the time goes
 //! (`runtime`). The loops run on the simulated driver's release build,
@@ -29,7 +30,7 @@ use std::{collections::BTreeMap, path::Path, time::Duration};
 use anyhow::{bail, Context};
 
 use self::{
-    setup::{bpftrace, bpftrace_script, build, median, run_loop, Built, CONFIGS},
+    setup::{bpftrace, bpftrace_script, build, median, run_loop, Built, CONFIGS, LOOPS},
     tracer::{tracer_command, Tracer},
 };
 use crate::util::is_root;
@@ -65,14 +66,15 @@ impl Collected {
                 }));
             }
         }
-        for (name, mixed, n) in [("alloc_free", false, pairs), ("mixed", true, mixed_pairs)] {
-            if config == "bpftrace" && mixed {
+        for (name, args) in LOOPS {
+            if config == "bpftrace" && name != "alloc_free" {
                 continue; // the script covers cuMemAlloc_v2/cuMemFree_v2 only
             }
-            self.samples.entry((config, name)).or_default().push(run_loop(b, mixed, n)?);
+            let n = if name == "mixed" { mixed_pairs } else { pairs };
+            self.samples.entry((config, name)).or_default().push(run_loop(b, args, n)?);
         }
         if let (Some(pid), None) = (tracer.as_ref().and_then(|t| t.0.pid()), &self.runtime_missing) {
-            match runtime::measure(pid, || run_loop(b, false, pairs).map(drop)) {
+            match runtime::measure(pid, || run_loop(b, &[], pairs).map(drop)) {
                 Ok(r) => self.runtimes.entry(config).or_default().push(r),
                 Err(e) => self.runtime_missing = Some(format!("{e:#}")),
             }

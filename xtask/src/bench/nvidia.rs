@@ -24,7 +24,8 @@ use crate::util::{cmd, root, run, target_dir};
 /// The libraries compared, as the report names them.
 pub const LIBRARIES: [&str; 2] = ["reference", "nvidia-550"];
 /// The loops run on each, with the workload's arguments.
-const LOOPS: [(&str, &[&str]); 2] = [("alloc_free", &[]), ("ctx_set_current", &["--ctx"])];
+const LOOPS: [(&str, &[&str]); 3] =
+    [("alloc_free", &[]), ("ctx_set_current", &["--ctx"]), ("pool_async", &["--pool", "async"])];
 
 /// Each (library, configuration, loop)'s time per iteration, one sample per
 /// repetition.

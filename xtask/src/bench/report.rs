@@ -35,7 +35,12 @@ fn med(samples: &Samples, c: &str, l: &str) -> Option<f64> {
 /// is of two loops run a second or two apart; the median of those follows
 /// the host's drift less than a ratio of medians taken minutes apart.
 fn ratio(samples: &Samples, a: &str, b: &str) -> Option<f64> {
-    per_repetition_ratio(samples.get(&(a, "alloc_free")), samples.get(&(b, "alloc_free")))
+    loop_ratio(samples, a, b, "alloc_free")
+}
+
+/// [`ratio`] of loop `l`.
+fn loop_ratio(samples: &Samples, a: &str, b: &str, l: &str) -> Option<f64> {
+    per_repetition_ratio(samples.get(&(a, l)), samples.get(&(b, l)))
 }
 
 type Samples<'a> = BTreeMap<(&'a str, &'a str), Vec<f64>>;
@@ -70,7 +75,7 @@ fn report_json(machine: &str, samples: &Samples, run: &Run, load: &AgentLoad) ->
     for c in CONFIGS {
         let row: serde_json::Map<String, Value> = LOOPS
             .iter()
-            .map(|&l| (l.to_string(), med(samples, c, l).map_or(Value::Null, |v| json!(v))))
+            .map(|&(l, _)| (l.to_string(), med(samples, c, l).map_or(Value::Null, |v| json!(v))))
             .collect();
         pair_ns.insert(c.into(), row.into());
     }
@@ -84,6 +89,9 @@ fn report_json(machine: &str, samples: &Samples, run: &Run, load: &AgentLoad) ->
         "ratio_vs_floor": ratio(samples, "gpumem", "floor"),
         "ratio_limits_vs_floor": ratio(samples, "gpumem+limits", "floor"),
         "ratio_vs_bpftrace": ratio(samples, "gpumem", "bpftrace"),
+        "pool_async_ratio_vs_floor": loop_ratio(samples, "gpumem", "floor", "pool_async"),
+        "pool_async_ratio_limits_vs_floor": loop_ratio(samples, "gpumem+limits", "floor", "pool_async"),
+        "pool_from_pool_ratio_vs_floor": loop_ratio(samples, "gpumem", "floor", "pool_from_pool"),
         "attach_ms": run.attach_ms,
         "program_ns_per_pair": program_pair,
         "program_ns_per_run": program_run,
@@ -111,16 +119,20 @@ fn report_md(machine: &str, samples: &Samples, run: &Run, load: &AgentLoad) -> S
     let r = |v: Option<f64>| v.map_or("–".to_string(), |v| format!("{v:.3}"));
     let (reps, pairs, mixed) = (run.reps, run.pairs, run.mixed_pairs);
     let mut md = format!(
-        "# gpumem bench\n\n{machine}; {reps} interleaved repetitions, median (ratios: median of each repetition's ratio); {pairs} alloc+free pairs, {mixed} mixed pairs.\n\n| configuration | ns per alloc+free pair | ns per mixed pair |\n| --- | --- | --- |\n"
+        "# gpumem bench\n\n{machine}; {reps} interleaved repetitions, median (ratios: median of each repetition's ratio); {pairs} pairs a loop, {mixed} mixed pairs.\n\n| configuration | ns per alloc+free pair | ns per mixed pair | ns per cuMemAllocAsync+cuMemFreeAsync | ns per cuMemAllocFromPoolAsync+cuMemFreeAsync |\n| --- | --- | --- | --- | --- |\n"
     );
     for c in CONFIGS {
-        md += &format!("| {c} | {} | {} |\n", f(med(samples, c, "alloc_free")), f(med(samples, c, "mixed")));
+        let cells: Vec<String> = LOOPS.iter().map(|(l, _)| f(med(samples, c, l))).collect();
+        md += &format!("| {c} | {} |\n", cells.join(" | "));
     }
     md += &format!(
-        "\n| ratio | value |\n| --- | --- |\n| gpumem / floor | {} |\n| gpumem+limits / floor | {} |\n| gpumem / bpftrace | {} |\n| start to attached (ms) | {} |\n",
+        "\n| ratio | value |\n| --- | --- |\n| gpumem / floor | {} |\n| gpumem+limits / floor | {} |\n| gpumem / bpftrace | {} |\n| pool loop (cuMemAllocAsync): gpumem / floor | {} |\n| pool loop (cuMemAllocAsync): gpumem+limits / floor | {} |\n| pool loop (cuMemAllocFromPoolAsync): gpumem / floor | {} |\n| start to attached (ms) | {} |\n",
         r(ratio(samples, "gpumem", "floor")),
         r(ratio(samples, "gpumem+limits", "floor")),
         r(ratio(samples, "gpumem", "bpftrace")),
+        r(loop_ratio(samples, "gpumem", "floor", "pool_async")),
+        r(loop_ratio(samples, "gpumem+limits", "floor", "pool_async")),
+        r(loop_ratio(samples, "gpumem", "floor", "pool_from_pool")),
         f(run.attach_ms)
     );
     md += &runtime_table(run, &program_pair, &program_run);

@@ -10,7 +10,16 @@ use anyhow::Context;
 use crate::util::{output, target_dir};
 
 pub const CONFIGS: [&str; 5] = ["untraced", "floor", "gpumem", "gpumem+limits", "bpftrace"];
-pub const LOOPS: [&str; 2] = ["alloc_free", "mixed"];
+/// The loops each configuration runs, with the workload's arguments:
+/// cuMemAlloc_v2+cuMemFree_v2, the families in turn, and the stream-ordered
+/// pool pairs (cuMemAllocAsync or cuMemAllocFromPoolAsync, each with
+/// cuMemFreeAsync).
+pub const LOOPS: [(&str, &[&str]); 4] = [
+    ("alloc_free", &[]),
+    ("mixed", &["--mix"]),
+    ("pool_async", &["--pool", "async"]),
+    ("pool_from_pool", &["--pool", "from-pool"]),
+];
 
 pub struct Built {
     pub agent: PathBuf,
@@ -48,8 +57,9 @@ END {{ clear(@live); clear(@ptr); clear(@req); }}
     )
 }
 
-pub fn run_loop(b: &Built, mixed: bool, pairs: usize) -> anyhow::Result<f64> {
-    time_loop(&b.workload, &b.libcuda, if mixed { &["--mix"] } else { &[] }, pairs)
+/// One of [`LOOPS`] (its arguments) on the simulated driver.
+pub fn run_loop(b: &Built, args: &[&str], pairs: usize) -> anyhow::Result<f64> {
+    time_loop(&b.workload, &b.libcuda, args, pairs)
 }
 
 /// The workload's `loop` scenario on `libcuda` with `extra` arguments:
