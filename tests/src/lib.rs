@@ -5,6 +5,7 @@
 // crate's dependencies; the library itself uses only some of them.
 #![allow(unused_crate_dependencies)]
 
+pub mod bench_loop;
 #[cfg(test)]
 mod deploy;
 #[cfg(test)]
@@ -17,7 +18,6 @@ pub mod mixed;
 pub mod multicast;
 pub mod no_device;
 pub mod pace;
-pub mod pool_loop;
 pub mod pools;
 pub mod threads;
 pub mod truth;

@@ -13,11 +13,11 @@ use std::{
 use anyhow::{bail, Context};
 use clap::{Parser, ValueEnum};
 use gpumem_tests::{
-    driver::{self, Driver},
+    bench_loop::{self, PoolLoop},
+    driver::Driver,
     mixed::{self, METHODS},
     no_device,
     pace::Pace,
-    pool_loop::{self, PoolLoop},
     threads::{self, Threads},
     truth::{Checkpoint, Truth},
 };
@@ -248,16 +248,9 @@ impl Workload<'_> {
         let (n, size) = (self.args.iterations.max(1), self.args.size);
         let start = std::time::Instant::now();
         if let Some(which) = self.args.pool {
-            pool_loop::run(&self.driver, which, n, size, self.args.device, self.args.no_device)?;
+            bench_loop::pool(&self.driver, which, n, size, self.args.device, self.args.no_device)?;
         } else if self.args.ctx {
-            for _ in 0..n {
-                // SAFETY: cuCtxSetCurrent's C signature. Without a device
-                // the driver refuses it, the same each time.
-                let r = unsafe { (self.driver.ctx_set_current)(self.ctx as driver::CUcontext) };
-                if r != 0 && !self.args.no_device {
-                    bail!("cuCtxSetCurrent returned {r}");
-                }
-            }
+            bench_loop::ctx_set_current(&self.driver, self.ctx, n, self.args.no_device)?;
         } else if self.args.mix {
             // Symbols are looked up per call here (the same in every
             // configuration compared).

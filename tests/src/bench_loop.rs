@@ -1,5 +1,6 @@
-//! The bench's stream-ordered loops, what PyTorch's `cudaMallocAsync`
-//! backend calls for each tensor: `cuMemAllocAsync` on the legacy stream
+//! Loops of the bench (the workload's `loop` scenario) beyond a plain
+//! alloc+free: `cuCtxSetCurrent`, and the stream-ordered pairs, what
+//! PyTorch's `cudaMallocAsync` backend calls for each tensor: `cuMemAllocAsync` on the legacy stream
 //! (from the device's current pool) or `cuMemAllocFromPoolAsync` from the
 //! device's default pool, each followed by `cuMemFreeAsync`. The symbols
 //! are looked up once, before the loop.
@@ -7,7 +8,7 @@ use std::ffi::c_void;
 
 use anyhow::bail;
 
-use crate::driver::{check, CUresult, Driver};
+use crate::driver::{check, CUcontext, CUresult, Driver};
 
 type AllocStream = unsafe extern "C" fn(*mut u64, usize, *mut c_void) -> CUresult;
 type AllocPool = unsafe extern "C" fn(*mut u64, usize, u64, *mut c_void) -> CUresult;
@@ -36,7 +37,7 @@ impl PoolLoop {
 /// `n` pairs of `size` bytes on `device`'s pool. With `no_device` (a
 /// driver with no GPU, NVIDIA's library here) every call is refused, the
 /// same each time, through the same entry points.
-pub fn run(
+pub fn pool(
     d: &Driver,
     which: PoolLoop,
     n: usize,
@@ -79,6 +80,21 @@ pub fn run(
         }
         // SAFETY: the allocation just made, on the stream it was made on.
         check(unsafe { free(p, stream) }, "cuMemFreeAsync")?;
+    }
+    Ok(())
+}
+
+/// `n` calls of `cuCtxSetCurrent` making `ctx` (a context's handle, as
+/// the driver gave it) current again (what a
+/// framework may call once per operation). Without a device the driver
+/// refuses each, the same each time.
+pub fn ctx_set_current(d: &Driver, ctx: usize, n: usize, no_device: bool) -> anyhow::Result<()> {
+    for _ in 0..n {
+        // SAFETY: cuCtxSetCurrent's C signature; a context the driver gave.
+        let r = unsafe { (d.ctx_set_current)(ctx as CUcontext) };
+        if r != 0 && !no_device {
+            bail!("cuCtxSetCurrent returned {r}");
+        }
     }
     Ok(())
 }
