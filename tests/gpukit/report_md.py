@@ -20,24 +20,32 @@ def size(n):
 
 
 def cost(pairs):
-    """The pairs.py runs: median ns per alloc+free pair of each, and the
+    """The pairs.py runs: median ns per pair of each, per loop, and the
     traced run's ratio to the untraced ones."""
     if not pairs:
         return []
-    out = [
-        "## What tracing costs on the real driver",
-        "",
-        f"cuMemAlloc_v2 + cuMemFree_v2 of {pairs[0]['size']:,} bytes through cuda-bindings, "
-        f"{pairs[0]['pairs']:,} pairs a round (pairs.py); median of the rounds:",
-        "",
-    ]
-    medians = {p["label"]: statistics.median(p["ns_per_pair"]) for p in pairs}
-    for p in pairs:
-        out.append(f"- {p['label']}: {medians[p['label']]:,.0f} ns/pair (rounds: {p['ns_per_pair']})")
-    base = [v for k, v in medians.items() if k.startswith("untraced")]
-    if "traced" in medians and base:
-        out.append(f"- traced / untraced: {medians['traced'] / statistics.mean(base):.3f}")
-    return out + [""]
+    out = ["## What tracing costs on the real driver", ""]
+    names = {
+        "plain": "cuMemAlloc_v2 + cuMemFree_v2",
+        "pool": "cuMemAllocAsync + cuMemFreeAsync (the default pool, legacy stream)",
+    }
+    for loop in ("plain", "pool"):
+        runs = [p for p in pairs if p.get("loop", "plain") == loop]
+        if not runs:
+            continue
+        out += [
+            f"{names[loop]} of {runs[0]['size']:,} bytes through cuda-bindings, "
+            f"{runs[0]['pairs']:,} pairs a round (pairs.py); median of the rounds:",
+            "",
+        ]
+        medians = {p["label"]: statistics.median(p["ns_per_pair"]) for p in runs}
+        for p in runs:
+            out.append(f"- {p['label']}: {medians[p['label']]:,.0f} ns/pair (rounds: {p['ns_per_pair']})")
+        base = [v for k, v in medians.items() if k.startswith("untraced")]
+        if "traced" in medians and base:
+            out.append(f"- traced / untraced: {medians['traced'] / statistics.mean(base):.3f}")
+        out.append("")
+    return out
 
 
 def render(report, env=None, pairs=()):

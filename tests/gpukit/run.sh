@@ -28,7 +28,13 @@ echo "run.sh: libcuda: $lib -> $(readlink -f "$lib")"
 cat "$out/probe.txt"
 "$python" "$kit/environment.py" >"$out/environment.json" || exit 1
 : >"$out/pairs.jsonl"
-pairs() { "$python" "$kit/workloads/pairs.py" "$1" >>"$out/pairs.jsonl" || echo "run.sh: pairs.py $1 failed" >&2; }
+# Both loops (plain cuMemAlloc_v2 pairs, stream-ordered pool pairs) at each stage.
+pairs() {
+    for loop in plain pool; do
+        "$python" "$kit/workloads/pairs.py" "$1" 7 2000 $((1 << 20)) $loop >>"$out/pairs.jsonl" ||
+            echo "run.sh: pairs.py $1 $loop failed" >&2
+    done
+}
 pairs untraced
 sock=$(mktemp -u /tmp/gpumem-kit.XXXXXX.sock)
 attach=()

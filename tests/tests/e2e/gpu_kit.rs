@@ -47,6 +47,12 @@ fn the_gpu_kits_report_matches_the_simulated_driver_exactly() {
     let md = std::fs::read_to_string(out.join("report.md")).expect("run.sh writes report.md");
     assert!(md.contains("| cuda-bindings | allocated | device_bytes 18,953,219"), "report.md:\n{md}");
     assert!(!md.contains("**no**"), "report.md marks a mismatch:\n{md}");
+    // What tracing costs, both loops at each stage (before, traced, after).
+    for lp in ["cuMemAlloc_v2 + cuMemFree_v2", "cuMemAllocAsync + cuMemFreeAsync"] {
+        let section = md.split(lp).nth(1).unwrap_or_else(|| panic!("report.md has no {lp} loop:\n{md}"));
+        let stages = ["- untraced: ", "- traced: ", "- untraced after: "];
+        assert!(stages.iter().all(|s| section.contains(s)), "{lp}: {section}\n{said}");
+    }
 }
 
 /// Every checkpoint of one scenario: gpumem equal to the truth per kind,
