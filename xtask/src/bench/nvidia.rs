@@ -80,6 +80,9 @@ pub fn measure(
                 let Ok(command) = tracer_command(config, b, lib, &script, bpftrace) else { continue };
                 let _tracer = command.map(|(c, ready)| Tracer::start(c, ready)).transpose()?;
                 for (l, extra) in LOOPS {
+                    if config == "bpftrace" && l != "alloc_free" {
+                        continue; // the script probes cuMemAlloc_v2 and cuMemFree_v2 only
+                    }
                     let args = [&["--no-device"][..], extra].concat();
                     let ns = time_loop(&b.workload, lib, &args, iterations)?;
                     samples.entry((name, config, l)).or_default().push(ns);
