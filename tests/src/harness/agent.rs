@@ -168,15 +168,7 @@ impl Agent {
 
     /// `gpumem limit ARGS` against this agent: (success, stdout, stderr).
     pub fn limit(&self, args: &[&str]) -> (bool, String, String) {
-        let out = Command::new(paths().agent)
-            .arg("limit")
-            .args(args)
-            .arg("--socket")
-            .arg(&self.socket)
-            .output()
-            .expect("running gpumem limit");
-        let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
-        (out.status.success(), text(&out.stdout), text(&out.stderr))
+        limit_through(&self.socket, args)
     }
 
     /// `gpumem limit list --json`, read.
@@ -311,4 +303,18 @@ impl Drop for Agent {
             let _ = c.wait();
         }
     }
+}
+
+/// `gpumem limit ARGS` through the control socket `socket`: (success,
+/// stdout, stderr).
+pub fn limit_through(socket: &std::path::Path, args: &[&str]) -> (bool, String, String) {
+    let out = Command::new(paths().agent)
+        .arg("limit")
+        .args(args)
+        .arg("--socket")
+        .arg(socket)
+        .output()
+        .expect("running gpumem limit");
+    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    (out.status.success(), text(&out.stdout), text(&out.stderr))
 }

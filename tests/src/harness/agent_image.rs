@@ -140,17 +140,8 @@ impl AgentContainer {
 
     /// `gpumem limit ARGS` from the host, through the mounted socket.
     pub fn limit(&self, args: &[&str]) -> (bool, String) {
-        let out = Command::new(paths().agent)
-            .arg("limit")
-            .args(args)
-            .arg("--socket")
-            .arg(&self.socket)
-            .output()
-            .expect("gpumem limit");
-        (
-            out.status.success(),
-            String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr),
-        )
+        let (ok, out, err) = super::agent::limit_through(&self.socket, args);
+        (ok, out + &err)
     }
 
     /// Runs `argv` in the agent's container (`podman exec`), as `kubectl
