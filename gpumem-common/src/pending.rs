@@ -33,6 +33,23 @@ impl Default for Pending {
     }
 }
 
+/// A thread's call in flight kept in the thread's own task storage
+/// (`TASK_CALLS`), where most calls are kept: one at a time, with its API.
+/// The `PENDING` entries are for the rest (see the eBPF crate's
+/// account/pending.rs).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct TaskCall {
+    /// The API of the call kept.
+    pub api: u32,
+    /// 1 from the entry to the return.
+    pub armed: u32,
+    /// The APIs (bit per id) this thread has a `PENDING` entry of that
+    /// may still be armed with bytes reserved under limits.
+    pub in_hash: u64,
+    pub call: CallState,
+}
+
 /// What one call keeps between its entry and its return, by shape.
 #[repr(C)]
 #[derive(Clone, Copy)]
@@ -229,4 +246,5 @@ const _: () = {
     assert!(size_of::<ViewCall>() <= words);
     assert!(size_of::<Pending>() == 8 + words);
     assert!(size_of::<PendingKey>() == 16);
+    assert!(size_of::<TaskCall>() == 16 + words);
 };

@@ -2,9 +2,11 @@
 //! agent may override them at load time.
 use aya_ebpf::{
     bindings::BPF_F_NO_PREALLOC,
-    macros::map,
+    macros::{btf_map, map},
     maps::{Array, HashMap, LruHashMap, PerCpuArray, ProgramArray, RingBuf},
 };
+
+use crate::base::task_storage::TaskStorage;
 use gpumem_common::{
     declare::{
         declaration::{Declaration, EnvConfig},
@@ -16,7 +18,7 @@ use gpumem_common::{
     nvml::{NvmlHandles, NVML_PROC_ENTRIES},
     pool::{ProcPools, POOL_PROC_ENTRIES},
     stat, CtxKey, LimitKey, LimitRule, LimitState, LiveAlloc, LiveKey, Pending, PendingKey, ProcUsage,
-    TargetRules, CGROUP_ENTRIES, COMM_LIMIT_ENTRIES, CTX_ENTRIES, DECLARED_ENTRIES, EVENTS_BYTES,
+    TargetRules, TaskCall, CGROUP_ENTRIES, COMM_LIMIT_ENTRIES, CTX_ENTRIES, DECLARED_ENTRIES, EVENTS_BYTES,
     HANDOVER_MARK_ENTRIES, LIMIT_INDEX_ENTRIES, LIVE_ENTRIES, MAX_LIMITS, PENDING_ENTRIES, POD_ENTRIES,
     POD_PARENT_ENTRIES, PROC_ENTRIES, TASK_COMM_LEN, THREAD_CTX_ENTRIES, VMM_MAPPING_ENTRIES,
 };
@@ -25,7 +27,14 @@ use gpumem_common::{
 #[map]
 pub static EVENTS: RingBuf = RingBuf::with_byte_size(EVENTS_BYTES, 0);
 
-/// Calls between entry and return, one entry per thread and API, kept
+/// Each thread's call between entry and return, where most calls are
+/// kept (account/pending.rs): in the thread's task storage, freed with it.
+#[btf_map]
+pub static TASK_CALLS: TaskStorage<TaskCall> = TaskStorage::new();
+
+/// Calls between entry and return that `TASK_CALLS` does not keep (those
+/// that reserved bytes under limits, a call inside another, a thread whose
+/// storage the kernel could not give), one entry per thread and API, kept
 /// (disarmed) between calls and removed at the thread's exit (exit.rs).
 /// Not LRU: an LRU map evicts live entries well before it is full (seen on
 /// 7.x kernels with a few threads: returns without their entry).

@@ -1,18 +1,75 @@
 //! Calls in flight: what each thread's call to an API kept at its entry
-//! for its return (`PENDING`, see `gpumem_common::pending`).
-use gpumem_common::{stat, CallState, Pending, PendingKey};
+//! for its return (see `gpumem_common::pending`).
+//!
+//! Two places keep them:
+//! - the thread's own task storage (`TASK_CALLS`), one call at a time: a
+//!   lookup there costs a fraction of a hash map's, and the kernel frees
+//!   it with the thread. Most calls go there;
+//! - `PENDING`, a hash map by thread and API, for the rest: an allocation
+//!   while limits are in force, which may reserve bytes under them (a
+//!   thread killed inside it must give them back, and where the kernel
+//!   skipped its exit's run only the agent can, which reads `PENDING`, see
+//!   families/exit.rs), a call made inside
+//!   another (the slot is taken), a thread the kernel gave no storage, and
+//!   every call where the agent turned task storage off (`TASK_CALLS_ON`).
+//!
+//! A return looks in the task's slot first, then in `PENDING`.
+use gpumem_common::{stat, CallState, Pending, PendingKey, TaskCall};
 
 use crate::{
     account::limit_usage,
     base::{atomic::exchange, counters::count},
-    maps::{CALLERS, PENDING},
+    maps::{CALLERS, PENDING, TASK_CALLS},
 };
+
+/// 1 where calls may be kept in task storage: set by the agent at load
+/// where the kernel has BTF (the storage's helpers need its task type).
+/// While 0 the verifier proves the task-storage code dead and never checks
+/// it.
+#[no_mangle]
+static TASK_CALLS_ON: u8 = 0;
+
+#[inline(always)]
+fn task_calls() -> Option<*mut TaskCall> {
+    // SAFETY: a read of read-only data the loader set.
+    if unsafe { core::ptr::read_volatile(&TASK_CALLS_ON) } == 0 {
+        return None;
+    }
+    TASK_CALLS.current()
+}
+
+/// The current thread's slot if it has one (where calls may be kept there).
+#[inline(always)]
+fn task_calls_existing() -> Option<*mut TaskCall> {
+    // SAFETY: as above.
+    if unsafe { core::ptr::read_volatile(&TASK_CALLS_ON) } == 0 {
+        return None;
+    }
+    TASK_CALLS.existing()
+}
+
+/// The bit of `api` in `TaskCall::in_hash`.
+#[inline(always)]
+fn bit(api: u32) -> u64 {
+    1 << (api & 63)
+}
 
 /// Takes the entry-time state of this thread's call to `api` (and
 /// disarms it); None, counted, when there is none (its entry was missed,
 /// or the agent forgot it, taking the thread for gone).
 #[inline(always)]
 pub fn take(api: u32) -> Option<Pending> {
+    if let Some(t) = task_calls_existing() {
+        // SAFETY: checked map value pointer, the current task's own.
+        unsafe {
+            if (*t).armed == 1 && (*t).api == api {
+                (*t).armed = 0;
+                return Some(Pending { armed: 1, _pad: 0, call: (*t).call });
+            }
+            // Else the call is in `PENDING`, taken below.
+            (*t).in_hash &= !bit(api);
+        }
+    }
     let Some(slot) = PENDING.get_ptr_mut(key(api)) else {
         count(stat::UNMATCHED_RETURNS);
         return None;
@@ -62,27 +119,85 @@ pub fn abandon(tgid: u32, p: *mut Pending) -> bool {
     true
 }
 
-/// Remembers the entry-time state of this thread's call to `api`: in place
-/// when the thread called it before, else as a new entry (and its process
-/// is marked as having some, for its threads' exits to remove).
+/// Remembers the entry-time state of this thread's call to `api`: in the
+/// thread's task storage where it can, else in `PENDING` (in place when
+/// the thread called the API before, else as a new entry, and its process
+/// marked as having some, for its threads' exits to remove).
 #[inline(always)]
 pub fn put(api: u32, call: CallState) {
-    remember(api, call, false);
+    remember(api, call, false, false);
 }
 
-/// [`put`] for a call that reserved bytes under limits (an allocation,
-/// see `families::alloc::admit_and_remember`, the only one): an entry
-/// still armed is a call of the same API whose return the kernel skipped,
-/// and what it reserved goes back first. Other APIs' entries never
-/// reserve, so their programs leave that out.
+/// [`put`] for a call of an API that reserves bytes under limits (an
+/// allocation, see `families::alloc::admit_and_remember`, the only one),
+/// before the limit decision; `limited`: some limit is in force, so the
+/// call may reserve, and is kept in `PENDING` (see the module's text). An
+/// entry of the same API still armed there is a call whose return the
+/// kernel skipped, and what it reserved goes back first. Other APIs'
+/// entries never reserve, so their programs leave that out.
 #[inline(always)]
-pub fn put_reserving(api: u32, call: CallState) {
-    remember(api, call, true);
+pub fn put_reserving(api: u32, call: CallState, limited: bool) {
+    remember(api, call, true, limited);
 }
 
+/// After the limit decision, adds it to the allocation call
+/// [`put_reserving`] kept: whether a limit refused the call, and the
+/// limits that reserved its bytes (0: none). Such a call is in `PENDING`,
+/// unless a limit came into force after `put_reserving` looked.
 #[inline(always)]
-fn remember(api: u32, call: CallState, reserves: bool) {
+pub fn admitted(api: u32, refused: u32, slots: u64) {
+    if refused == 0 && slots == 0 {
+        return; // as kept
+    }
+    let mut p = None;
+    if let Some(t) = task_calls_existing() {
+        // SAFETY: checked map value pointer, the current task's own.
+        unsafe {
+            if (*t).armed == 1 && (*t).api == api {
+                p = Some(core::ptr::addr_of_mut!((*t).call.alloc));
+            }
+        }
+    }
+    if p.is_none() {
+        // SAFETY: checked map value pointer; this thread's own key.
+        p = PENDING.get_ptr_mut(key(api)).map(|e| unsafe { core::ptr::addr_of_mut!((*e).call.alloc) });
+    }
+    let Some(p) = p else { return };
+    // SAFETY: a checked map value pointer from above.
+    unsafe {
+        core::ptr::write_volatile(core::ptr::addr_of_mut!((*p).refused), refused);
+        core::ptr::write_volatile(core::ptr::addr_of_mut!((*p).limit_slots), slots);
+    }
+}
+
+/// Keeps the call in the thread's task storage where the slot is free (or
+/// holds a call of the same API whose return the kernel skipped, which
+/// reserved nothing: overwritten), unless `limited` or a `PENDING` entry
+/// of a reserving API may still be armed (its bit in `in_hash`, cleared
+/// when its return takes it): then in `PENDING`, where that entry's
+/// reservation goes back first.
+#[inline(always)]
+fn remember(api: u32, call: CallState, reserves: bool, limited: bool) {
+    if !limited {
+        if let Some(t) = task_calls() {
+            // SAFETY: checked map value pointer, the current task's own.
+            unsafe {
+                if ((*t).armed == 0 || (*t).api == api) && (*t).in_hash & bit(api) == 0 {
+                    (*t).api = api;
+                    (*t).call = call;
+                    (*t).armed = 1;
+                    return;
+                }
+            }
+        }
+    }
     let key = key(api);
+    if reserves {
+        if let Some(t) = task_calls() {
+            // SAFETY: as above.
+            unsafe { (*t).in_hash |= bit(api) };
+        }
+    }
     let armed = Pending { armed: 1, _pad: 0, call };
     if let Some(slot) = PENDING.get_ptr_mut(key) {
         if reserves {

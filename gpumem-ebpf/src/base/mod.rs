@@ -1,8 +1,8 @@
 //! The bottom layer, used by every program: atomics, the ring-buffer
 //! records, the drop counters, the attach cookie, the tail call that keeps
-//! each program on its task's stack, the gate that says which build's
-//! programs run (a takeover), and the diagnostic log. Nothing here
-//! knows about accounting or limits.
+//! each program on its task's stack, the task-local storage map type, the
+//! gate that says which build's programs run (a takeover), and the
+//! diagnostic log. Nothing here knows about accounting or limits.
 pub mod atomic;
 pub mod cookie;
 pub mod counters;
@@ -10,6 +10,7 @@ pub mod handover;
 pub mod log;
 pub mod records;
 pub mod task_stack;
+pub mod task_storage;
 
 /// `v`, as a value the verifier knows nothing of: code after a value that
 /// is a constant on some paths and not on others is otherwise walked once

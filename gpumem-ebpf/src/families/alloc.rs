@@ -16,6 +16,7 @@
 //! `vmm.rs`, `array.rs` and `pool.rs` read `cuMemCreate`'s, the arrays'
 //! and pool allocations' arguments.
 use aya_ebpf::{
+    bindings::BPF_NOEXIST,
     helpers::{bpf_get_current_cgroup_id, bpf_get_current_pid_tgid, bpf_probe_read_user},
     programs::{ProbeContext, RetProbeContext},
     EbpfContext,
@@ -31,11 +32,12 @@ use crate::{
     base::{
         cookie::{self, cookie},
         counters::count,
+        opaque,
         records::{emit, Subject},
         task_stack::on_task_stack,
     },
     device::current_device,
-    limits::admit,
+    limits::{admit, any_in_force},
     maps::LIVE,
 };
 
@@ -52,17 +54,21 @@ pub fn start<C: EbpfContext>(ctx: &C) -> AllocCall {
     }
 }
 
-/// Applies the caller's limits to the call's `size` bytes and remembers
-/// the call (refused or with its reservations) for the return; a denied
-/// call returns `CUDA_ERROR_OUT_OF_MEMORY` without entering the driver.
+/// Remembers the call for the return, applies the caller's limits to its
+/// `size` bytes and adds what they decided (refused, or the limits that
+/// reserved it) to what was remembered; a denied call returns
+/// `CUDA_ERROR_OUT_OF_MEMORY` without entering the driver. The call is
+/// remembered first: the limit decision ends in many different states,
+/// and the verifier walks what follows it once for each.
 #[inline(always)]
-pub fn admit_and_remember(ctx: &ProbeContext, mut call: AllocCall) -> u32 {
+pub fn admit_and_remember(ctx: &ProbeContext, call: AllocCall) -> u32 {
     let api = cookie::api(ctx);
+    // While limits are in force the call is kept where a thread killed
+    // inside it still has its reservation given back (`PENDING`).
+    pending::put_reserving(api, call.into(), any_in_force());
     let ret_delta = crate::deny::ret_delta(ctx);
     let a = admit(call.size, call.device, api, ret_delta != 0);
-    call.refused = a.refused as u32;
-    call.limit_slots = a.slots;
-    pending::put_reserving(api, call.into());
+    pending::admitted(api, a.refused as u32, a.slots);
     if a.deny && ret_delta != 0 {
         crate::deny::return_out_of_memory(ctx, ret_delta);
     }
@@ -181,15 +187,10 @@ fn unreadable(call: &AllocCall) -> u32 {
 pub fn record_alloc(api: u32, who: Subject, mut change: Change, namespace: u32, limit_slots: u64) {
     let tgid = (who.pid_tgid >> 32) as u32;
     let key = LiveKey { tgid, ns: namespace, addr: change.addr };
-    // An entry at this key is an allocation whose free gpumem never saw:
-    // of this image (drop its charge so it is not counted twice), or of an
-    // earlier image of this tgid that exited or exec'd (already uncharged).
-    // SAFETY: copied out before removal.
-    if let Some(stale) = unsafe { LIVE.get(key) }.copied() {
-        let _ = LIVE.remove(key);
-        let _ = usage::uncharge_current(tgid, &stale);
-    }
-    let t = usage::charge(tgid, who.cgroup_id, change.size, limit_slots);
+    let mut t = usage::charge(tgid, who.cgroup_id, change.size, limit_slots);
+    // Opaque: each cgroup slot is a different constant here, and the
+    // verifier would walk the rest (a stale entry's uncharge) once for each.
+    t.slot = opaque(u64::from(t.slot)) as u32;
     let live = LiveAlloc {
         size: change.size,
         cgroup_id: who.cgroup_id,
@@ -201,8 +202,12 @@ pub fn record_alloc(api: u32, who: Subject, mut change: Change, namespace: u32, 
         limit_slots,
         ..LiveAlloc::default()
     };
-    if LIVE.insert(key, live, 0).is_err() {
-        count(stat::MAP_FULL);
+    // One walk of the live map's bucket where the address is new (a lookup
+    // first, then an insert, walked it twice: about 120 ns a call).
+    match LIVE.insert(key, live, u64::from(BPF_NOEXIST)) {
+        Ok(()) => {}
+        Err(e) if e == -EEXIST => replace_stale(key, &live, who.cgroup_id, &mut t),
+        Err(_) => count(stat::MAP_FULL),
     }
     change.generation = t.generation;
     change.proc_total = t.proc_total;
@@ -211,4 +216,29 @@ pub fn record_alloc(api: u32, who: Subject, mut change: Change, namespace: u32, 
         change.flags |= FLAG_CGROUP_SLOTS_FULL;
     }
     emit(event_type::ALLOC, api, who, change);
+}
+
+/// The kernel's `EEXIST`, as the map helpers return it (negated).
+const EEXIST: i32 = 17;
+
+/// An entry already at `key` is an allocation whose free gpumem never saw:
+/// of this image (its charge is dropped so it is not counted twice), or of
+/// an earlier image of this tgid that exited or exec'd (uncharged
+/// already). `live` takes its place; `t`, the totals of the new charge,
+/// become those after the drop where it changed them.
+#[inline(always)]
+fn replace_stale(key: LiveKey, live: &LiveAlloc, cgroup_id: u64, t: &mut usage::Totals) {
+    // SAFETY: copied out before removal.
+    if let Some(stale) = unsafe { LIVE.get(key) }.copied() {
+        let _ = LIVE.remove(key);
+        if let Some(after) = usage::uncharge_current(key.tgid, &stale) {
+            t.proc_total = after.proc_total;
+            if stale.cgroup_id == cgroup_id {
+                t.cgroup_total = after.cgroup_total;
+            }
+        }
+    }
+    if LIVE.insert(key, live, 0).is_err() {
+        count(stat::MAP_FULL);
+    }
 }

@@ -12,6 +12,7 @@ pub mod handover;
 pub mod kernel;
 pub mod log;
 mod multi;
+mod object;
 mod parallel_load;
 pub mod persist;
 pub mod placement;
@@ -23,6 +24,7 @@ pub mod site;
 mod stack_check;
 pub mod symbols;
 pub mod takeover;
+mod task_calls;
 mod view;
 
 use aya::{
@@ -30,7 +32,7 @@ use aya::{
         links::FdLink, raw_trace_point::RawTracePointLinkId, uprobe::UProbeLinkId, ProgramError,
         RawTracePoint, RawTracePointRunOptions, TestRun,
     },
-    Ebpf, EbpfLoader,
+    Ebpf,
 };
 
 use self::{discover::Library, persist::Pins, site::Emulation};
@@ -185,7 +187,17 @@ impl Tracer {
         // Part of the build's identity: a pinned prog array (TASK_STACK)
         // takes only programs of the attach type it first held.
         let multi_links = multi::chosen(options.links, options.bpf_log)?;
-        let id = persist::identity(object, options.deny_by_registers, options.ring_bytes, multi_links);
+        let task_calls = task_calls::chosen();
+        if let Err(why) = &task_calls {
+            tracing::info!("calls in flight kept in a hash map only (slower): {why}");
+        }
+        let id = persist::identity(
+            object,
+            options.deny_by_registers,
+            options.ring_bytes,
+            multi_links,
+            task_calls.is_ok(),
+        );
         let build = persist::tag(&id);
         let maps = persist::map_names(object)?;
         let pins = persist_root.map(|root| Pins::open(root, &id)).transpose()?;
@@ -196,21 +208,14 @@ impl Tracer {
                 .transpose()?,
             _ => None,
         };
-        let deny = u8::from(options.deny_by_registers);
-        let mut loader = EbpfLoader::new();
-        loader
-            .override_global("DENY_BY_REGISTERS", &deny, true)
-            .override_global("BUILD", &build, true)
-            .map_max_entries(gpumem_common::map_name::EVENTS, options.ring_bytes);
-        if options.bpf_log {
-            loader.override_global(aya_log::LEVEL, &log::LEVEL, true);
-        }
-        if let Some(pins) = &pins {
-            for &name in &maps {
-                loader.map_pin_path(name, pins.map(name));
-            }
-        }
-        let ebpf = loader.load(object).map_err(|e| {
+        let settings = object::Settings {
+            deny_by_registers: options.deny_by_registers,
+            ring_bytes: options.ring_bytes,
+            bpf_log: options.bpf_log,
+            task_calls: task_calls.is_ok(),
+            build,
+        };
+        let ebpf = object::load(object, &settings, pins.as_ref(), &maps).map_err(|e| {
             // The old build's maps pinned again under this build's
             // directory: nothing of a failed takeover stays.
             if let (Some(_), Some(pins)) = (&takeover, &pins) {

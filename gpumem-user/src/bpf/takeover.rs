@@ -18,6 +18,13 @@ use super::persist::{word, PersistError, Pins};
 /// type it first held) and the programs' log.
 const OWN_MAPS: &[&str] = &["TASK_STACK", "AYA_LOGS"];
 
+/// Maps this build creates fresh where the old build has none: builds
+/// before task storage kept every call in flight in `PENDING`, which is
+/// carried, and this build's returns look there after their own task's
+/// slot. (The other way, a build without it taking over from one with
+/// it, is refused: its returns would not find the calls kept there.)
+const NEW_MAPS: &[&str] = &["TASK_CALLS"];
+
 /// What two builds must share to hand over, as one number: the shared
 /// maps' meaning (`handover::LAYOUT`), the probe table (each row's symbol,
 /// API id, kind and programs: the cookies and the marks are made of
@@ -153,8 +160,12 @@ fn carried_maps(maps: &Path, object: &[u8], ring_bytes: u32) -> Result<Vec<Strin
             entries,
             flags: map.map_flags(),
         };
-        let info = MapInfo::from_pin(maps.join(name))
-            .map_err(|_| format!("it has no map {name}, which this build keeps state in"))?;
+        let Ok(info) = MapInfo::from_pin(maps.join(name)) else {
+            if NEW_MAPS.contains(&name.as_str()) {
+                continue;
+            }
+            return Err(format!("it has no map {name}, which this build keeps state in"));
+        };
         let theirs = Shape {
             kind: info.map_type().map_or(u32::MAX, |t| t as u32),
             key: info.key_size(),

@@ -25,13 +25,35 @@ fn every_family_is_accounted_exactly_by_kind_and_device() {
         return;
     }
     let agent = Agent::start(&[]);
-    let cg = Cgroup::create("families");
+    // Every kernel gpumem runs on here has BTF: calls in flight go to the
+    // threads' task storage.
+    assert!(!agent.stderr().contains(HASH_ONLY), "{}", agent.stderr());
+    every_family(&agent, "families");
+}
+
+/// The same with every call in flight kept in the `PENDING` hash map, the
+/// fallback where a kernel has no BTF (forced with `GPUMEM_TASK_CALLS=off`).
+#[test]
+fn every_family_is_accounted_exactly_with_calls_in_flight_in_the_hash_map() {
+    if !privileged() {
+        return;
+    }
+    let agent = Agent::start_with_env(&[("GPUMEM_TASK_CALLS", "off")], &[]);
+    assert!(agent.stderr().contains(HASH_ONLY), "{}", agent.stderr());
+    every_family(&agent, "families-hash");
+}
+
+/// What the agent says when calls in flight go to the hash map only.
+const HASH_ONLY: &str = "calls in flight kept in a hash map only";
+
+fn every_family(agent: &Agent, name: &str) {
+    let cg = Cgroup::create(name);
     let mut w = Workload::spawn(&["--scenario", "families", "--pause"], Some(&cg), &[]);
     let pid = w.pid();
 
     let all = w.checkpoint();
     assert_eq!(all.checkpoint, "all");
-    let lines = check(&agent, &cg, &all);
+    let lines = check(agent, &cg, &all);
     let mine = |event| lines.events(pid, event);
     sharing_is_reported(&lines, pid);
     let contexts = mine(RecordEvent::Context);
@@ -52,7 +74,7 @@ fn every_family_is_accounted_exactly_by_kind_and_device() {
 
     let freed = w.checkpoint();
     assert_eq!(freed.checkpoint, "freed");
-    let lines = check(&agent, &cg, &freed);
+    let lines = check(agent, &cg, &freed);
     let unmap_free = lines.events(pid, RecordEvent::Free).into_iter().find(|l| l.caller.api == "cuMemUnmap");
     assert_eq!(unmap_free.expect("the last unmap of a released handle frees it").size, 2 << 20);
     every_charging_row_was_seen(&lines, pid);

@@ -9,9 +9,20 @@ pub fn fnv1a(bytes: impl IntoIterator<Item = u8>) -> u64 {
 }
 
 /// The build's identity: FNV-1a over the object's bytes, whether deny
-/// rewrites registers, and the ring buffer's size.
-pub fn identity(object: &[u8], deny_by_registers: bool, ring_bytes: u32, multi_links: bool) -> String {
-    let flags = [u8::from(deny_by_registers)].into_iter().chain(multi_links.then_some(2));
+/// rewrites registers, whether the programs are loaded for multi links,
+/// whether they keep calls in flight in task storage (where calls are
+/// looked for), and the ring buffer's size.
+pub fn identity(
+    object: &[u8],
+    deny_by_registers: bool,
+    ring_bytes: u32,
+    multi_links: bool,
+    task_calls: bool,
+) -> String {
+    let flags = [u8::from(deny_by_registers)]
+        .into_iter()
+        .chain(multi_links.then_some(2))
+        .chain((!task_calls).then_some(4));
     let tail = flags.chain(ring_bytes.to_le_bytes());
     format!("{:016x}", fnv1a(object.iter().copied().chain(tail)))
 }

@@ -146,18 +146,17 @@ pub fn pin(link: FdLink, path: &Path) -> Result<(), PersistError> {
         .map_err(|e| PersistError::Pin { path: path.display().to_string(), why: e.to_string() })
 }
 
-/// The names of the object's maps (the symbols of its `maps` section):
-/// every one is pinned, so that nothing an adopting agent reads is new.
+/// The names of the object's maps (the symbols of its `maps` section and
+/// of its BTF-defined `.maps`): every one is pinned, so that nothing an
+/// adopting agent reads is new.
 pub fn map_names(object: &'static [u8]) -> Result<Vec<&'static str>, PersistError> {
     use object::{Object, ObjectSection, ObjectSymbol};
     let file = object::File::parse(object).map_err(|e| PersistError::Object(e.to_string()))?;
-    let Some(section) = file.section_by_name("maps") else {
-        return Ok(Vec::new());
-    };
-    let index = section.index();
+    let sections: Vec<_> =
+        ["maps", ".maps"].iter().filter_map(|n| file.section_by_name(n)).map(|s| s.index()).collect();
     Ok(file
         .symbols()
-        .filter(|s| s.section_index() == Some(index))
+        .filter(|s| s.section_index().is_some_and(|i| sections.contains(&i)))
         .filter_map(|s| s.name().ok())
         .filter(|n| !n.is_empty() && !n.contains('.'))
         .collect())
@@ -169,25 +168,34 @@ mod tests {
 
     #[test]
     fn identity_changes_with_object_and_options() {
-        let a = identity(b"object", false, 4096, false);
-        assert_eq!(a, identity(b"object", false, 4096, false));
+        let a = identity(b"object", false, 4096, false, true);
+        assert_eq!(a, identity(b"object", false, 4096, false, true));
         assert_eq!(a.len(), 16);
-        assert_ne!(a, identity(b"objecu", false, 4096, false));
-        assert_ne!(a, identity(b"object", true, 4096, false));
-        assert_ne!(a, identity(b"object", false, 8192, false));
+        assert_ne!(a, identity(b"objecu", false, 4096, false, true));
+        assert_ne!(a, identity(b"object", true, 4096, false, true));
+        assert_ne!(a, identity(b"object", false, 8192, false, true));
         assert_ne!(
             a,
-            identity(b"object", false, 4096, true),
+            identity(b"object", false, 4096, true, true),
             "the programs' attach type is the prog array's"
         );
+        assert_ne!(a, identity(b"object", false, 4096, false, false), "where calls in flight are kept");
     }
 
     #[test]
     fn every_state_map_of_the_object_is_pinned() {
         let names = map_names(super::super::OBJECT).expect("object parses");
-        for map in
-            ["EVENTS", "LIVE", "PROC_USAGE", "CGROUP_USAGE", "LIMITS", "LIMIT_STATE", "PENDING", "STATS"]
-        {
+        for map in [
+            "EVENTS",
+            "LIVE",
+            "PROC_USAGE",
+            "CGROUP_USAGE",
+            "LIMITS",
+            "LIMIT_STATE",
+            "PENDING",
+            "STATS",
+            "TASK_CALLS",
+        ] {
             assert!(names.contains(&map), "{map} missing from {names:?}");
         }
     }

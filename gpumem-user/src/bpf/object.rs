@@ -1,0 +1,51 @@
+//! Loading the eBPF object with this agent's settings: the read-only data
+//! the programs branch on (deny, task storage, the build's tag, the log
+//! level), the ring buffer's size, and every map pinned where `--persist`
+//! keeps them (reused where an earlier agent pinned them).
+use aya::{Ebpf, EbpfError, EbpfLoader};
+
+use super::{log, persist::Pins};
+
+/// What the object is loaded with.
+pub struct Settings {
+    /// Limits with action deny rewrite registers (see `Options`).
+    pub deny_by_registers: bool,
+    /// The ring buffer's size.
+    pub ring_bytes: u32,
+    /// The object that logs (`--bpf-log`).
+    pub bpf_log: bool,
+    /// Calls in flight go to task storage (see `task_calls`).
+    pub task_calls: bool,
+    /// The build's tag (`persist::tag`).
+    pub build: u32,
+}
+
+/// Creates (or opens, where pinned) the maps and readies the programs of
+/// `object`; the programs are verified later (`Tracer::load_programs`).
+pub fn load(
+    object: &[u8],
+    s: &Settings,
+    pins: Option<&Pins>,
+    maps: &[&'static str],
+) -> Result<Ebpf, EbpfError> {
+    let deny = u8::from(s.deny_by_registers);
+    let task_calls = u8::from(s.task_calls);
+    let mut loader = EbpfLoader::new();
+    loader
+        // TASK_CALLS: aya has no type for task storage, and needs none
+        // (the programs alone use it; the agent only pins it).
+        .allow_unsupported_maps()
+        .override_global("DENY_BY_REGISTERS", &deny, true)
+        .override_global("TASK_CALLS_ON", &task_calls, true)
+        .override_global("BUILD", &s.build, true)
+        .map_max_entries(gpumem_common::map_name::EVENTS, s.ring_bytes);
+    if s.bpf_log {
+        loader.override_global(aya_log::LEVEL, &log::LEVEL, true);
+    }
+    if let Some(pins) = pins {
+        for &name in maps {
+            loader.map_pin_path(name, pins.map(name));
+        }
+    }
+    loader.load(object)
+}
