@@ -62,6 +62,19 @@ enum Cmd {
         /// target/bench/load_against.json.
         #[arg(long, value_name = "AGENT", conflicts_with = "attach_only")]
         load_against: Option<std::path::PathBuf>,
+        /// Only the time inside the programs, per pair of the plain and the
+        /// stream-ordered pool loops: this build's agent and AGENT (another
+        /// build's release `gpumem`, or this one's with --against-env),
+        /// alternately, 4 rounds of 200,000 pairs (8 of 1,000,000 without
+        /// --quick);
+        /// prints medians and ranges per program and this/AGENT ratios and
+        /// writes target/bench/programs_against.json.
+        #[arg(long, value_name = "AGENT", conflicts_with_all = ["attach_only", "load_against"])]
+        programs_against: Option<std::path::PathBuf>,
+        /// NAME=VALUE in AGENT's environment (repeatable), e.g.
+        /// GPUMEM_TASK_CALLS=off: every call in flight in the hash map.
+        #[arg(long, value_name = "NAME=VALUE", requires = "programs_against")]
+        against_env: Vec<String>,
     },
     /// Lint, build, then run the unit tests, the deployment files' checks,
     /// the privileged end-to-end tests on this kernel and the limit and
@@ -149,9 +162,14 @@ fn main() -> std::process::ExitCode {
         Cmd::BuildAndRun { args } => artifacts::build_and_run(&args),
         Cmd::Demo => demo::demo(),
         Cmd::Lint => lint::lint(),
-        Cmd::Bench { quick, attach_only, load_against } => {
-            bench::bench(quick, attach_only, load_against.as_deref())
-        }
+        Cmd::Bench { quick, attach_only, load_against, programs_against, against_env } => bench::bench(
+            quick,
+            bench::Only {
+                attach: attach_only,
+                load_against: load_against.as_deref(),
+                programs_against: programs_against.as_deref().map(|p| (p, against_env.as_slice())),
+            },
+        ),
         Cmd::Test => test::test(),
         Cmd::DeployCheck => test::deploy_only(),
         Cmd::Nvidia => nvidia::print(),

@@ -19,6 +19,7 @@ mod attach;
 mod load;
 mod load_against;
 mod nvidia;
+mod programs_against;
 mod report;
 mod runtime;
 mod setup;
@@ -83,7 +84,17 @@ impl Collected {
     }
 }
 
-pub fn bench(quick: bool, attach_only: bool, load_against: Option<&Path>) -> anyhow::Result<()> {
+/// What `cargo xtask bench` was asked for beyond `--quick`.
+#[derive(Default)]
+pub struct Only<'a> {
+    pub attach: bool,
+    pub load_against: Option<&'a Path>,
+    /// The other agent, and its environment.
+    pub programs_against: Option<(&'a Path, &'a [String])>,
+}
+
+pub fn bench(quick: bool, only: Only<'_>) -> anyhow::Result<()> {
+    let Only { attach: attach_only, load_against, programs_against } = only;
     if !is_root() {
         bail!("cargo xtask bench loads eBPF programs: run it as root");
     }
@@ -91,6 +102,9 @@ pub fn bench(quick: bool, attach_only: bool, load_against: Option<&Path>) -> any
     let (reps, pairs, mixed_pairs) = if quick { (3, 20_000, 4_000) } else { (7, 100_000, 20_000) };
     if let Some(other) = load_against {
         return load_against::compare(&b, other, reps, quick);
+    }
+    if let Some((other, env)) = programs_against {
+        return programs_against::compare(&b, other, env, reps + 1, pairs * 10);
     }
     if attach_only {
         let attach = attach::measure(&b, reps)?;

@@ -88,10 +88,12 @@ fn report_json(machine: &str, samples: &Samples, run: &Run, load: &AgentLoad) ->
         "pair_ns_per_repetition": samples.iter().map(|((c, l), v)| (format!("{c}/{l}"), v.clone())).collect::<BTreeMap<_, _>>(),
         "ratio_vs_floor": ratio(samples, "gpumem", "floor"),
         "ratio_limits_vs_floor": ratio(samples, "gpumem+limits", "floor"),
+        "ratio_hash_vs_floor": ratio(samples, "gpumem/hash", "floor"),
         "ratio_vs_bpftrace": ratio(samples, "gpumem", "bpftrace"),
         "pool_async_ratio_vs_floor": loop_ratio(samples, "gpumem", "floor", "pool_async"),
         "pool_async_ratio_limits_vs_floor": loop_ratio(samples, "gpumem+limits", "floor", "pool_async"),
         "pool_from_pool_ratio_vs_floor": loop_ratio(samples, "gpumem", "floor", "pool_from_pool"),
+        "pool_async_ratio_hash_vs_floor": loop_ratio(samples, "gpumem/hash", "floor", "pool_async"),
         "attach_ms": run.attach_ms,
         "program_ns_per_pair": program_pair,
         "program_ns_per_run": program_run,
@@ -126,12 +128,14 @@ fn report_md(machine: &str, samples: &Samples, run: &Run, load: &AgentLoad) -> S
         md += &format!("| {c} | {} |\n", cells.join(" | "));
     }
     md += &format!(
-        "\n| ratio | value |\n| --- | --- |\n| gpumem / floor | {} |\n| gpumem+limits / floor | {} |\n| gpumem / bpftrace | {} |\n| pool loop (cuMemAllocAsync): gpumem / floor | {} |\n| pool loop (cuMemAllocAsync): gpumem+limits / floor | {} |\n| pool loop (cuMemAllocFromPoolAsync): gpumem / floor | {} |\n| start to attached (ms) | {} |\n",
+        "\n| ratio | value |\n| --- | --- |\n| gpumem / floor | {} |\n| gpumem+limits / floor | {} |\n| gpumem/hash / floor | {} |\n| gpumem / bpftrace | {} |\n| pool loop (cuMemAllocAsync): gpumem / floor | {} |\n| pool loop (cuMemAllocAsync): gpumem+limits / floor | {} |\n| pool loop (cuMemAllocAsync): gpumem/hash / floor | {} |\n| pool loop (cuMemAllocFromPoolAsync): gpumem / floor | {} |\n| start to attached (ms) | {} |\n",
         r(ratio(samples, "gpumem", "floor")),
         r(ratio(samples, "gpumem+limits", "floor")),
+        r(ratio(samples, "gpumem/hash", "floor")),
         r(ratio(samples, "gpumem", "bpftrace")),
         r(loop_ratio(samples, "gpumem", "floor", "pool_async")),
         r(loop_ratio(samples, "gpumem+limits", "floor", "pool_async")),
+        r(loop_ratio(samples, "gpumem/hash", "floor", "pool_async")),
         r(loop_ratio(samples, "gpumem", "floor", "pool_from_pool")),
         f(run.attach_ms)
     );

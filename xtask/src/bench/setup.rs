@@ -9,7 +9,11 @@ use anyhow::Context;
 
 use crate::util::{output, target_dir};
 
-pub const CONFIGS: [&str; 5] = ["untraced", "floor", "gpumem", "gpumem+limits", "bpftrace"];
+/// `gpumem/hash`: the agent with every call in flight kept in the
+/// `PENDING` hash map (`GPUMEM_TASK_CALLS=off`), as before task storage
+/// and wherever the kernel has no BTF: what task storage saves, side by
+/// side.
+pub const CONFIGS: [&str; 6] = ["untraced", "floor", "gpumem", "gpumem+limits", "gpumem/hash", "bpftrace"];
 /// The loops each configuration runs, with the workload's arguments:
 /// cuMemAlloc_v2+cuMemFree_v2, the families in turn, and the stream-ordered
 /// pool pairs (cuMemAllocAsync or cuMemAllocFromPoolAsync, each with

@@ -100,12 +100,15 @@ pub fn tracer_command(
     Ok(match config {
         "untraced" => None,
         "floor" => Some((agent("floor"), "gpumem: ready")),
-        "gpumem" | "gpumem+limits" => {
+        "gpumem" | "gpumem+limits" | "gpumem/hash" => {
             let mut c = agent("run");
             c.arg("--output").arg(b.out.join("events.jsonl"));
             c.arg("--socket").arg(b.out.join("gpumem.sock")).args(["--rescan", "0"]);
             if config == "gpumem+limits" {
                 c.args(["--limit", "cgroup:/=1TiB,action=audit"]);
+            }
+            if config == "gpumem/hash" {
+                c.env("GPUMEM_TASK_CALLS", "off");
             }
             Some((c, "gpumem: ready"))
         }

@@ -1,0 +1,123 @@
+//! `cargo xtask bench --programs-against AGENT [--against-env K=V]`: the
+//! time inside this build's programs and inside another agent's (another
+//! build's release `gpumem`, or this one with `--against-env`, e.g.
+//! `GPUMEM_TASK_CALLS=off`), per pair of the plain and the stream-ordered
+//! pool loops, from the kernel's run-time statistics (`runtime`). One
+//! agent at a time, alternately, the order swapped each round: a program
+//! change measured before and after side by side, on a host whose speed
+//! drifts more than most changes move it.
+use std::{collections::BTreeMap, path::Path, process::Command};
+
+use anyhow::Context;
+use serde_json::json;
+
+use super::{
+    runtime::{self, Runtime},
+    setup::{median, run_loop, Built},
+    tracer::Tracer,
+};
+
+/// The loops measured, with the workload's arguments.
+const LOOPS: [(&str, &[&str]); 2] = [("alloc_free", &[]), ("pool_async", &["--pool", "async"])];
+
+/// Per loop, per round: [other, this].
+type Rounds = BTreeMap<&'static str, Vec<[Runtime; 2]>>;
+
+pub fn compare(b: &Built, other: &Path, env: &[String], rounds: usize, pairs: usize) -> anyhow::Result<()> {
+    let other = other.canonicalize().with_context(|| format!("the other agent, {}", other.display()))?;
+    let env = parse_env(env)?;
+    let mut by_loop = Rounds::new();
+    for round in 0..rounds {
+        eprintln!("xtask: bench --programs-against: round {}/{rounds}", round + 1);
+        let mut pair: [Vec<Runtime>; 2] = Default::default();
+        let order = if round % 2 == 0 { [0, 1] } else { [1, 0] };
+        for which in order {
+            let mut c = Command::new(if which == 0 { &other } else { &b.agent });
+            c.arg("run").arg("--libcuda").arg(&b.libcuda).arg("--output").arg(b.out.join("events.jsonl"));
+            c.arg("--socket").arg(b.out.join("gpumem.sock")).args(["--rescan", "0"]);
+            if which == 0 {
+                c.envs(env.iter().map(|(k, v)| (k, v)));
+            }
+            let (tracer, _) = Tracer::start(c, "gpumem: ready")?;
+            let pid = tracer.pid().context("the agent has no pid")?;
+            for (_, args) in LOOPS {
+                pair[which].push(runtime::measure(pid, || run_loop(b, args, pairs).map(drop))?);
+            }
+        }
+        let [theirs, ours] = pair;
+        for ((name, _), (t, o)) in LOOPS.iter().zip(theirs.into_iter().zip(ours)) {
+            by_loop.entry(name).or_default().push([t, o]);
+        }
+    }
+    let _ = std::fs::remove_file(b.out.join("events.jsonl"));
+    let label = describe(&other, &env);
+    println!("{}", markdown(&by_loop, &label, rounds, pairs));
+    let json = to_json(&by_loop, &label, pairs);
+    std::fs::write(b.out.join("programs_against.json"), serde_json::to_string_pretty(&json)?)?;
+    println!("written: {}", b.out.join("programs_against.json").display());
+    Ok(())
+}
+
+/// `K=V` pairs for the other agent's environment.
+fn parse_env(env: &[String]) -> anyhow::Result<Vec<(String, String)>> {
+    env.iter()
+        .map(|kv| {
+            kv.split_once('=')
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .with_context(|| format!("--against-env {kv:?}: expected NAME=VALUE"))
+        })
+        .collect()
+}
+
+fn describe(other: &Path, env: &[(String, String)]) -> String {
+    let vars: Vec<String> = env.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    match vars.is_empty() {
+        true => other.display().to_string(),
+        false => format!("{} {}", vars.join(" "), other.display()),
+    }
+}
+
+/// Median and range over the rounds of `f` for [other, this].
+fn stats(rounds: &[[Runtime; 2]], f: impl Fn(&Runtime) -> Option<f64>) -> [(f64, f64, f64); 2] {
+    [0, 1].map(|i| {
+        let v: Vec<f64> = rounds.iter().filter_map(|r| f(&r[i])).collect();
+        let (lo, hi) = v.iter().fold((f64::MAX, f64::MIN), |(lo, hi), &x| (lo.min(x), hi.max(x)));
+        (median(v).unwrap_or(f64::NAN), lo, hi)
+    })
+}
+
+fn markdown(by_loop: &Rounds, label: &str, rounds: usize, pairs: usize) -> String {
+    let mut md = format!(
+        "# Inside the programs: this build against {label}\n\n{rounds} rounds, {pairs} pairs a loop; ns per pair (or per run), median (lowest-highest)\n\n| loop | what | other | this | this / other |\n| --- | --- | --- | --- | --- |\n"
+    );
+    let cell = |(m, lo, hi): (f64, f64, f64)| format!("{m:.0} ({lo:.0}-{hi:.0})");
+    for (name, rounds) in by_loop {
+        let [o, t] = stats(rounds, |r| Some(runtime::per_pair(r, pairs)));
+        md += &format!("| {name} | per pair | {} | {} | {:.3} |\n", cell(o), cell(t), t.0 / o.0);
+        // The loop's own programs, run every pair; the rest run once per
+        // process (exec, contexts, exit), counted in the pair's total.
+        let programs: std::collections::BTreeSet<&String> = rounds
+            .iter()
+            .flat_map(|r| r[1].iter())
+            .filter(|(_, t)| t.runs >= pairs as u64)
+            .map(|(n, _)| n)
+            .collect();
+        for p in programs {
+            let [o, t] = stats(rounds, |r| r.get(p).and_then(|x| x.ns_per_run()));
+            md += &format!("| {name} | {p}, per run | {} | {} | {:.3} |\n", cell(o), cell(t), t.0 / o.0);
+        }
+    }
+    md
+}
+
+fn to_json(by_loop: &Rounds, label: &str, pairs: usize) -> serde_json::Value {
+    let loops: serde_json::Map<String, serde_json::Value> = by_loop
+        .iter()
+        .map(|(name, rounds)| {
+            let per_pair: Vec<[f64; 2]> =
+                rounds.iter().map(|r| [0, 1].map(|i| runtime::per_pair(&r[i], pairs))).collect();
+            (name.to_string(), json!({ "ns_per_pair_other_this": per_pair }))
+        })
+        .collect();
+    json!({ "other": label, "pairs": pairs, "loops": loops })
+}
