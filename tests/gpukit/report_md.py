@@ -2,8 +2,8 @@
 checkpoints, the limit's outcome, the cost of tracing on the real driver
 and what each client called.
 
-Usage: report_md.py OUTDIR   (reads report.json, environment.json and
-pairs.jsonl there; writes report.md)
+Usage: report_md.py OUTDIR   (reads report.json, environment.json,
+pairs.jsonl and programs.jsonl there; writes report.md)
 """
 import json
 import os
@@ -48,7 +48,30 @@ def cost(pairs):
     return out
 
 
-def render(report, env=None, pairs=()):
+def programs(runs):
+    """programs.jsonl: the time inside each of the agent's programs that ran
+    every pair of a loop (the kernel's run-time statistics), per loop."""
+    if not runs:
+        return []
+    out = [
+        "Inside gpumem's programs (kernel.bpf_stats_enabled, one more traced run of each loop):",
+        "",
+        "| loop | program | runs a pair | ns a run | ns a pair |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for r in runs:
+        total = 0.0
+        for name in sorted(r["after"]):
+            runs_, ns = (a - b for a, b in zip(r["after"][name], r["before"].get(name, [0, 0])))
+            total += ns / r["pairs"]
+            if runs_ >= r["pairs"]:
+                out.append(f"| {r['loop']} | {name} | {runs_ / r['pairs']:.2f} | {ns / runs_:,.0f} | {ns / r['pairs']:,.0f} |")
+        out.append(f"| {r['loop']} | all, per pair | | | {total:,.0f} |")
+    out.append("")
+    return out
+
+
+def render(report, env=None, pairs=(), progs=()):
     out = ["# gpumem GPU kit report", ""]
     if env:
         out += [
@@ -90,6 +113,7 @@ def render(report, env=None, pairs=()):
         )
     out.append("")
     out += cost(pairs)
+    out += programs(progs)
     limit = report.get("limit")
     if limit:
         out += ["## A real PyTorch process under `signal:SIGKILL`", ""]
@@ -130,7 +154,7 @@ def main():
     report = read("report.json", None)
     if report is None:
         raise SystemExit(f"no report.json in {out}: kit.py did not finish")
-    text = render(report, read("environment.json", None), read("pairs.jsonl", []))
+    text = render(report, read("environment.json", None), read("pairs.jsonl", []), read("programs.jsonl", []))
     with open(os.path.join(out, "report.md"), "w") as f:
         f.write(text)
     print(text)

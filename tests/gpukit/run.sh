@@ -54,6 +54,20 @@ if ! grep -q '^gpumem: ready$' "$out/agent.log"; then
     exit 1
 fi
 pairs traced
+# The time inside the agent's programs, per loop: the kernel's statistics
+# on for one more traced run of each (they cost two clock reads a run).
+stats_was=$(sysctl -n kernel.bpf_stats_enabled 2>/dev/null || echo 0)
+if sysctl -qw kernel.bpf_stats_enabled=1; then
+    : >"$out/programs.jsonl"
+    for loop in plain pool; do
+        before=$("$python" "$kit/bpf_stats.py" $agent)
+        "$python" "$kit/workloads/pairs.py" "statistics on" 1 20000 $((1 << 20)) $loop >/dev/null &&
+            echo "{\"loop\": \"$loop\", \"pairs\": 20000, \"before\": $before, \"after\": $("$python" "$kit/bpf_stats.py" $agent)}" >>"$out/programs.jsonl"
+    done
+    sysctl -qw kernel.bpf_stats_enabled="$stats_was"
+else
+    echo "run.sh: cannot turn on kernel.bpf_stats_enabled: no per-program times" >&2
+fi
 only=()
 [ -n "${GPUKIT_ONLY:-}" ] && only=(--only "$GPUKIT_ONLY")
 "$python" "$kit/kit.py" --gpumem "$kit/gpumem" --socket "$sock" --records "$out/records.jsonl" --out "$out" "${only[@]}"

@@ -53,6 +53,18 @@ fn the_gpu_kits_report_matches_the_simulated_driver_exactly() {
         let stages = ["- untraced: ", "- traced: ", "- untraced after: "];
         assert!(stages.iter().all(|s| section.contains(s)), "{lp}: {section}\n{said}");
     }
+    // The time inside the programs that run every pair of each loop, one
+    // run each a pair (cuMemFree_v2 has no return probe).
+    for (lp, programs) in [
+        ("plain", &["alloc_entry", "alloc_return", "free_entry"][..]),
+        ("pool", &["alloc_entry", "alloc_return", "free_take_entry", "free_return"][..]),
+    ] {
+        for p in programs {
+            let row = format!("| {lp} | {p} | 1.00 | ");
+            assert!(md.contains(&row), "report.md has no row `{row}`:\n{md}");
+        }
+        assert!(md.contains(&format!("| {lp} | all, per pair | | | ")), "report.md:\n{md}");
+    }
 }
 
 /// Every checkpoint of one scenario: gpumem equal to the truth per kind,
