@@ -42,11 +42,6 @@ pub struct Admission {
     pub deny: bool,
 }
 
-impl Admission {
-    /// No limit applies: nothing reserved, nothing refused.
-    pub const NONE: Self = Self { slots: 0, refused: false, deny: false };
-}
-
 /// What a call on `device` pushes of a target's rules (see
 /// `TargetRules::on`; 0: the target has none).
 #[inline(always)]
@@ -104,23 +99,16 @@ pub fn any_in_force() -> bool {
     LIMITS_IN_FORCE.get(0).copied().unwrap_or(0) != 0 || LIMITS_IN_FORCE.get(1).copied().unwrap_or(0) != 0
 }
 
-/// The kinds of limit in force (`gpumem_common::limits_in_force`): the
-/// agent's rules' targets, and `DECLARED` once some process declared
-/// limits (`LIMITS_IN_FORCE[1]`); 0 while none is.
+/// The caller's process, the kinds of limit in force, and the limits
+/// that apply to the caller's call on `device` (packed, see
+/// [`applicable`]); None while no limit is in force (`LIMITS_IN_FORCE[1]`:
+/// some process declared one).
 #[inline(always)]
-pub fn kinds_in_force() -> u32 {
+fn caller_limits(device: u32) -> Option<(u32, u32, u64)> {
     let mut kinds = LIMITS_IN_FORCE.get(0).copied().unwrap_or(0);
     if LIMITS_IN_FORCE.get(1).copied().unwrap_or(0) != 0 {
         kinds |= limits_in_force::DECLARED;
     }
-    kinds
-}
-
-/// The caller's process, the kinds of limit in force (`kinds`, from
-/// [`kinds_in_force`]), and the limits that apply to the caller's call on
-/// `device` (packed, see [`applicable`]); None while no limit is in force.
-#[inline(always)]
-fn caller_limits(kinds: u32, device: u32) -> Option<(u32, u32, u64)> {
     let tgid = (bpf_get_current_pid_tgid() >> 32) as u32;
     (kinds != 0).then(|| (tgid, kinds, applicable(tgid, kinds, device)))
 }
@@ -145,8 +133,8 @@ fn rule_on(slot: u32, device: u32) -> Option<(LimitRule, *mut LimitState)> {
 /// cannot, a deny limit only records, as audit does.
 #[inline(always)]
 pub fn admit(size: u64, device: u32, api: u32, can_deny: bool) -> Admission {
-    let Some((tgid, kinds, candidates)) = caller_limits(kinds_in_force(), device) else {
-        return Admission::NONE;
+    let Some((tgid, kinds, candidates)) = caller_limits(device) else {
+        return Admission { slots: 0, refused: false, deny: false };
     };
     let call = Call { size, api, can_deny };
     let mut reserved = 0u64;
@@ -275,7 +263,7 @@ fn reserve(call: &Call, (r, state, base): (&LimitRule, *mut LimitState, u64), sl
 /// figures stand.
 #[inline(always)]
 pub fn view(device: u32) -> Option<(u64, u64)> {
-    let (tgid, kinds, candidates) = caller_limits(kinds_in_force(), device)?;
+    let (tgid, kinds, candidates) = caller_limits(device)?;
     let mut seen = Seen { total: u64::MAX, left: u64::MAX, any: false };
     let mut i = 0;
     while i < LIMITS_PER_CALL {

@@ -9,9 +9,9 @@
 //!   while limits are in force, which may reserve bytes under them (a
 //!   thread killed inside it must give them back, and where the kernel
 //!   skipped its exit's run only the agent can, which reads `PENDING`, see
-//!   families/exit.rs), a call made inside
-//!   another (the slot is taken), a thread the kernel gave no storage, and
-//!   every call where the agent turned task storage off (`TASK_CALLS_ON`).
+//!   families/exit.rs), a call made inside another (the slot is taken), a
+//!   thread the kernel gave no storage, and every call where the agent
+//!   turned task storage off (`TASK_CALLS_ON`).
 //!
 //! A return looks in the task's slot first, then in `PENDING`.
 use gpumem_common::{stat, CallState, Pending, PendingKey, TaskCall};
@@ -195,7 +195,15 @@ fn remember(api: u32, call: CallState, reserves: bool, limited: bool) {
     if reserves {
         if let Some(t) = task_calls() {
             // SAFETY: as above.
-            unsafe { (*t).in_hash |= bit(api) };
+            unsafe {
+                (*t).in_hash |= bit(api);
+                // A call of this API still armed in the slot is one whose
+                // return the kernel skipped (it reserved nothing): the
+                // return of this one must not take it.
+                if (*t).armed == 1 && (*t).api == api {
+                    (*t).armed = 0;
+                }
+            }
         }
     }
     let armed = Pending { armed: 1, _pad: 0, call };
