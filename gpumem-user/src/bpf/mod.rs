@@ -36,7 +36,7 @@ use aya::{
 };
 
 use self::{discover::Library, persist::Pins, site::Emulation};
-pub use self::{error::BpfError, multi::LinkMode};
+pub use self::{error::BpfError, multi::LinkMode, object::Options};
 
 /// The eBPF object, built by `build.rs`.
 static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/gpumem"));
@@ -88,33 +88,6 @@ impl Link {
     fn program(&self) -> &'static str {
         match self {
             Self::Single(p, _) | Self::Multi(p, _) => p,
-        }
-    }
-}
-
-/// How the object is loaded.
-#[derive(Debug, Clone, Copy)]
-pub struct Options {
-    /// Limits with action deny make refused calls return
-    /// `CUDA_ERROR_OUT_OF_MEMORY` (only where [`Tracer::register_write_refusal`]
-    /// said None: elsewhere the programs do not load).
-    pub deny_by_registers: bool,
-    /// The ring buffer's size (a power of two, checked by the command line).
-    pub ring_bytes: u32,
-    /// Load the object whose programs log their decisions (`--bpf-log`);
-    /// the other has no logging compiled in.
-    pub bpf_log: bool,
-    /// How uprobes are linked (`--uprobe-links`).
-    pub links: LinkMode,
-}
-
-impl Default for Options {
-    fn default() -> Self {
-        Self {
-            deny_by_registers: false,
-            ring_bytes: gpumem_common::EVENTS_BYTES,
-            bpf_log: false,
-            links: LinkMode::default(),
         }
     }
 }
@@ -208,13 +181,7 @@ impl Tracer {
                 .transpose()?,
             _ => None,
         };
-        let settings = object::Settings {
-            deny_by_registers: options.deny_by_registers,
-            ring_bytes: options.ring_bytes,
-            bpf_log: options.bpf_log,
-            task_calls: task_calls.is_ok(),
-            build,
-        };
+        let settings = object::Settings { options, task_calls: task_calls.is_ok(), build };
         let ebpf = object::load(object, &settings, pins.as_ref(), &maps).map_err(|e| {
             // The old build's maps pinned again under this build's
             // directory: nothing of a failed takeover stays.

@@ -1,19 +1,43 @@
-//! Loading the eBPF object with this agent's settings: the read-only data
-//! the programs branch on (deny, task storage, the build's tag, the log
-//! level), the ring buffer's size, and every map pinned where `--persist`
-//! keeps them (reused where an earlier agent pinned them).
+//! Loading the eBPF object with this agent's settings (`Options`, from the
+//! command line): the read-only data the programs branch on (deny, task
+//! storage, the build's tag, the log level), the ring buffer's size, and
+//! every map pinned where `--persist` keeps them (reused where an earlier
+//! agent pinned them).
 use aya::{Ebpf, EbpfError, EbpfLoader};
 
-use super::{log, persist::Pins};
+use super::{log, multi::LinkMode, persist::Pins};
+
+/// How the object is loaded.
+#[derive(Debug, Clone, Copy)]
+pub struct Options {
+    /// Limits with action deny make refused calls return
+    /// `CUDA_ERROR_OUT_OF_MEMORY` (only where
+    /// [`super::Tracer::register_write_refusal`] said None: elsewhere the
+    /// programs do not load).
+    pub deny_by_registers: bool,
+    /// The ring buffer's size (a power of two, checked by the command line).
+    pub ring_bytes: u32,
+    /// Load the object whose programs log their decisions (`--bpf-log`);
+    /// the other has no logging compiled in.
+    pub bpf_log: bool,
+    /// How uprobes are linked (`--uprobe-links`).
+    pub links: LinkMode,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Self {
+            deny_by_registers: false,
+            ring_bytes: gpumem_common::EVENTS_BYTES,
+            bpf_log: false,
+            links: LinkMode::default(),
+        }
+    }
+}
 
 /// What the object is loaded with.
 pub struct Settings {
-    /// Limits with action deny rewrite registers (see `Options`).
-    pub deny_by_registers: bool,
-    /// The ring buffer's size.
-    pub ring_bytes: u32,
-    /// The object that logs (`--bpf-log`).
-    pub bpf_log: bool,
+    pub options: Options,
     /// Calls in flight go to task storage (see `task_calls`).
     pub task_calls: bool,
     /// The build's tag (`persist::tag`).
@@ -28,7 +52,7 @@ pub fn load(
     pins: Option<&Pins>,
     maps: &[&'static str],
 ) -> Result<Ebpf, EbpfError> {
-    let deny = u8::from(s.deny_by_registers);
+    let deny = u8::from(s.options.deny_by_registers);
     let task_calls = u8::from(s.task_calls);
     let mut loader = EbpfLoader::new();
     loader
@@ -38,8 +62,8 @@ pub fn load(
         .override_global("DENY_BY_REGISTERS", &deny, true)
         .override_global("TASK_CALLS_ON", &task_calls, true)
         .override_global("BUILD", &s.build, true)
-        .map_max_entries(gpumem_common::map_name::EVENTS, s.ring_bytes);
-    if s.bpf_log {
+        .map_max_entries(gpumem_common::map_name::EVENTS, s.options.ring_bytes);
+    if s.options.bpf_log {
         loader.override_global(aya_log::LEVEL, &log::LEVEL, true);
     }
     if let Some(pins) = pins {
