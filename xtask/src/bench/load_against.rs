@@ -12,7 +12,7 @@ use serde_json::json;
 
 use super::{
     load::{self, LoadRow},
-    setup::{median, Built},
+    setup::{alternately, median, Built},
 };
 
 /// One figure of a row: CPU, peak RSS or allocated.
@@ -34,17 +34,13 @@ type Rounds = BTreeMap<String, Vec<[LoadRow; 2]>>;
 pub fn compare(b: &Built, other: &Path, rounds: usize, quick: bool) -> anyhow::Result<()> {
     let other = other.canonicalize().with_context(|| format!("the other agent, {}", other.display()))?;
     let mut by_load = Rounds::new();
-    for round in 0..rounds {
-        eprintln!("xtask: bench --load-against: round {}/{rounds}", round + 1);
-        let mut pair: [Vec<LoadRow>; 2] = Default::default();
-        let order = if round % 2 == 0 { [0, 1] } else { [1, 0] };
-        for which in order {
-            let agent = if which == 0 { other.clone() } else { b.agent.clone() };
-            let built =
-                Built { agent, workload: b.workload.clone(), libcuda: b.libcuda.clone(), out: b.out.clone() };
-            pair[which] = load::measure(&built, quick)?.rows;
-        }
-        let [theirs, ours] = pair;
+    let rounds_rows = alternately("--load-against", rounds, |which| {
+        let agent = if which == 0 { other.clone() } else { b.agent.clone() };
+        let built =
+            Built { agent, workload: b.workload.clone(), libcuda: b.libcuda.clone(), out: b.out.clone() };
+        Ok(load::measure(&built, quick)?.rows)
+    })?;
+    for [theirs, ours] in rounds_rows {
         for (t, o) in theirs.into_iter().zip(ours) {
             by_load.entry(t.load.clone()).or_default().push([t, o]);
         }

@@ -13,7 +13,7 @@ use serde_json::json;
 
 use super::{
     runtime::{self, Runtime},
-    setup::{median, run_loop, Built},
+    setup::{alternately, median, run_loop, Built},
     tracer::Tracer,
 };
 
@@ -27,24 +27,21 @@ pub fn compare(b: &Built, other: &Path, env: &[String], rounds: usize, pairs: us
     let other = other.canonicalize().with_context(|| format!("the other agent, {}", other.display()))?;
     let env = parse_env(env)?;
     let mut by_loop = Rounds::new();
-    for round in 0..rounds {
-        eprintln!("xtask: bench --programs-against: round {}/{rounds}", round + 1);
-        let mut pair: [Vec<Runtime>; 2] = Default::default();
-        let order = if round % 2 == 0 { [0, 1] } else { [1, 0] };
-        for which in order {
-            let mut c = Command::new(if which == 0 { &other } else { &b.agent });
-            c.arg("run").arg("--libcuda").arg(&b.libcuda).arg("--output").arg(b.out.join("events.jsonl"));
-            c.arg("--socket").arg(b.out.join("gpumem.sock")).args(["--rescan", "0"]);
-            if which == 0 {
-                c.envs(env.iter().map(|(k, v)| (k, v)));
-            }
-            let (tracer, _) = Tracer::start(c, "gpumem: ready")?;
-            let pid = tracer.pid().context("the agent has no pid")?;
-            for (_, args) in LOOPS {
-                pair[which].push(runtime::measure(pid, || run_loop(b, args, pairs).map(drop))?);
-            }
+    let rounds_runs = alternately("--programs-against", rounds, |which| {
+        let mut c = Command::new(if which == 0 { &other } else { &b.agent });
+        c.arg("run").arg("--libcuda").arg(&b.libcuda).arg("--output").arg(b.out.join("events.jsonl"));
+        c.arg("--socket").arg(b.out.join("gpumem.sock")).args(["--rescan", "0"]);
+        if which == 0 {
+            c.envs(env.iter().map(|(k, v)| (k, v)));
         }
-        let [theirs, ours] = pair;
+        let (tracer, _) = Tracer::start(c, "gpumem: ready")?;
+        let pid = tracer.pid().context("the agent has no pid")?;
+        LOOPS
+            .iter()
+            .map(|(_, args)| runtime::measure(pid, || run_loop(b, args, pairs).map(drop)))
+            .collect::<anyhow::Result<Vec<Runtime>>>()
+    })?;
+    for [theirs, ours] in rounds_runs {
         for ((name, _), (t, o)) in LOOPS.iter().zip(theirs.into_iter().zip(ours)) {
             by_loop.entry(name).or_default().push([t, o]);
         }

@@ -78,6 +78,24 @@ pub fn time_loop(workload: &Path, libcuda: &Path, extra: &[&str], iterations: us
     v["ns_per_iteration"].as_f64().context("no ns_per_iteration")
 }
 
+/// `measure(0)` (the other agent) and `measure(1)` (this build's), each
+/// `rounds` times, the order swapped every round so that a host drifting
+/// in speed moves both sides of a round: each round's [other, this].
+pub fn alternately<T>(
+    what: &str,
+    rounds: usize,
+    mut measure: impl FnMut(usize) -> anyhow::Result<T>,
+) -> anyhow::Result<Vec<[T; 2]>> {
+    let mut out = Vec::with_capacity(rounds);
+    for round in 0..rounds {
+        eprintln!("xtask: bench {what}: round {}/{rounds}", round + 1);
+        let first = round % 2;
+        let (a, b) = (measure(first)?, measure(1 - first)?);
+        out.push(if first == 0 { [a, b] } else { [b, a] });
+    }
+    Ok(out)
+}
+
 pub fn median(mut v: Vec<f64>) -> Option<f64> {
     if v.is_empty() {
         return None;
