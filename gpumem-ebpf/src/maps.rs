@@ -32,9 +32,9 @@ pub static EVENTS: RingBuf = RingBuf::with_byte_size(EVENTS_BYTES, 0);
 #[btf_map]
 pub static TASK_CALLS: TaskStorage<TaskCall> = TaskStorage::new();
 
-/// Calls between entry and return that `TASK_CALLS` does not keep (those
-/// that reserved bytes under limits, a call inside another, a thread whose
-/// storage the kernel could not give), one entry per thread and API, kept
+/// Calls between entry and return that `TASK_CALLS` does not keep
+/// (allocations while limits are in force, a call inside another, a
+/// thread whose storage the kernel could not give), one entry per thread and API, kept
 /// (disarmed) between calls and removed at the thread's exit (exit.rs).
 /// Not LRU: an LRU map evicts live entries well before it is full (seen on
 /// 7.x kernels with a few threads: returns without their entry).
