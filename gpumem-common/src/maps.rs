@@ -157,6 +157,19 @@ pub struct LiveKey {
     pub addr: u64,
 }
 
+impl LiveKey {
+    /// The (namespace, address) the agent's records give allocation `a`
+    /// at this key: the namespace of its kind. The kernel keys an
+    /// allocation by its API's namespace (a pool's allocation is a device
+    /// pointer, a `cuMemCreate` a handle, whatever the memory's location),
+    /// and the records by the kind the call charged (host, for a pool or a
+    /// `cuMemCreate` located on the host), so an agent reading the kernel's
+    /// live allocations names each as its records will.
+    pub const fn as_recorded(&self, a: &LiveAlloc) -> (u32, u64) {
+        (ns::for_kind(a.kind), self.addr)
+    }
+}
+
 /// A context of one process (context handles are per-process pointers).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]

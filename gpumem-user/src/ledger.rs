@@ -151,7 +151,7 @@ impl<'a> LiveAllocation<'a> {
         Self {
             tgid: k.tgid,
             comm,
-            key: (k.ns, k.addr),
+            key: k.as_recorded(a),
             size: a.size,
             kind: a.kind,
             cgroup_id: a.cgroup_id,

@@ -55,4 +55,22 @@ mod tests {
         assert_eq!(ledger.cgroup(3).map(|u| u.bytes), Some(150));
         assert!(ledger.live_allocations().iter().all(|a| a.ts_ns == 5));
     }
+
+    /// The kernel keys a pool's allocation by its API's namespace (device
+    /// pointers) whatever the pool's location; the records of one from a
+    /// host pool say `host`. Adopted, it is found by its free's record.
+    #[test]
+    fn an_adopted_allocation_of_a_host_pool_is_freed_by_its_record() {
+        use crate::decode::{Body, Change, Event, Origin};
+        let key = LiveKey { tgid: 7, ns: ns::DEVICE_PTR, addr: 0x6000_0011_0000 };
+        let a = LiveAlloc { size: 3 << 20, cgroup_id: 3, kind: kind::HOST, device: 0, ..Default::default() };
+        let mut ledger = Ledger::adopted(&[(key, a)], 5);
+        assert_eq!(ledger.process(7).map(|p| p.usage.bytes), Some(3 << 20));
+        let origin = Origin { ts_ns: 9, pid: 7, tid: 7, cgroup_id: 3, comm: "trainer".into(), api: 0 };
+        let c =
+            Change { addr: key.addr, size: 3 << 20, kind: kind::HOST, device: Some(0), ..Change::default() };
+        ledger.apply(&Event { origin, body: Body::Free(c) });
+        assert_eq!(ledger.process(7).map_or(0, |p| p.usage.bytes), 0);
+        assert_eq!(ledger.cgroup(3).map_or(0, |u| u.bytes), 0);
+    }
 }

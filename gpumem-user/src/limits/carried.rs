@@ -104,7 +104,7 @@ pub fn charged(held: &[(LiveKey, LiveAlloc)]) -> HashSet<(u32, u32, (u32, u64))>
     held.iter()
         .flat_map(|(k, a)| {
             let slots = (0..LIMITS_PER_CALL).filter_map(|i| limit_list::at(a.limit_slots, i));
-            slots.map(move |slot| (slot, k.tgid, (k.ns, k.addr)))
+            slots.map(move |slot| (slot, k.tgid, k.as_recorded(a)))
         })
         .collect()
 }

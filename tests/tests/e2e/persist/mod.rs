@@ -8,6 +8,7 @@ use std::os::unix::process::ExitStatusExt;
 
 use nix::sys::signal::Signal;
 
+mod families;
 mod takeover;
 
 const MIB: u64 = 1 << 20;
