@@ -2,7 +2,7 @@
 //! whatever libcuda it is pointed at (the simulated one or a real one).
 use std::ffi::{c_int, c_uint, c_void};
 
-use anyhow::{bail, Context};
+use anyhow::Context;
 use libloading::{Library, Symbol};
 
 pub type CUresult = c_int;
@@ -102,9 +102,33 @@ impl Driver {
     }
 }
 
+/// A driver call that returned an error: which, and its `CUresult`.
+#[derive(Debug)]
+pub struct CuError {
+    pub what: String,
+    pub code: CUresult,
+}
+
+impl std::fmt::Display for CuError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} returned CUresult {}", self.what, self.code)
+    }
+}
+
+impl std::error::Error for CuError {}
+
+/// `CUDA_ERROR_OUT_OF_MEMORY`: what the driver (or a deny limit) says when
+/// an allocation does not fit.
+pub const OUT_OF_MEMORY: CUresult = 2;
+
 pub fn check(r: CUresult, what: &str) -> anyhow::Result<()> {
     if r != 0 {
-        bail!("{what} returned CUresult {r}");
+        return Err(CuError { what: what.to_string(), code: r }.into());
     }
     Ok(())
+}
+
+/// Whether `e` is a driver call's `CUDA_ERROR_OUT_OF_MEMORY`.
+pub fn out_of_memory(e: &anyhow::Error) -> bool {
+    e.downcast_ref::<CuError>().is_some_and(|c| c.code == OUT_OF_MEMORY)
 }

@@ -7,7 +7,7 @@ use std::sync::{
 };
 
 use crate::{
-    driver::Driver,
+    driver::{out_of_memory, Driver},
     mixed::{self, Held, Method, METHODS},
     pace::Pace,
     truth::Truth,
@@ -74,8 +74,14 @@ impl Threads {
                                     Method::Plain
                                 };
                                 let size = 1 + rng.below(if forever { 64 << 10 } else { 4 << 20 });
-                                let h = mixed::alloc(&driver, &truth, method, size, device)?;
-                                pool.lock().unwrap().push(h);
+                                // A deny limit's refusal is the driver's
+                                // out of memory: counted, and the thread
+                                // goes on.
+                                match mixed::alloc(&driver, &truth, method, size, device) {
+                                    Ok(h) => pool.lock().unwrap().push(h),
+                                    Err(e) if out_of_memory(&e) => truth.refused(),
+                                    Err(e) => return Err(e),
+                                }
                             }
                         }
                     }
@@ -104,16 +110,21 @@ pub fn stop_on_line() -> Arc<AtomicBool> {
 }
 
 /// xorshift64*: reproducible from a seed, no dependency.
-struct Rng(u64);
+pub struct Rng(u64);
 
 impl Rng {
+    /// A generator from `seed` (any value; 0 is moved off the fixed point).
+    pub fn new(seed: u64) -> Self {
+        Self(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1)
+    }
     fn next(&mut self) -> u64 {
         self.0 ^= self.0 >> 12;
         self.0 ^= self.0 << 25;
         self.0 ^= self.0 >> 27;
         self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
     }
-    fn below(&mut self, n: u64) -> u64 {
+    /// A number in `0..n` (0 when `n` is 0).
+    pub fn below(&mut self, n: u64) -> u64 {
         self.next() % n.max(1)
     }
 }

@@ -12,6 +12,7 @@ mod lint;
 mod nvidia;
 mod prometheus;
 mod setup;
+mod soak;
 mod tally;
 mod test;
 mod util;
@@ -134,6 +135,25 @@ enum Cmd {
         #[arg(long)]
         save: bool,
     },
+    /// The soak alone, as root: rounds of random workloads (every family,
+    /// threads, a container, exec, processes killed mid-call) under limits
+    /// changed through the file and the control socket, while the agent is
+    /// SIGSTOPped, restarted, killed and replaced by another build with
+    /// --persist and its output's disk filled; every process, cgroup and
+    /// limit compared with the workloads' truth at every checkpoint; the
+    /// agent's memory held flat. Writes target/soak/report.json. `cargo
+    /// xtask test` runs it for 150 s.
+    Soak {
+        /// How long it runs.
+        #[arg(long, default_value_t = 10)]
+        minutes: u32,
+        /// The seed each round draws from (default: the time; printed).
+        #[arg(long)]
+        seed: Option<u64>,
+        /// Each round's length.
+        #[arg(long, default_value_t = 25, value_parser = clap::value_parser!(u32).range(10..=600))]
+        round_seconds: u32,
+    },
     /// Only the kernel matrix: boot stock Debian kernels (6.1, 6.12, 6.18,
     /// sid's newest) under QEMU and run the limit and tracing suites in each,
     /// built in the profile `matrix` (optimised, debug checks kept). Two
@@ -178,6 +198,7 @@ fn main() -> std::process::ExitCode {
         Cmd::Fuzz { seconds, targets, save } => fuzz::fuzz(seconds, &targets, save).map(drop),
         Cmd::Image { next: false } => image::image().map(drop),
         Cmd::Image { next: true } => image::upgrade_pair().map(drop),
+        Cmd::Soak { minutes, seed, round_seconds } => soak::soak(minutes, seed, round_seconds),
         Cmd::Vm { kernels, tests, repeat } => test::vm_only(&kernels, &vm::Selection { tests, repeat }),
     };
     match result {

@@ -130,7 +130,7 @@ fn agent_images() -> anyhow::Result<[std::ffi::OsString; 3]> {
     Ok([image.archive.into_os_string(), image.tag.into(), next.archive.into_os_string()])
 }
 
-fn container_runtime() -> anyhow::Result<std::path::PathBuf> {
+pub fn container_runtime() -> anyhow::Result<std::path::PathBuf> {
     crate::util::ensure_tool("runc", "runc")?;
     crate::util::ensure_tool("podman", "podman")
 }

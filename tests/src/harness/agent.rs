@@ -61,6 +61,12 @@ impl Agent {
         Self::launch(output, extra, &[])
     }
 
+    /// As [`Agent::start`], writing to `output` (default: a file in the
+    /// test's scratch directory) with `env` added to its environment.
+    pub fn start_with(output: Option<PathBuf>, env: &[(&str, &str)], extra: &[&str]) -> Self {
+        Self::launch(output, extra, env)
+    }
+
     /// Starts the agent and waits for `ready` while its CPU time moves (a
     /// start verifying a large object on a loaded emulated CPU takes more
     /// than a minute): [`DEADLINE`] without CPU time used, 300 s in all.
@@ -256,10 +262,17 @@ impl Agent {
     /// SIGKILL (nothing of the agent runs after it: no drain, no detach),
     /// and every record it wrote.
     pub fn kill(mut self) -> Vec<Line> {
-        let mut child = self.child.take().unwrap();
-        child.kill().expect("killing the agent");
-        child.wait().expect("waiting for the agent");
+        self.end(nix::sys::signal::Signal::SIGKILL);
         self.lines()
+    }
+
+    /// Sends `signal` (SIGINT, SIGTERM: a clean stop; SIGKILL) and waits
+    /// for the agent to exit, reading none of its records: how it exited.
+    pub fn end(&mut self, signal: nix::sys::signal::Signal) -> ExitStatus {
+        let mut child = self.child.take().expect("the agent runs");
+        let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+        nix::sys::signal::kill(pid, signal).expect("signalling the agent");
+        child.wait().expect("waiting for the agent")
     }
 
     /// The agent's run, expected to fail before it is ready: how it exited
@@ -288,10 +301,7 @@ impl Agent {
 
     /// SIGINT, then the agent's exit status and every record it wrote.
     pub fn stop(mut self) -> (ExitStatus, Vec<Line>) {
-        let mut child = self.child.take().unwrap();
-        let pid = nix::unistd::Pid::from_raw(child.id() as i32);
-        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).expect("interrupting the agent");
-        let status = child.wait().expect("waiting for the agent");
+        let status = self.end(nix::sys::signal::Signal::SIGINT);
         (status, self.lines())
     }
 }

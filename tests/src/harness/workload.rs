@@ -139,6 +139,24 @@ impl Workload {
         }
     }
 
+    /// Lets a paused workload go on, as [`Self::resume`], unless it has
+    /// exited (killed by a limit, or by the test): false then.
+    pub fn resume_if_alive(&mut self) -> bool {
+        match self.stdin.as_mut().map(|s| s.write_all(b"\n").and_then(|_| s.flush())) {
+            Some(Err(e)) if e.kind() == std::io::ErrorKind::BrokenPipe => false,
+            Some(other) => {
+                other.expect("resuming the workload");
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// SIGKILL, now (the workload may be inside a driver call).
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+    }
+
     /// Resumes through every remaining checkpoint until the workload
     /// exits, then [`Self::finish`]es it.
     pub fn run_to_end(mut self) {

@@ -33,6 +33,7 @@ mod metrics;
 mod nvidia;
 mod persist;
 mod pod_rules;
+mod soak;
 mod top;
 mod trace_exact;
 mod view;
