@@ -28,6 +28,9 @@ pub struct Group {
     pub held: u64,
     /// Whether its limit denies: usage at most its hard bytes.
     pub deny: bool,
+    /// Whether a limit must be in force on it (Some(false): none may be;
+    /// None: either).
+    pub ruled: Option<bool>,
 }
 
 /// Waits until every process and group holds what it must; panics with
@@ -86,17 +89,18 @@ fn differences(
                 d.push(format!("{}: (ledger, kernel) {:?}, truth {}", g.target, (bytes, kernel), g.held));
             }
         }
-        match rule(limits, &g.target) {
-            Some(r) if r.usage != g.held => {
+        match (rule(limits, &g.target), g.ruled) {
+            (Some(_), Some(false)) => d.push(format!("{}: a limit in force after it was cleared", g.target)),
+            (None, Some(true)) => d.push(format!("{}: no limit in force (holding {})", g.target, g.held)),
+            (Some(r), _) if r.usage != g.held => {
                 d.push(format!("{}: limit usage {}, truth {}", g.target, r.usage, g.held))
             }
-            Some(r) if g.deny && g.held > r.hard => {
+            (Some(r), _) if g.deny && g.held > r.hard => {
                 panic!(
                     "{} holds {} under its deny limit of {}: a hard limit passed",
                     g.target, g.held, r.hard
                 )
             }
-            None if g.held > 0 => d.push(format!("{}: no limit in force (holding {})", g.target, g.held)),
             _ => {}
         }
     }

@@ -78,12 +78,13 @@ impl World {
         format!("cgroup:{}", self.groups[g].path)
     }
 
-    /// The limits file: `audit` on the audit cgroup, the plan's
+    /// The limits file: `audit` on the audit cgroup (None: none, so a
+    /// reload clears it), the plan's
     /// `signal:SIGKILL` limit on the signal cgroup and its deny limit on
     /// the deny cgroup; SIGHUP; waited for. (The file is the policy: a
     /// reload, and a start with `--config`, clear rules it does not hold,
     /// those set through the control socket included.)
-    pub fn set_limits(&self, agent: &Agent, plan: &Plan, audit: u64) {
+    pub fn set_limits(&self, agent: &Agent, plan: &Plan, audit: Option<u64>) {
         let rule = |g: usize, hard: u64, action: &str| {
             let path = &self.groups[g].path;
             format!("[[limit]]\ncgroup = \"{path}\"\nhard = \"{}MiB\"\n{action}\n", hard / MIB)
@@ -92,7 +93,8 @@ impl World {
             Some((_, fallback)) => format!("action = \"deny\"\nfallback = \"{fallback}\""),
             None => "action = \"deny\"".into(),
         };
-        let text = rule(AUDIT, audit, "action = \"audit\"")
+        let audit_rule = audit.map_or(String::new(), |a| rule(AUDIT, a, "action = \"audit\""));
+        let text = audit_rule
             + &rule(SIGNAL, plan.signal, "action = \"signal:SIGKILL\"")
             + &rule(DENY, plan.deny, &deny);
         std::fs::write(&self.config, text).unwrap();
@@ -101,7 +103,11 @@ impl World {
         agent.wait_for_state(
             "the limits file reread",
             || agent.limits(),
-            |l| rule_is(l, &a, audit) && rule_is(l, &s, plan.signal) && rule_is(l, &d, plan.deny),
+            |l| {
+                audit.map_or(gpumem_tests::harness::rule(l, &a).is_none(), |h| rule_is(l, &a, h))
+                    && rule_is(l, &s, plan.signal)
+                    && rule_is(l, &d, plan.deny)
+            },
         );
     }
 

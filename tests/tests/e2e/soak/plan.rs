@@ -22,8 +22,8 @@ pub struct Plan {
     /// through, or not.
     pub deny_raised: Option<u64>,
     /// The audit limit in the limits file (SIGHUP), and its new value in
-    /// the file part way through.
-    pub audit: (u64, u64),
+    /// the file part way through (None: taken out of the file, cleared).
+    pub audit: (u64, Option<u64>),
     /// The `signal:SIGKILL` limit in the limits file on the `signal`
     /// cgroup: a process crossing it is killed.
     pub signal: u64,
@@ -72,7 +72,8 @@ impl Plan {
             seed,
             deny,
             deny_raised: seed.is_multiple_of(2).then_some(deny + raise),
-            audit: (audit, audit_after),
+            // One round in three the rewritten file leaves it out: cleared.
+            audit: (audit, (!seed.is_multiple_of(3)).then_some(audit_after)),
             signal,
             declared,
             pause: (pause_at, pause),

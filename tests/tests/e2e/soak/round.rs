@@ -63,7 +63,7 @@ pub fn run(
         println!("soak round {round}: {e}");
         events.push(e);
     };
-    world.set_limits(&agents.agent, &plan, plan.audit.0);
+    world.set_limits(&agents.agent, &plan, Some(plan.audit.0));
     say(format!("limits file: deny {} audit {} signal {}, SIGHUP", plan.deny, plan.audit.0, plan.signal));
 
     let mut procs = workloads::start(world, &plan);
@@ -71,7 +71,7 @@ pub fn run(
 
     let (unwritten_from, peak) = watch::during(world, agents, &mut procs, &plan, length, &mut say);
 
-    let compared = finish(world, agents, &mut procs, &mut say);
+    let compared = finish(world, agents, &mut procs, &plan, &mut say);
     let by_limit = |r: Role| matches!(r, Role::Threads(SIGNAL) | Role::Threads(DENY) | Role::Container);
     let killed_by_limit = procs.iter().filter(|p| p.gone && by_limit(p.role)).count();
     let unwritten = unwritten_from.map_or(0, |u| agents.agent.status().unwritten - u);
@@ -109,7 +109,13 @@ pub fn run(
 
 /// Stops every process at its checkpoints and compares; runs each to its
 /// end. How many comparisons were made.
-fn finish(world: &World, agents: &Agents, procs: &mut [Running], say: &mut impl FnMut(String)) -> usize {
+fn finish(
+    world: &World,
+    agents: &Agents,
+    procs: &mut [Running],
+    plan: &Plan,
+    say: &mut impl FnMut(String),
+) -> usize {
     let mut compared = 0;
     // The threads stop together ("mixed"), free half ("drained"), exit.
     for stage in ["mixed", "drained"] {
@@ -123,7 +129,7 @@ fn finish(world: &World, agents: &Agents, procs: &mut [Running], say: &mut impl 
                 p.gone = true;
             }
         }
-        compared += compare(world, agents, procs, stage);
+        compared += compare(world, agents, procs, plan, stage);
         say(format!("{stage}: compared"));
     }
     // The others held still at their first checkpoint all along.
@@ -135,7 +141,7 @@ fn finish(world: &World, agents: &Agents, procs: &mut [Running], say: &mut impl 
         if !moved {
             break;
         }
-        compared += compare(world, agents, procs, "families and exec");
+        compared += compare(world, agents, procs, plan, "families and exec");
         for p in procs.iter_mut().filter(|p| !threads(p.role) && !p.gone) {
             p.w.resume_if_alive();
         }
@@ -153,7 +159,9 @@ fn threads(role: Role) -> bool {
 
 /// Every process at its checkpoint against the agent, each group against
 /// the sum of its processes.
-fn compare(world: &World, agents: &Agents, procs: &[Running], stage: &str) -> usize {
+fn compare(world: &World, agents: &Agents, procs: &[Running], plan: &Plan, stage: &str) -> usize {
+    // The audit limit, unless the rewritten file (part way) left it out.
+    let audit_ruled = plan.audit.1.is_some();
     let live: Vec<Proc> = procs
         .iter()
         .filter(|p| !p.gone)
@@ -168,11 +176,18 @@ fn compare(world: &World, agents: &Agents, procs: &[Running], stage: &str) -> us
             id: Some(world.groups[g].id),
             held: procs.iter().filter(|p| p.role == Role::Threads(g)).map(Running::held).sum(),
             deny: g == DENY,
+            ruled: Some(g != AUDIT || audit_ruled),
         })
         .collect();
     for p in procs.iter().filter(|p| !p.gone) {
         if let Some((_, target)) = &p.container {
-            groups.push(Group { target: target.clone(), id: None, held: p.held(), deny: true });
+            groups.push(Group {
+                target: target.clone(),
+                id: None,
+                held: p.held(),
+                deny: true,
+                ruled: Some(true),
+            });
         }
     }
     settle(&agents.agent, &world.card, &format!("every process and limit at {stage}"), &live, &groups)
@@ -217,7 +232,13 @@ fn zero(world: &World, agents: &Agents, procs: &[Running]) {
     let gone: Vec<Proc> = Vec::new();
     let groups: Vec<Group> = [AUDIT, DENY, SIGNAL, FREE]
         .iter()
-        .map(|&g| Group { target: world.target(g), id: Some(world.groups[g].id), held: 0, deny: false })
+        .map(|&g| Group {
+            target: world.target(g),
+            id: Some(world.groups[g].id),
+            held: 0,
+            deny: false,
+            ruled: None,
+        })
         .collect();
     settle(&agents.agent, &world.card, "every cgroup and limit back to zero", &gone, &groups);
     let pids: Vec<u32> = procs.iter().map(|p| p.host_pid).collect();

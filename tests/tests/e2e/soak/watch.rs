@@ -62,7 +62,8 @@ pub fn during(
         if !reloaded && now >= length.mul_f64(0.6) {
             reloaded = true;
             world.set_limits(&agents.agent, plan, plan.audit.1);
-            say(format!("limits file rewritten (audit {}), SIGHUP", plan.audit.1));
+            let audit = plan.audit.1.map_or("cleared".to_string(), |a| a.to_string());
+            say(format!("limits file rewritten (audit {audit}), SIGHUP"));
         }
         if let Some(to) = plan.deny_raised.filter(|_| !raised && now >= length.mul_f64(0.75)) {
             raised = true;
