@@ -3,7 +3,7 @@ checkpoints, the limit's outcome, the cost of tracing on the real driver
 and what each client called.
 
 Usage: report_md.py OUTDIR   (reads report.json, environment.json,
-pairs.jsonl and programs.jsonl there; writes report.md)
+pairs.jsonl, programs.jsonl and steps.jsonl there; writes report.md)
 """
 import json
 import os
@@ -48,6 +48,38 @@ def cost(pairs):
     return out
 
 
+def training(steps):
+    """steps.jsonl: a PyTorch training step's milliseconds, per allocator,
+    untraced, traced and untraced again (train_step.py)."""
+    if not steps:
+        return []
+    out = [
+        "A PyTorch training step (train_step.py: 4-layer transformer encoder, batch 16 x 128, AdamW), "
+        "median of the rounds, ms per step:",
+        "",
+        "| allocator | untraced | traced | untraced after | traced / untraced |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for allocator in ("native", "cudaMallocAsync"):
+        runs = {s["label"]: s for s in steps if s["allocator"] == allocator}
+        if not runs:
+            continue
+        skipped = [s["skipped"] for s in runs.values() if "skipped" in s]
+        if skipped:
+            out.append(f"| {allocator} | not run: {skipped[0]} | | | |")
+            continue
+        med = {k: statistics.median(v["ms_per_step"]) for k, v in runs.items()}
+
+        def cell(k):
+            return f"{med[k]:.2f} ({runs[k]['ms_per_step']})" if k in med else "-"
+
+        base = [med[k] for k in ("untraced", "untraced after") if k in med]
+        ratio = f"{med['traced'] / statistics.mean(base):.3f}" if "traced" in med and base else "-"
+        out.append(f"| {allocator} | {cell('untraced')} | {cell('traced')} | {cell('untraced after')} | {ratio} |")
+    out.append("")
+    return out
+
+
 def programs(runs):
     """programs.jsonl: the time inside each of the agent's programs that ran
     every pair of a loop (the kernel's run-time statistics), per loop."""
@@ -71,7 +103,7 @@ def programs(runs):
     return out
 
 
-def render(report, env=None, pairs=(), progs=()):
+def render(report, env=None, pairs=(), progs=(), steps=()):
     out = ["# gpumem GPU kit report", ""]
     if env:
         out += [
@@ -113,6 +145,7 @@ def render(report, env=None, pairs=(), progs=()):
         )
     out.append("")
     out += cost(pairs)
+    out += training(steps)
     out += programs(progs)
     limit = report.get("limit")
     if limit:
@@ -154,7 +187,13 @@ def main():
     report = read("report.json", None)
     if report is None:
         raise SystemExit(f"no report.json in {out}: kit.py did not finish")
-    text = render(report, read("environment.json", None), read("pairs.jsonl", []), read("programs.jsonl", []))
+    text = render(
+        report,
+        read("environment.json", None),
+        read("pairs.jsonl", []),
+        read("programs.jsonl", []),
+        read("steps.jsonl", []),
+    )
     with open(os.path.join(out, "report.md"), "w") as f:
         f.write(text)
     print(text)

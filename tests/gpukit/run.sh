@@ -3,7 +3,8 @@
 # Python stack, run as root:   ./run.sh [OUTDIR]   (default: ./out)
 # Starts the agent (gpumem, beside this script), runs kit.py's scenarios
 # (PyTorch, JAX, CuPy, numba-cuda, cuda.core, cuda-bindings, a limit on
-# PyTorch) and writes OUTDIR/report.md and report.json, the agent's
+# PyTorch), times allocation pairs and a PyTorch training step with each
+# allocator untraced, traced and untraced again, and writes OUTDIR/report.md and report.json, the agent's
 # records and log, and `gpumem probe`'s report. Needs no network and no
 # Rust. PYTHON picks the interpreter (default python3); GPUKIT_ONLY=NAME
 # runs only scenarios whose name contains NAME; GPUKIT_LIBCUDA=PATH
@@ -35,7 +36,16 @@ pairs() {
             echo "run.sh: pairs.py $1 $loop failed" >&2
     done
 }
+# A PyTorch training step with each allocator, at the same stages.
+steps() {
+    for allocator in native cudaMallocAsync; do
+        "$python" "$kit/workloads/train_step.py" "$1" $allocator 3 100 >>"$out/steps.jsonl" ||
+            echo "run.sh: train_step.py $1 $allocator failed" >&2
+    done
+}
+: >"$out/steps.jsonl"
 pairs untraced
+steps untraced
 sock=$(mktemp -u /tmp/gpumem-kit.XXXXXX.sock)
 attach=()
 [ -n "${GPUKIT_LIBCUDA:-}" ] && attach=(--libcuda "$GPUKIT_LIBCUDA")
@@ -54,6 +64,7 @@ if ! grep -q '^gpumem: ready$' "$out/agent.log"; then
     exit 1
 fi
 pairs traced
+steps traced
 # The time inside the agent's programs, per loop: the kernel's statistics
 # on for one more traced run of each (they cost two clock reads a run).
 stats_was=$(sysctl -n kernel.bpf_stats_enabled 2>/dev/null || echo 0)
@@ -76,5 +87,6 @@ kill -INT $agent
 wait $agent
 echo "run.sh: agent exit $?; kit exit $rc"
 pairs "untraced after"
+steps "untraced after"
 "$python" "$kit/report_md.py" "$out" || rc=1
 exit $rc

@@ -65,6 +65,14 @@ fn the_gpu_kits_report_matches_the_simulated_driver_exactly() {
         }
         assert!(md.contains(&format!("| {lp} | all, per pair | | | ")), "report.md:\n{md}");
     }
+    // The training step runs with each allocator at each stage; without
+    // PyTorch (the project's venv has none) the report says so.
+    let steps = std::fs::read_to_string(out.join("steps.jsonl")).expect("run.sh writes steps.jsonl");
+    assert_eq!(steps.lines().count(), 6, "two allocators at three stages:\n{steps}\n{said}");
+    for allocator in ["native", "cudaMallocAsync"] {
+        let row = format!("| {allocator} | not run: no PyTorch");
+        assert!(md.contains(&row), "report.md has no row `{row}`:\n{md}");
+    }
 }
 
 /// Every checkpoint of one scenario: gpumem equal to the truth per kind,
