@@ -10,6 +10,11 @@ use bytes::{Buf, BufMut, BytesMut};
 /// Bytes kept for a writer that fails: about 3,000 JSON records.
 pub const KEEP: usize = 1 << 20;
 
+/// A buffer grown past this (by an outage: a batch is at most 64 KiB) is
+/// given back once written out, so that the agent's memory returns to
+/// what it was before the disk filled.
+const SHRINK_ABOVE: usize = KEEP / 4;
+
 #[derive(Debug, Default)]
 pub struct Pending {
     buf: BytesMut,
@@ -68,6 +73,9 @@ impl Pending {
         match out.flush() {
             Ok(()) => {
                 self.failing = false;
+                if self.buf.capacity() > SHRINK_ABOVE {
+                    self.buf = BytesMut::new();
+                }
                 Ok(())
             }
             Err(e) => self.failed(e),
@@ -133,5 +141,7 @@ mod tests {
         for (i, l) in lines.iter().enumerate() {
             assert_eq!(*l, format!("line {i:06}"));
         }
+        // What the outage grew is given back once written.
+        assert!(p.buf.capacity() <= SHRINK_ABOVE, "{} bytes kept", p.buf.capacity());
     }
 }
