@@ -127,8 +127,3 @@ pub fn check(r: CUresult, what: &str) -> anyhow::Result<()> {
     }
     Ok(())
 }
-
-/// Whether `e` is a driver call's `CUDA_ERROR_OUT_OF_MEMORY`.
-pub fn out_of_memory(e: &anyhow::Error) -> bool {
-    e.downcast_ref::<CuError>().is_some_and(|c| c.code == OUT_OF_MEMORY)
-}

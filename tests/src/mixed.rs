@@ -4,7 +4,7 @@
 use std::ffi::{c_int, c_void};
 
 use crate::{
-    driver::{check, Driver},
+    driver::{check, CuError, Driver, OUT_OF_MEMORY},
     pools::{self, PoolProps},
     truth::Truth,
 };
@@ -116,6 +116,15 @@ pub fn alloc(d: &Driver, t: &Truth, method: Method, size: u64, device: i32) -> a
     }
     t.allocated_as(method.kind(), device, size);
     Ok(Held { method, addr: p, va, size, device })
+}
+
+/// Whether [`alloc`] failed because the allocation itself was refused
+/// (out of memory: the card, or a deny limit), nothing held: not a VMM
+/// mapping's later step, which leaves its handle made.
+pub fn refused(e: &anyhow::Error) -> bool {
+    e.downcast_ref::<CuError>().is_some_and(|c| {
+        c.code == OUT_OF_MEMORY && !matches!(c.what.as_str(), "cuMemAddressReserve" | "cuMemMap")
+    })
 }
 
 /// Frees `h` the way it was made. VMM handles are released before or after

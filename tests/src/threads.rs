@@ -7,7 +7,7 @@ use std::sync::{
 };
 
 use crate::{
-    driver::{out_of_memory, Driver},
+    driver::Driver,
     mixed::{self, Held, Method, METHODS},
     pace::Pace,
     truth::Truth,
@@ -79,7 +79,7 @@ impl Threads {
                                 // goes on.
                                 match mixed::alloc(&driver, &truth, method, size, device) {
                                     Ok(h) => pool.lock().unwrap().push(h),
-                                    Err(e) if out_of_memory(&e) => truth.refused(),
+                                    Err(e) if mixed::refused(&e) => truth.refused(),
                                     Err(e) => return Err(e),
                                 }
                             }

@@ -150,8 +150,8 @@ enum Cmd {
         /// The seed each round draws from (default: the time; printed).
         #[arg(long)]
         seed: Option<u64>,
-        /// Each round's length.
-        #[arg(long, default_value_t = 25, value_parser = clap::value_parser!(u32).range(10..=600))]
+        /// Each round's length, 15 to 60 s.
+        #[arg(long, default_value_t = 25, value_parser = clap::value_parser!(u32).range(15..=60))]
         round_seconds: u32,
     },
     /// Only the kernel matrix: boot stock Debian kernels (6.1, 6.12, 6.18,

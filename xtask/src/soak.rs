@@ -13,6 +13,9 @@ pub fn soak(minutes: u32, seed: Option<u64>, round_seconds: u32) -> anyhow::Resu
             "the soak loads eBPF, makes cgroups and mounts a tmpfs: run it as root (sudo cargo xtask soak)"
         );
     }
+    if !(15..=60).contains(&round_seconds) {
+        bail!("--round-seconds {round_seconds}: a round lasts 15 to 60 s (its outages fit, its records fit the disk)");
+    }
     if minutes == 0 {
         bail!("--minutes must be at least 1");
     }

@@ -132,6 +132,21 @@ mod tests {
         assert_eq!(found, want);
     }
 
+    /// A host pool's allocation: the kernel keys it as a device pointer,
+    /// its records as host memory; listed as its records name it.
+    #[test]
+    fn charged_names_an_allocation_as_its_records_do() {
+        use gpumem_common::{kind, ns};
+        let key = LiveKey { tgid: 10, ns: ns::DEVICE_PTR, addr: 0x6000 };
+        let a = LiveAlloc {
+            size: 1,
+            kind: kind::HOST,
+            limit_slots: limit_list::push(0, Some(4)),
+            ..LiveAlloc::default()
+        };
+        assert_eq!(charged(&[(key, a)]), [(4, 10, (ns::HOST_PTR, 0x6000))].into());
+    }
+
     #[test]
     fn the_base_falls_as_carried_memory_is_freed_or_its_process_exits() {
         let mut c = Carried::default();

@@ -268,11 +268,25 @@ impl Agent {
 
     /// Sends `signal` (SIGINT, SIGTERM: a clean stop; SIGKILL) and waits
     /// for the agent to exit, reading none of its records: how it exited.
+    /// An agent still running [`DEADLINE`] after is killed, and the test
+    /// fails with its stderr.
     pub fn end(&mut self, signal: nix::sys::signal::Signal) -> ExitStatus {
         let mut child = self.child.take().expect("the agent runs");
         let pid = nix::unistd::Pid::from_raw(child.id() as i32);
         nix::sys::signal::kill(pid, signal).expect("signalling the agent");
-        child.wait().expect("waiting for the agent")
+        // Waited for while its CPU time moves (a drain under load).
+        let mut moving = Moving::new();
+        loop {
+            if let Some(status) = child.try_wait().expect("waiting for the agent") {
+                return status;
+            }
+            if std::time::Instant::now() > moving.until(&procfs::cpu_ticks(pid.as_raw() as u32)) {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("the agent did not exit after {signal:?}; killed; its stderr:\n{}", self.stderr());
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
     }
 
     /// The agent's run, expected to fail before it is ready: how it exited

@@ -17,6 +17,16 @@ pub fn stopped(pid: u32) -> bool {
     stat_fields(pid).first().map(String::as_str) == Some("T")
 }
 
+/// Whether every thread of the process is stopped (a SIGSTOP stops them
+/// one by one: the main thread's state alone says too early).
+pub fn all_stopped(pid: u32) -> bool {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return false };
+    tasks.flatten().all(|t| {
+        let stat = std::fs::read_to_string(t.path().join("stat")).unwrap_or_default();
+        after_comm(&stat).first().map(String::as_str) == Some("T")
+    })
+}
+
 /// The process's user and system time so far, in clock ticks (utime and
 /// stime, the 12th and 13th fields after the command name).
 pub fn cpu_ticks(pid: u32) -> u64 {

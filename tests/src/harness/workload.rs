@@ -152,6 +152,12 @@ impl Workload {
         }
     }
 
+    /// Closes its stdin and waits for it to exit: how it did.
+    pub fn wait_status(&mut self) -> ExitStatus {
+        drop(self.stdin.take());
+        self.child.wait().expect("waiting for the workload")
+    }
+
     /// SIGKILL, now (the workload may be inside a driver call).
     pub fn kill(&mut self) {
         let _ = self.child.kill();

@@ -125,7 +125,7 @@ impl Agents {
     pub fn pause(&self, pause: std::time::Duration) {
         let pid = nix::unistd::Pid::from_raw(self.pid() as i32);
         nix::sys::signal::kill(pid, Signal::SIGSTOP).expect("stopping the agent");
-        wait_until("the agent stopped", || stopped(self.pid()));
+        wait_until("the agent stopped", || all_stopped(self.pid()));
         std::thread::sleep(pause); // the length of the outage is the point
         nix::sys::signal::kill(pid, Signal::SIGCONT).expect("continuing the agent");
     }

@@ -85,7 +85,7 @@ impl World {
     /// reload, and a start with `--config`, clear rules it does not hold,
     /// those set through the control socket included.)
     pub fn set_limits(&self, agent: &Agent, plan: &Plan, audit: Option<u64>) {
-        let rule = |g: usize, hard: u64, action: &str| {
+        let entry = |g: usize, hard: u64, action: &str| {
             let path = &self.groups[g].path;
             format!("[[limit]]\ncgroup = \"{path}\"\nhard = \"{}MiB\"\n{action}\n", hard / MIB)
         };
@@ -93,18 +93,24 @@ impl World {
             Some((_, fallback)) => format!("action = \"deny\"\nfallback = \"{fallback}\""),
             None => "action = \"deny\"".into(),
         };
-        let audit_rule = audit.map_or(String::new(), |a| rule(AUDIT, a, "action = \"audit\""));
+        let audit_rule = audit.map_or(String::new(), |a| entry(AUDIT, a, "action = \"audit\""));
         let text = audit_rule
-            + &rule(SIGNAL, plan.signal, "action = \"signal:SIGKILL\"")
-            + &rule(DENY, plan.deny, &deny);
+            + &entry(SIGNAL, plan.signal, "action = \"signal:SIGKILL\"")
+            + &entry(DENY, plan.deny, &deny);
         std::fs::write(&self.config, text).unwrap();
+        // The agent says what each reload did, a line per rule: one more
+        // line than before is this reload's (equal rules read back say
+        // nothing of it).
+        let reloads = || agent.stderr().lines().filter(|l| l.contains("SIGHUP: ")).count();
+        let before = reloads();
         agent.signal(nix::sys::signal::Signal::SIGHUP);
         let (a, s, d) = (self.target(AUDIT), self.target(SIGNAL), self.target(DENY));
         agent.wait_for_state(
             "the limits file reread",
-            || agent.limits(),
-            |l| {
-                audit.map_or(gpumem_tests::harness::rule(l, &a).is_none(), |h| rule_is(l, &a, h))
+            || (reloads(), agent.limits()),
+            |(n, l)| {
+                *n > before
+                    && audit.map_or(rule(l, &a).is_none(), |h| rule_is(l, &a, h))
                     && rule_is(l, &s, plan.signal)
                     && rule_is(l, &d, plan.deny)
             },
@@ -145,12 +151,19 @@ impl Config {
             .unwrap_or_else(|| paths().root.join("target"));
         Self {
             seconds: num("GPUMEM_SOAK_SECONDS").unwrap_or(150),
-            round: Duration::from_secs(num("GPUMEM_SOAK_ROUND_SECONDS").unwrap_or(25)),
+            round: Duration::from_secs(round_seconds(num("GPUMEM_SOAK_ROUND_SECONDS").unwrap_or(25))),
             seed,
             report: std::env::var_os("GPUMEM_SOAK_REPORT")
                 .map_or_else(|| target.join("soak/report.json"), PathBuf::from),
         }
     }
+}
+
+/// A round's length, 15 to 60 s: long enough for its outages, short
+/// enough that its records fit the output's disk (emptied at each end).
+fn round_seconds(s: u64) -> u64 {
+    assert!((15..=60).contains(&s), "GPUMEM_SOAK_ROUND_SECONDS={s}: a round lasts 15 to 60 s");
+    s
 }
 
 #[test]
@@ -183,7 +196,7 @@ fn a_soak_of_random_workloads_restarts_takeovers_and_limit_changes_stays_exact()
     report.finish(agents.health(), tally.lines, t0.elapsed());
     report.write(&cfg.report);
     println!("{}", report.summary());
-    let (status, _) = (agents.agent.end(nix::sys::signal::Signal::SIGINT), ());
+    let status = agents.agent.end(nix::sys::signal::Signal::SIGINT);
     assert!(status.success(), "the last agent stopped with {status:?}");
     let out = world.pins.detach();
     assert!(out.status.success(), "gpumem detach: {}", String::from_utf8_lossy(&out.stderr));

@@ -63,6 +63,7 @@ impl Plan {
         let (deny, audit, signal, declared) = (mib(3, 8), mib(1, 16), mib(2, 5), mib(2, 5));
         let raise = mib(1, 4);
         let audit_after = mib(1, 16);
+        let (raising, clearing) = (rng.below(2) == 0, rng.below(3) == 0);
         let pause = Duration::from_millis(500 + 250 * (seed % 11));
         let replacing = (round + 1).is_multiple_of(replace_every);
         let nth = (round + 1) / replace_every;
@@ -71,9 +72,9 @@ impl Plan {
             round,
             seed,
             deny,
-            deny_raised: seed.is_multiple_of(2).then_some(deny + raise),
+            deny_raised: raising.then_some(deny + raise),
             // One round in three the rewritten file leaves it out: cleared.
-            audit: (audit, (!seed.is_multiple_of(3)).then_some(audit_after)),
+            audit: (audit, (!clearing).then_some(audit_after)),
             signal,
             declared,
             pause: (pause_at, pause),

@@ -37,13 +37,15 @@ pub struct Totals {
     pub outages: Vec<(String, usize)>,
     pub lines_read: u64,
     pub unwritten: u64,
-    pub calls_unwritten: u64,
+    pub calls_without_record: u64,
     pub health: Health,
     /// After the warm-up (the soak's, and each agent's own first two
     /// rounds), the most any one agent's anonymous memory grew from its
     /// first sample (KiB); the range of those samples.
     pub warm_up_s: u64,
-    pub rss_anon_growth_kib: u64,
+    /// None where no agent lived long enough to be measured (a short
+    /// soak replaces it every round).
+    pub rss_anon_growth_kib: Option<u64>,
     pub rss_anon_kib: (u64, u64),
     pub rss_kib_max: u64,
     /// The agent's CPU in its busiest round, percent of one core.
@@ -76,7 +78,8 @@ impl Report {
                 "Restart",
                 "disk full",
                 "victim SIGKILLed",
-                "SIGHUP",
+                "rewritten",
+                "cleared",
                 "raised",
             ] {
                 if e.contains(kind) {
@@ -98,7 +101,7 @@ impl Report {
             outages: outages.into_iter().collect(),
             lines_read,
             unwritten: sum(|x| x.unwritten),
-            calls_unwritten: sum(|x| x.calls_unwritten),
+            calls_without_record: sum(|x| x.calls_without_record),
             health,
             warm_up_s,
             rss_anon_growth_kib: growth,
@@ -114,7 +117,7 @@ impl Report {
             "soak: {} s, {} rounds, seed {}: {} processes, {} calls ({} refused), {} killed by a limit, \
              {} comparisons exact, 0 hard limits passed; {} agents ({:?}); {} lines read, {} unwritten \
              (a full disk, {} of them calls, counted); lost in the kernel {}, returns without entry {}, \
-             runs skipped {}; agent anonymous memory {:?} KiB after {} s, growth {} KiB; RSS at most {} KiB; \
+             runs skipped {}; agent anonymous memory {:?} KiB after {} s, growth {}; RSS at most {} KiB; \
              CPU at most {:.1}% of a core",
             t.elapsed_s,
             t.rounds,
@@ -128,13 +131,16 @@ impl Report {
             t.outages,
             t.lines_read,
             t.unwritten,
-            t.calls_unwritten,
+            t.calls_without_record,
             t.health.dropped,
             t.health.unmatched_returns,
             t.health.skipped_runs,
             t.rss_anon_kib,
             t.warm_up_s,
-            t.rss_anon_growth_kib,
+            t.rss_anon_growth_kib
+                .map_or("not measured (no agent lived four rounds past the warm-up)".into(), |g| format!(
+                    "{g} KiB"
+                )),
             t.rss_kib_max,
             t.cpu_percent_max
         )
@@ -145,7 +151,8 @@ impl Report {
     pub fn assert_bounds(&self) {
         let t = self.totals.as_ref().expect("finished");
         assert_eq!((t.health.dropped, t.health.unmatched_returns), (0, 0), "{}", self.summary());
-        assert!(t.rss_anon_growth_kib < GROWTH_KIB, "the agent's memory grew: {}", self.summary());
+        let growth = t.rss_anon_growth_kib.unwrap_or(0);
+        assert!(growth < GROWTH_KIB, "the agent's memory grew: {}", self.summary());
     }
 }
 
@@ -171,8 +178,8 @@ pub fn line(r: &RoundReport) -> String {
 /// Per agent, over the rounds that ended after the warm-up (the soak's,
 /// and the agent's own first two rounds): the most its anonymous memory
 /// grew from its first such sample; and the busiest round's CPU.
-fn per_agent(rounds: &[RoundReport], warm_up_s: u64) -> (u64, f64) {
-    let mut growth = 0;
+fn per_agent(rounds: &[RoundReport], warm_up_s: u64) -> (Option<u64>, f64) {
+    let mut growth: Option<u64> = None;
     let mut cpu: f64 = 0.0;
     let agents: std::collections::BTreeSet<u32> = rounds.iter().map(|r| r.agent).collect();
     for a in agents {
@@ -180,8 +187,10 @@ fn per_agent(rounds: &[RoundReport], warm_up_s: u64) -> (u64, f64) {
         // Its own first two rounds are its warm-up (its maps and buffers
         // grow to the load), then the soak's.
         let warm: Vec<&&RoundReport> = mine.iter().skip(2).filter(|r| r.started_s >= warm_up_s).collect();
-        if let (Some(first), Some(max)) = (warm.first(), warm.iter().map(|r| r.agent_rss_anon_kib).max()) {
-            growth = growth.max(max.saturating_sub(first.agent_rss_anon_kib));
+        // Measured where it has two samples or more.
+        if let (Some(first), true) = (warm.first(), warm.len() >= 2) {
+            let max = warm.iter().map(|r| r.agent_rss_anon_kib).max().unwrap_or(0);
+            growth = Some(growth.unwrap_or(0).max(max.saturating_sub(first.agent_rss_anon_kib)));
         }
     }
     for r in rounds {

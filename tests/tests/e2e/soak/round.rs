@@ -37,7 +37,7 @@ pub struct RoundReport {
     /// Lines the output could not take this round (a full disk), and the
     /// calls whose records were among them.
     pub unwritten: u64,
-    pub calls_unwritten: u64,
+    pub calls_without_record: u64,
     pub agent: u32,
     pub agent_rss_anon_kib: u64,
     pub agent_rss_kib: u64,
@@ -72,10 +72,11 @@ pub fn run(
     let (unwritten_from, peak) = watch::during(world, agents, &mut procs, &plan, length, &mut say);
 
     let compared = finish(world, agents, &mut procs, &plan, &mut say);
-    let by_limit = |r: Role| matches!(r, Role::Threads(SIGNAL) | Role::Threads(DENY) | Role::Container);
-    let killed_by_limit = procs.iter().filter(|p| p.gone && by_limit(p.role)).count();
+    let killing = world.deny.contains("fallback");
+    procs.iter_mut().for_each(|p| p.wait(killing));
+    let killed_by_limit = procs.iter().filter(|p| p.killed_by_limit()).count();
     let unwritten = unwritten_from.map_or(0, |u| agents.agent.status().unwritten - u);
-    let calls_unwritten = records_counted(agents, tally, &procs, unwritten);
+    let calls_without_record = records_counted(agents, tally, &procs, unwritten);
     zero(world, agents, &procs);
     let status = agents.agent.status();
     assert_whole(&status, "the agent at the round's end");
@@ -94,7 +95,7 @@ pub fn run(
         refused: total(2),
         deny_peak: peak.into_iter().map(|(t, (u, h))| (t, u, h)).collect(),
         unwritten,
-        calls_unwritten,
+        calls_without_record,
         agent: agents.instance,
         agent_rss_anon_kib: rss_anon,
         agent_rss_kib: rss,
@@ -193,37 +194,43 @@ fn compare(world: &World, agents: &Agents, procs: &[Running], plan: &Plan, stage
     settle(&agents.agent, &world.card, &format!("every process and limit at {stage}"), &live, &groups)
 }
 
-/// Each process's calls against the records written for it: equal, or
-/// with a full disk in the round, short by at most the lines the agent
-/// counted unwritten. How many calls' records the disk took.
+/// Each process that ran to its end: its calls against the records
+/// written for it, none twice. Equal, or in a round whose disk filled,
+/// short by at most the lines the agent counted unwritten, once its
+/// `dropped` line says the disk took that many (the lines it kept for the
+/// full disk are written by then). How many calls lack a record.
 fn records_counted(agents: &Agents, tally: &mut Tally, procs: &[Running], unwritten: u64) -> u64 {
-    let known: Vec<(u32, [u64; 3])> =
-        procs.iter().filter(|p| !p.gone).filter_map(|p| Some((p.host_pid, p.calls()?))).collect();
-    let read = |tally: &mut Tally| {
-        let mut short = 0;
-        for &(pid, truth) in &known {
-            let written = tally.calls(pid);
-            for i in 0..3 {
-                assert!(
-                    written[i] <= truth[i],
-                    "process {pid}: {written:?} records for {truth:?} calls: counted twice"
-                );
-                short += truth[i] - written[i];
-            }
-        }
-        short
-    };
-    let short = std::cell::RefCell::new(0);
+    let known: Vec<(u32, [u64; 3])> = procs.iter().filter_map(|p| Some((p.host_pid, p.calls()?))).collect();
+    let total = agents.agent.status().unwritten;
+    let state = std::cell::RefCell::new((0, 0));
     poll(
-        "every call's record written or counted unwritten",
+        "every call's record written, or counted unwritten in a dropped line",
         || {
-            *short.borrow_mut() = read(tally);
-            *short.borrow()
+            let short = short_of(tally, &known);
+            *state.borrow_mut() = (short, tally.unwritten);
+            (short, tally.unwritten)
         },
-        |&s| s <= unwritten,
-        || format!("{unwritten} lines unwritten; agent {}", agents.instance),
+        |&(short, said)| short <= unwritten && (unwritten == 0 || said == total),
+        || format!("{unwritten} lines unwritten this round, {total} by agent {}", agents.instance),
     );
-    short.into_inner()
+    state.into_inner().0
+}
+
+/// Calls of `known` (process, its calls) without their record so far;
+/// panics at a call recorded twice.
+fn short_of(tally: &mut Tally, known: &[(u32, [u64; 3])]) -> u64 {
+    let mut short = 0;
+    for &(pid, truth) in known {
+        let written = tally.calls(pid);
+        for i in 0..3 {
+            assert!(
+                written[i] <= truth[i],
+                "process {pid}: {written:?} records for {truth:?} calls: counted twice"
+            );
+            short += truth[i] - written[i];
+        }
+    }
+    short
 }
 
 /// Once every process has exited: nothing held by any, any cgroup or any

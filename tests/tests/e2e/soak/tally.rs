@@ -24,11 +24,13 @@ pub struct Tally {
     calls: HashMap<u32, Calls>,
     /// Lines read over the whole soak.
     pub lines: u64,
+    /// What the last `dropped` line said the agent could not write.
+    pub unwritten: u64,
 }
 
 impl Tally {
     pub fn new(path: PathBuf) -> Self {
-        Self { path, offset: 0, partial: Vec::new(), calls: HashMap::new(), lines: 0 }
+        Self { path, offset: 0, partial: Vec::new(), calls: HashMap::new(), lines: 0, unwritten: 0 }
     }
 
     /// Reads what the agent wrote since the last read.
@@ -48,6 +50,9 @@ impl Tally {
             let line: Line = serde_json::from_slice(l).unwrap_or_else(|e| {
                 panic!("the agent wrote a line that is not a record ({e}): {}", String::from_utf8_lossy(l))
             });
+            if let Line::Dropped(d) = &line {
+                self.unwritten = d.unwritten;
+            }
             if let Line::Event(e) = line {
                 let i = match e.caller.event {
                     RecordEvent::Alloc => 0,
@@ -80,7 +85,7 @@ impl Tally {
     pub fn empty(&mut self, agent: u32) {
         let pid = Pid::from_raw(agent as i32);
         nix::sys::signal::kill(pid, Signal::SIGSTOP).expect("stopping the agent");
-        gpumem_tests::harness::wait_until("the agent stopped", || gpumem_tests::harness::stopped(agent));
+        gpumem_tests::harness::wait_until("the agent stopped", || gpumem_tests::harness::all_stopped(agent));
         self.read();
         let truncated = std::fs::File::options().write(true).open(&self.path).and_then(|f| f.set_len(0));
         nix::sys::signal::kill(pid, Signal::SIGCONT).expect("continuing the agent");

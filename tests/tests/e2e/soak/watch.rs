@@ -34,7 +34,17 @@ pub fn during(
     let (mut paused, mut replaced, mut filled, mut raised, mut reloaded, mut killed) =
         (false, false, false, false, false, false);
     let mut unwritten_from = None;
-    while start.elapsed() < length {
+    // A round whose outages ran long goes on until each has happened.
+    let all_done = |d: [bool; 6]| {
+        let [paused, replaced, filled, raised, reloaded, killed] = d;
+        paused
+            && (replaced || plan.replace.is_none())
+            && (filled || plan.disk_full.is_none())
+            && (raised || plan.deny_raised.is_none())
+            && reloaded
+            && killed
+    };
+    while start.elapsed() < length || !all_done([paused, replaced, filled, raised, reloaded, killed]) {
         let now = start.elapsed();
         if !paused && now >= plan.pause.0 {
             paused = true;
@@ -51,12 +61,7 @@ pub fn during(
         if let Some((at, len)) = plan.disk_full.filter(|_| !filled && replaced == plan.replace.is_some()) {
             if now >= at {
                 filled = true;
-                unwritten_from = Some(agents.agent.status().unwritten);
-                let filler = world.disk.fill();
-                say("output disk full".into());
-                std::thread::sleep(len); // the outage's length is the point
-                std::fs::remove_file(&filler).expect("emptying the disk");
-                say("output disk emptied".into());
+                unwritten_from = Some(fill(world, agents, len, say));
             }
         }
         if !reloaded && now >= length.mul_f64(0.6) {
@@ -76,13 +81,22 @@ pub fn during(
             say("victim SIGKILLed".into());
         }
         for (t, v) in checks::within_deny(&agents.agent.limits(), &deny_targets) {
-            let e = peak.entry(t).or_insert(v);
-            if v.0 > e.0 {
-                *e = v;
-            }
+            peak.entry(t).and_modify(|e| *e = (*e).max(v)).or_insert(v);
         }
         std::thread::sleep(Duration::from_millis(200)); // the pace of the watch
     }
 
     (unwritten_from, peak)
+}
+
+/// Fills the output's disk for `len`, then empties it; the agent's count
+/// of unwritten lines before.
+fn fill(world: &World, agents: &Agents, len: Duration, say: &mut impl FnMut(String)) -> u64 {
+    let before = agents.agent.status().unwritten;
+    let filler = world.disk.fill();
+    say("output disk full".into());
+    std::thread::sleep(len); // the outage's length is the point
+    std::fs::remove_file(&filler).expect("emptying the disk");
+    say("output disk emptied".into());
+    before
 }

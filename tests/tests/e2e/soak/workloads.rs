@@ -29,8 +29,10 @@ pub struct Running {
     pub last: Option<Checkpoint>,
     /// Calls of an image it exec'd from (the records keep its pid).
     pub carried: Calls,
-    /// It stopped printing checkpoints before its end (killed).
+    /// It printed its last line: it exited, or was killed.
     pub gone: bool,
+    /// How it exited, once waited for.
+    pub status: Option<std::process::ExitStatus>,
     pub container: Option<(Container, String)>,
 }
 
@@ -38,7 +40,7 @@ impl Running {
     pub fn spawn(role: Role, args: &[&str], cg: Option<&Cgroup>, card: &SimCard) -> Self {
         let w = Workload::spawn(args, cg, &card.env());
         let host_pid = w.pid();
-        Self { w, role, host_pid, last: None, carried: [0; 3], gone: false, container: None }
+        Self { w, role, host_pid, last: None, carried: [0; 3], gone: false, status: None, container: None }
     }
 
     /// Threads in a container of `podman`'s that declares `limit` (deny).
@@ -60,6 +62,7 @@ impl Running {
             last: None,
             carried: [0; 3],
             gone: false,
+            status: None,
             container: None,
         };
         r.container = Some((c, target));
@@ -90,11 +93,48 @@ impl Running {
         self.last.as_ref()
     }
 
-    /// The calls its truth says it made: what its records must number.
+    /// The calls its truth says it made, once it ran to its end (exit 0;
+    /// its last checkpoint counts every call): what its records must
+    /// number.
     pub fn calls(&self) -> Option<Calls> {
+        if !self.status.is_some_and(|s| s.success()) {
+            return None;
+        }
         let c = self.last.as_ref()?;
         let k = self.carried;
         Some([k[0] + c.allocs, k[1] + c.frees, k[2] + c.failed])
+    }
+
+    /// Waits for it to exit (it has printed its last line) and checks how:
+    /// run to its end, or killed where a limit (`killing`: the deny
+    /// limits' SIGKILL fallback is in force) or the soak may kill it.
+    pub fn wait(&mut self, killing: bool) {
+        use std::os::unix::process::ExitStatusExt;
+        let status = self.w.wait_status();
+        self.status = Some(status);
+        // podman reports its container's SIGKILL as exit 137.
+        let killed = status.signal() == Some(9) || (self.container.is_some() && status.code() == Some(137));
+        let may_be_killed = match self.role {
+            Role::Victim => {
+                assert!(killed, "process {} (the victim) was not killed: {status:?}", self.host_pid);
+                return;
+            }
+            Role::Threads(g) => g == SIGNAL || (g == DENY && killing),
+            Role::Container => killing,
+            Role::Families | Role::Exec => false,
+        };
+        assert!(
+            status.success() || (killed && may_be_killed),
+            "process {} ({:?}) exited {status:?}; its last checkpoint {:?}",
+            self.host_pid,
+            self.role,
+            self.last
+        );
+    }
+
+    /// Whether a limit killed it.
+    pub fn killed_by_limit(&self) -> bool {
+        self.role != Role::Victim && self.status.is_some_and(|s| !s.success())
     }
 
     /// What it holds now, by its last checkpoint (0 once gone).
