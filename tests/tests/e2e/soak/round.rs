@@ -15,7 +15,7 @@ use super::{
     tally::Tally,
     watch,
     workloads::{self, Role, Running},
-    World, AUDIT, DENY, FREE, SIGNAL,
+    world::{World, AUDIT, DENY, FREE, SIGNAL},
 };
 
 #[derive(Debug, Serialize)]

@@ -13,7 +13,7 @@ use super::{
     checks,
     plan::Plan,
     workloads::{Role, Running},
-    World, DENY,
+    world::{World, DENY},
 };
 
 /// Runs the round's `length` with its outages; returns the agent's count

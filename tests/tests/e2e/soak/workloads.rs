@@ -5,7 +5,11 @@
 //! a process that execs. Each keeps its last checkpoint: its own truth.
 use gpumem_tests::{harness::*, truth::Checkpoint};
 
-use super::{plan::Plan, tally::Calls, World, AUDIT, DENY, FREE, SIGNAL};
+use super::{
+    plan::Plan,
+    tally::Calls,
+    world::{World, AUDIT, DENY, FREE, SIGNAL},
+};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Role {
