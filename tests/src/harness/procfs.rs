@@ -27,6 +27,32 @@ pub fn all_stopped(pid: u32) -> bool {
     })
 }
 
+/// Runs `f` while process `pid` is stopped (SIGSTOP, every thread of it
+/// stopped; SIGCONT after), and returns what `f` did.
+pub fn stopped_while<R>(pid: u32, f: impl FnOnce() -> R) -> R {
+    use nix::sys::signal::{kill, Signal};
+    let p = nix::unistd::Pid::from_raw(pid as i32);
+    kill(p, Signal::SIGSTOP).expect("stopping the process");
+    super::poll::wait_until("the process stopped", || all_stopped(pid));
+    let r = f();
+    kill(p, Signal::SIGCONT).expect("continuing the process");
+    r
+}
+
+/// The process's anonymous and whole resident memory (`RssAnon`, `VmRSS`
+/// of `/proc/PID/status`), KiB; 0 where unread.
+pub fn rss_kib(pid: u32) -> (u64, u64) {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .unwrap_or(0)
+    };
+    (field("RssAnon:"), field("VmRSS:"))
+}
+
 /// The process's user and system time so far, in clock ticks (utime and
 /// stime, the 12th and 13th fields after the command name).
 pub fn cpu_ticks(pid: u32) -> u64 {

@@ -93,7 +93,7 @@ impl Agents {
     /// found (its stderr's line on adoption or takeover).
     pub fn replace(&mut self, how: Replace) -> String {
         let before = self.agent.status();
-        assert_whole(&before, "the agent about to be replaced");
+        assert_every_call_whole(&before);
         let signal = if how == Replace::Killed { Signal::SIGKILL } else { Signal::SIGINT };
         let status: ExitStatus = self.agent.end(signal);
         if signal == Signal::SIGINT {
@@ -123,11 +123,8 @@ impl Agents {
     /// SIGSTOP for `pause`, then SIGCONT: the kernel goes on counting and
     /// enforcing, records wait in the ring.
     pub fn pause(&self, pause: std::time::Duration) {
-        let pid = nix::unistd::Pid::from_raw(self.pid() as i32);
-        nix::sys::signal::kill(pid, Signal::SIGSTOP).expect("stopping the agent");
-        wait_until("the agent stopped", || all_stopped(self.pid()));
-        std::thread::sleep(pause); // the length of the outage is the point
-        nix::sys::signal::kill(pid, Signal::SIGCONT).expect("continuing the agent");
+        // The length of the outage is the point.
+        stopped_while(self.pid(), || std::thread::sleep(pause));
     }
 
     /// The agents' health so far, the running one's included.
@@ -136,16 +133,6 @@ impl Agents {
         h.add(&self.agent.status());
         h
     }
-}
-
-/// Every call seen whole and nothing lost in the kernel, as `who` counts.
-pub fn assert_whole(s: &StatusReport, who: &str) {
-    assert_eq!(
-        (s.unmatched_returns, s.dropped),
-        (0, 0),
-        "{who}: (returns without their entry, records lost in the kernel); runs skipped {}",
-        s.skipped_runs
-    );
 }
 
 fn launch(output: &std::path::Path, args: &[String], env: &[(String, String)], other: bool) -> Agent {

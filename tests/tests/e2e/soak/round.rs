@@ -9,7 +9,7 @@ use gpumem_tests::harness::*;
 use serde::Serialize;
 
 use super::{
-    agents::{assert_whole, Agents},
+    agents::Agents,
     checks::{settle, Group, Proc},
     plan::Plan,
     tally::Tally,
@@ -79,9 +79,9 @@ pub fn run(
     let calls_without_record = records_counted(agents, tally, &procs, unwritten);
     zero(world, agents, &procs);
     let status = agents.agent.status();
-    assert_whole(&status, "the agent at the round's end");
+    assert_every_call_whole(&status);
     let pid = agents.pid();
-    let (rss_anon, rss) = rss(pid);
+    let (rss_anon, rss) = rss_kib(pid);
     tally.empty(pid);
     tally.forget(&procs.iter().map(|p| p.host_pid).collect::<Vec<_>>());
     let total = |i: usize| procs.iter().filter_map(Running::calls).map(|c| c[i]).sum::<u64>();
@@ -264,17 +264,4 @@ fn zero(world: &World, agents: &Agents, procs: &[Running]) {
         },
         Vec::is_empty,
     );
-}
-
-/// The agent's anonymous and whole resident memory, KiB.
-fn rss(pid: u32) -> (u64, u64) {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    let field = |name: &str| {
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix(name))
-            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-            .unwrap_or(0)
-    };
-    (field("RssAnon:"), field("VmRSS:"))
 }

@@ -10,7 +10,6 @@ use std::{
 };
 
 use gpumem::output::{Line, RecordEvent};
-use nix::{sys::signal::Signal, unistd::Pid};
 
 /// What one process's records say: allocations, frees, refused
 /// allocations.
@@ -83,12 +82,10 @@ impl Tally {
     /// `partial`, and its rest lands at the start of the emptied file (the
     /// agent appends).
     pub fn empty(&mut self, agent: u32) {
-        let pid = Pid::from_raw(agent as i32);
-        nix::sys::signal::kill(pid, Signal::SIGSTOP).expect("stopping the agent");
-        gpumem_tests::harness::wait_until("the agent stopped", || gpumem_tests::harness::all_stopped(agent));
-        self.read();
-        let truncated = std::fs::File::options().write(true).open(&self.path).and_then(|f| f.set_len(0));
-        nix::sys::signal::kill(pid, Signal::SIGCONT).expect("continuing the agent");
+        let truncated = gpumem_tests::harness::stopped_while(agent, || {
+            self.read();
+            std::fs::File::options().write(true).open(&self.path).and_then(|f| f.set_len(0))
+        });
         truncated.unwrap_or_else(|e| panic!("emptying {}: {e}", self.path.display()));
         self.offset = 0;
     }
