@@ -20,12 +20,7 @@ use crate::{
 const READY: &str = "gpumem: ready";
 
 fn cgroup2_root() -> anyhow::Result<PathBuf> {
-    let mounts = procfs::process::Process::myself()?.mountinfo()?;
-    mounts
-        .iter()
-        .find(|m| m.fs_type == "cgroup2")
-        .map(|m| m.mount_point.clone())
-        .context("this host has no cgroup2 mount; the demo needs one for its two teams")
+    crate::util::cgroup2_root().context("the demo needs a cgroup2 mount for its two teams")
 }
 
 /// The demo's cgroups, removed on drop (even when the demo fails).

@@ -76,6 +76,18 @@ enum Cmd {
         /// GPUMEM_TASK_CALLS=off: every call in flight in the hash map.
         #[arg(long, value_name = "NAME=VALUE", requires = "programs_against")]
         against_env: Vec<String>,
+        /// A limit both agents of --programs-against run with (repeatable,
+        /// `gpumem run --limit`'s syntax), e.g. `cgroup:/=1TiB,action=audit`:
+        /// the programs' cost with limits in force.
+        #[arg(long, value_name = "SPEC", requires = "programs_against")]
+        with_limit: Vec<String>,
+        /// Run --programs-against's loops in a cgroup N levels below the
+        /// root (gpumem-bench/1/2/... under the cgroup2 mount), as a pod's
+        /// container is (4 under the kubelet's systemd driver): what a
+        /// cgroup limit's walk of the caller's ancestors costs there.
+        #[arg(long, value_name = "N", default_value_t = 0, requires = "programs_against",
+              value_parser = clap::value_parser!(u32).range(0..=12))]
+        cgroup_depth: u32,
     },
     /// Lint, build, then run the unit tests, the deployment files' checks,
     /// the privileged end-to-end tests on this kernel and the limit and
@@ -182,12 +194,25 @@ fn main() -> std::process::ExitCode {
         Cmd::BuildAndRun { args } => artifacts::build_and_run(&args),
         Cmd::Demo => demo::demo(),
         Cmd::Lint => lint::lint(),
-        Cmd::Bench { quick, attach_only, load_against, programs_against, against_env } => bench::bench(
+        Cmd::Bench {
+            quick,
+            attach_only,
+            load_against,
+            programs_against,
+            against_env,
+            with_limit,
+            cgroup_depth,
+        } => bench::bench(
             quick,
             bench::Only {
                 attach: attach_only,
                 load_against: load_against.as_deref(),
-                programs_against: programs_against.as_deref().map(|p| (p, against_env.as_slice())),
+                programs_against: programs_against.as_deref().map(|p| bench::Against {
+                    agent: p,
+                    env: &against_env,
+                    limits: &with_limit,
+                    cgroup_depth,
+                }),
             },
         ),
         Cmd::Test => test::test(),

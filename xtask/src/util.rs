@@ -102,3 +102,13 @@ pub fn ensure_tool(program: &str, package: &str) -> anyhow::Result<PathBuf> {
     .with_context(|| format!("installing {package} (needs root and Debian's package mirror)"))?;
     which(program).with_context(|| format!("{program} is not on PATH after installing {package}"))
 }
+
+/// Where this host mounts the cgroup2 hierarchy.
+pub fn cgroup2_root() -> anyhow::Result<PathBuf> {
+    let mounts = procfs::process::Process::myself()?.mountinfo()?;
+    mounts
+        .iter()
+        .find(|m| m.fs_type == "cgroup2")
+        .map(|m| m.mount_point.clone())
+        .context("this host has no cgroup2 mount")
+}

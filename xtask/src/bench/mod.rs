@@ -20,6 +20,7 @@ mod load;
 mod load_against;
 mod nvidia;
 mod programs_against;
+pub use programs_against::Against;
 mod report;
 mod runtime;
 mod setup;
@@ -89,8 +90,7 @@ impl Collected {
 pub struct Only<'a> {
     pub attach: bool,
     pub load_against: Option<&'a Path>,
-    /// The other agent, and its environment.
-    pub programs_against: Option<(&'a Path, &'a [String])>,
+    pub programs_against: Option<Against<'a>>,
 }
 
 pub fn bench(quick: bool, only: Only<'_>) -> anyhow::Result<()> {
@@ -103,8 +103,8 @@ pub fn bench(quick: bool, only: Only<'_>) -> anyhow::Result<()> {
     if let Some(other) = load_against {
         return load_against::compare(&b, other, reps, quick);
     }
-    if let Some((other, env)) = programs_against {
-        return programs_against::compare(&b, other, env, reps + 1, pairs * 10);
+    if let Some(against) = programs_against {
+        return programs_against::compare(&b, &against, reps + 1, pairs * 10);
     }
     if attach_only {
         let attach = attach::measure(&b, reps)?;

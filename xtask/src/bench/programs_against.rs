@@ -6,16 +6,29 @@
 //! agent at a time, alternately, the order swapped each round: a program
 //! change measured before and after side by side, on a host whose speed
 //! drifts more than most changes move it.
-use std::{collections::BTreeMap, path::Path, process::Command};
+use std::{
+    collections::BTreeMap,
+    path::{Path, PathBuf},
+    process::Command,
+};
 
 use anyhow::Context;
 use serde_json::json;
 
 use super::{
     runtime::{self, Runtime},
-    setup::{alternately, median, run_loop, Built},
+    setup::{alternately, median, run_loop, run_loop_in, Built},
     tracer::Tracer,
 };
+
+/// `--programs-against`: the other agent, its environment, the limits
+/// both agents run with, and how deep in the cgroup tree the loops run.
+pub struct Against<'a> {
+    pub agent: &'a Path,
+    pub env: &'a [String],
+    pub limits: &'a [String],
+    pub cgroup_depth: u32,
+}
 
 /// The loops measured, with the workload's arguments.
 const LOOPS: [(&str, &[&str]); 2] = [("alloc_free", &[]), ("pool_async", &["--pool", "async"])];
@@ -23,14 +36,19 @@ const LOOPS: [(&str, &[&str]); 2] = [("alloc_free", &[]), ("pool_async", &["--po
 /// Per loop, per round: [other, this].
 type Rounds = BTreeMap<&'static str, Vec<[Runtime; 2]>>;
 
-pub fn compare(b: &Built, other: &Path, env: &[String], rounds: usize, pairs: usize) -> anyhow::Result<()> {
+pub fn compare(b: &Built, against: &Against<'_>, rounds: usize, pairs: usize) -> anyhow::Result<()> {
+    let other = against.agent;
     let other = other.canonicalize().with_context(|| format!("the other agent, {}", other.display()))?;
-    let env = parse_env(env)?;
+    let env = parse_env(against.env)?;
+    let nested = Nested::create(against.cgroup_depth)?;
     let mut by_loop = Rounds::new();
     let rounds_runs = alternately("--programs-against", rounds, |which| {
         let mut c = Command::new(if which == 0 { &other } else { &b.agent });
         c.arg("run").arg("--libcuda").arg(&b.libcuda).arg("--output").arg(b.out.join("events.jsonl"));
         c.arg("--socket").arg(b.out.join("gpumem.sock")).args(["--rescan", "0"]);
+        for spec in against.limits {
+            c.arg("--limit").arg(spec);
+        }
         if which == 0 {
             c.envs(env.iter().map(|(k, v)| (k, v)));
         }
@@ -38,7 +56,12 @@ pub fn compare(b: &Built, other: &Path, env: &[String], rounds: usize, pairs: us
         let pid = tracer.pid().context("the agent has no pid")?;
         LOOPS
             .iter()
-            .map(|(_, args)| runtime::measure(pid, || run_loop(b, args, pairs).map(drop)))
+            .map(|(_, args)| {
+                runtime::measure(pid, || match &nested {
+                    Some(n) => run_loop_in(b, args, pairs, n.leaf()).map(drop),
+                    None => run_loop(b, args, pairs).map(drop),
+                })
+            })
             .collect::<anyhow::Result<Vec<Runtime>>>()
     })?;
     for [theirs, ours] in rounds_runs {
@@ -47,12 +70,62 @@ pub fn compare(b: &Built, other: &Path, env: &[String], rounds: usize, pairs: us
         }
     }
     let _ = std::fs::remove_file(b.out.join("events.jsonl"));
-    let label = describe(&other, &env);
+    let mut label = describe(&other, &env);
+    if !against.limits.is_empty() {
+        label += &format!(" (both with --limit {})", against.limits.join(" --limit "));
+    }
+    if let Some(n) = &nested {
+        label += &format!(", the loops in {}", n.leaf().display());
+    }
     println!("{}", markdown(&by_loop, &label, rounds, pairs));
     let json = to_json(&by_loop, &label, pairs);
     std::fs::write(b.out.join("programs_against.json"), serde_json::to_string_pretty(&json)?)?;
     println!("written: {}", b.out.join("programs_against.json").display());
     Ok(())
+}
+
+/// Cgroups `depth` levels below the root, made for the loops and removed
+/// after them (`--cgroup-depth`).
+struct Nested(Vec<PathBuf>);
+
+impl Nested {
+    fn create(depth: u32) -> anyhow::Result<Option<Self>> {
+        if depth == 0 {
+            return Ok(None);
+        }
+        let mut dir = crate::util::cgroup2_root()?.join("gpumem-bench");
+        let mut made = Nested(Vec::new());
+        for level in 0..depth {
+            if level > 0 {
+                dir = dir.join(level.to_string());
+            }
+            if !dir.exists() {
+                std::fs::create_dir(&dir)
+                    .with_context(|| format!("--cgroup-depth: making cgroup {}", dir.display()))?;
+                made.0.push(dir.clone());
+            }
+        }
+        made.0.push(dir); // the leaf, last (not removed twice: see Drop)
+        Ok(Some(made))
+    }
+
+    fn leaf(&self) -> &Path {
+        self.0.last().expect("at least the leaf")
+    }
+}
+
+impl Drop for Nested {
+    fn drop(&mut self) {
+        // The loops have exited, so each is empty; deepest first. The leaf
+        // is pushed twice where it was made.
+        let mut dirs = self.0.clone();
+        dirs.dedup();
+        for d in dirs.iter().rev() {
+            if let Err(e) = std::fs::remove_dir(d) {
+                eprintln!("xtask: bench: removing cgroup {}: {e}", d.display());
+            }
+        }
+    }
 }
 
 /// `K=V` pairs for the other agent's environment.

@@ -66,10 +66,21 @@ pub fn run_loop(b: &Built, args: &[&str], pairs: usize) -> anyhow::Result<f64> {
     time_loop(&b.workload, &b.libcuda, args, pairs)
 }
 
+/// [`run_loop`] with the workload in cgroup `dir` (a cgroup v2 directory)
+/// from its start.
+pub fn run_loop_in(b: &Built, args: &[&str], pairs: usize, dir: &Path) -> anyhow::Result<f64> {
+    let mut c = Command::new("sh");
+    c.args(["-c", r#"echo 0 > "$0/cgroup.procs" && exec "$@""#]).arg(dir).arg(&b.workload);
+    loop_output(c, &b.libcuda, args, pairs)
+}
+
 /// The workload's `loop` scenario on `libcuda` with `extra` arguments:
 /// nanoseconds per iteration.
 pub fn time_loop(workload: &Path, libcuda: &Path, extra: &[&str], iterations: usize) -> anyhow::Result<f64> {
-    let mut c = Command::new(workload);
+    loop_output(Command::new(workload), libcuda, extra, iterations)
+}
+
+fn loop_output(mut c: Command, libcuda: &Path, extra: &[&str], iterations: usize) -> anyhow::Result<f64> {
     c.arg("--libcuda").arg(libcuda).args(["--scenario", "loop", "--size", "4096", "--iterations"]);
     c.arg(iterations.to_string()).args(extra);
     let text = output(&mut c)?;
