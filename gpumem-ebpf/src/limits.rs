@@ -91,14 +91,6 @@ fn applicable(tgid: u32, kinds: u32, device: u32) -> u64 {
     limit_list::nearest(list)
 }
 
-/// Whether any limit is in force (a rule of the agent's, or a limit some
-/// process declared): the allocations' calls in flight then go to the
-/// `PENDING` hash map (see account/pending.rs).
-#[inline(always)]
-pub fn any_in_force() -> bool {
-    LIMITS_IN_FORCE.get(0).copied().unwrap_or(0) != 0 || LIMITS_IN_FORCE.get(1).copied().unwrap_or(0) != 0
-}
-
 /// The caller's process, the kinds of limit in force, and the limits
 /// that apply to the caller's call on `device` (packed, see
 /// [`applicable`]); None while no limit is in force (`LIMITS_IN_FORCE[1]`:

@@ -6,10 +6,9 @@
 //!   lookup there costs a fraction of a hash map's, and the kernel frees
 //!   it with the thread. Most calls go there;
 //! - `PENDING`, a hash map by thread and API, for the rest: an allocation
-//!   while limits are in force, which may reserve bytes under them (a
-//!   thread killed inside it must give them back, and where the kernel
-//!   skipped its exit's run only the agent can, which reads `PENDING`, see
-//!   families/exit.rs), a call made inside another (the slot is taken), a
+//!   that reserved bytes under a limit (a thread killed inside it must
+//!   give them back, and where the kernel skipped its exit's run only the
+//!   agent can, which reads `PENDING`, see families/exit.rs), a call made inside another (the slot is taken), a
 //!   thread the kernel gave no storage, and every call where the agent
 //!   turned task storage off (`TASK_CALLS_ON`).
 //!
@@ -130,55 +129,25 @@ pub fn put(api: u32, call: CallState) {
 
 /// [`put`] for a call of an API that reserves bytes under limits (an
 /// allocation, see `families::alloc::admit_and_remember`, the only one),
-/// before the limit decision; `limited`: some limit is in force, so the
-/// call may reserve, and is kept in `PENDING` (see the module's text). An
-/// entry of the same API still armed there is a call whose return the
+/// after the limit decision, which `call` carries; `reserved`: some limit
+/// reserved its bytes, so it is kept in `PENDING` (see the module's text).
+/// An entry of the same API still armed there is a call whose return the
 /// kernel skipped, and what it reserved goes back first. Other APIs'
 /// entries never reserve, so their programs leave that out.
 #[inline(always)]
-pub fn put_reserving(api: u32, call: CallState, limited: bool) {
-    remember(api, call, true, limited);
-}
-
-/// After the limit decision, adds it to the allocation call
-/// [`put_reserving`] kept: whether a limit refused the call, and the
-/// limits that reserved its bytes (0: none). Such a call is in `PENDING`,
-/// unless a limit came into force after `put_reserving` looked.
-#[inline(always)]
-pub fn admitted(api: u32, refused: u32, slots: u64) {
-    if refused == 0 && slots == 0 {
-        return; // as kept
-    }
-    let mut p = None;
-    if let Some(t) = task_calls_existing() {
-        // SAFETY: checked map value pointer, the current task's own.
-        unsafe {
-            if (*t).armed == 1 && (*t).api == api {
-                p = Some(core::ptr::addr_of_mut!((*t).call.alloc));
-            }
-        }
-    }
-    if p.is_none() {
-        // SAFETY: checked map value pointer; this thread's own key.
-        p = PENDING.get_ptr_mut(key(api)).map(|e| unsafe { core::ptr::addr_of_mut!((*e).call.alloc) });
-    }
-    let Some(p) = p else { return };
-    // SAFETY: a checked map value pointer from above.
-    unsafe {
-        core::ptr::write_volatile(core::ptr::addr_of_mut!((*p).refused), refused);
-        core::ptr::write_volatile(core::ptr::addr_of_mut!((*p).limit_slots), slots);
-    }
+pub fn put_reserving(api: u32, call: CallState, reserved: bool) {
+    remember(api, call, true, reserved);
 }
 
 /// Keeps the call in the thread's task storage where the slot is free (or
 /// holds a call of the same API whose return the kernel skipped, which
-/// reserved nothing: overwritten), unless `limited` or a `PENDING` entry
+/// reserved nothing: overwritten), unless `reserved` or a `PENDING` entry
 /// of a reserving API may still be armed (its bit in `in_hash`, cleared
 /// when its return takes it): then in `PENDING`, where that entry's
 /// reservation goes back first.
 #[inline(always)]
-fn remember(api: u32, call: CallState, reserves: bool, limited: bool) {
-    if !limited {
+fn remember(api: u32, call: CallState, reserves: bool, reserved: bool) {
+    if !reserved {
         if let Some(t) = task_calls() {
             // SAFETY: checked map value pointer, the current task's own.
             unsafe {

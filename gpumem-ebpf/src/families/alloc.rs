@@ -37,7 +37,7 @@ use crate::{
         task_stack::on_task_stack,
     },
     device::current_device,
-    limits::{admit, any_in_force},
+    limits::admit,
     maps::LIVE,
 };
 
@@ -54,24 +54,24 @@ pub fn start<C: EbpfContext>(ctx: &C) -> AllocCall {
     }
 }
 
-/// Remembers the call for the return, applies the caller's limits to its
-/// `size` bytes and adds what they decided (refused, or the limits that
-/// reserved it) to what was remembered; a denied call returns
-/// `CUDA_ERROR_OUT_OF_MEMORY` without entering the driver. The call is
-/// remembered first: the limit decision ends in many different states,
-/// and the verifier walks what follows it once for each.
+/// Applies the caller's limits to the call's `size` bytes (a denied call
+/// returns `CUDA_ERROR_OUT_OF_MEMORY` without entering the driver), then
+/// remembers the call with what they decided (refused, or the limits that
+/// reserved it) for the return: in the thread's task storage unless a
+/// limit reserved it (account/pending.rs).
 #[inline(always)]
-pub fn admit_and_remember(ctx: &ProbeContext, call: AllocCall) -> u32 {
+pub fn admit_and_remember(ctx: &ProbeContext, mut call: AllocCall) -> u32 {
     let api = cookie::api(ctx);
-    // While limits are in force the call is kept where a thread killed
-    // inside it still has its reservation given back (`PENDING`).
-    pending::put_reserving(api, call.into(), any_in_force());
     let ret_delta = crate::deny::ret_delta(ctx);
     let a = admit(call.size, call.device, api, ret_delta != 0);
-    pending::admitted(api, a.refused as u32, a.slots);
     if a.deny && ret_delta != 0 {
         crate::deny::return_out_of_memory(ctx, ret_delta);
     }
+    // Opaque: the decision ends in many states, each its own constants
+    // here, and the verifier would walk the keeping once for each.
+    call.refused = opaque(u64::from(a.refused)) as u32;
+    call.limit_slots = opaque(a.slots);
+    pending::put_reserving(api, call.into(), call.limit_slots != 0);
     0
 }
 
