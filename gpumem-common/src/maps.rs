@@ -19,6 +19,7 @@ pub mod map_name {
     pub const LIMIT_INDEX: &str = "LIMIT_INDEX";
     pub const COMM_LIMITS: &str = "COMM_LIMITS";
     pub const LIMITS_IN_FORCE: &str = "LIMITS_IN_FORCE";
+    pub const LIMIT_INDEX_GENERATION: &str = "LIMIT_INDEX_GENERATION";
     pub const CTX_DEVICE: &str = "CTX_DEVICE";
     pub const HANDOVER: &str = "HANDOVER";
     pub const HANDOVER_MARKS: &str = "HANDOVER_MARKS";
@@ -72,6 +73,9 @@ pub const PROC_LIMIT_SLOTS: usize = 4;
 pub const LIMIT_INDEX_ENTRIES: u32 = 1024;
 /// Comms with a limit at once.
 pub const COMM_LIMIT_ENTRIES: u32 = 256;
+/// (Cgroup, device) pairs whose ancestors' limits the kernel keeps walked
+/// (`CgroupLimits`; least recently used forgotten).
+pub const CGROUP_LIMITS_ENTRIES: u32 = 4096;
 
 /// cgroup ancestor levels searched for limits (0 is the root).
 pub const MAX_CGROUP_DEPTH: u32 = 12;
@@ -270,6 +274,27 @@ pub struct TargetRules {
     /// What a call on each device pushes (`limit_list::rules`): the slot
     /// that counts that device's memory of each rule that does.
     pub on: [u64; INDEX_DEVICES],
+}
+
+/// A cgroup and a device entry (`d % INDEX_DEVICES`): the key of the
+/// limits a call there pushes from the cgroup and its ancestors.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct CgroupDevice {
+    pub cgroup_id: u64,
+    pub device: u32,
+    pub _pad: u32,
+}
+
+/// What a walk of a cgroup's ancestors in `LIMIT_INDEX` pushed for a
+/// device (a `limit_list`), and the index's generation it was walked in:
+/// the kernel's, valid while the agent has not changed the index since
+/// (`LIMIT_INDEX_GENERATION`). A cgroup's ancestors never change.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CgroupLimits {
+    pub generation: u64,
+    pub list: u64,
 }
 
 /// Which limit applies to a process (by tgid) or a cgroup (by id).

@@ -18,9 +18,9 @@ use aya_ebpf::helpers::{
     generated::{bpf_get_current_ancestor_cgroup_id, bpf_send_signal},
 };
 use gpumem_common::{
-    event_type, limit_action, limit_list, limit_scope, limit_view, limits_in_force, Decision, LimitKey,
-    LimitRule, LimitState, TargetRules, DEVICE_ANY, INDEX_DEVICES, LIMITS_PER_CALL, MAX_CGROUP_DEPTH,
-    TASK_COMM_LEN,
+    event_type, limit_action, limit_list, limit_scope, limit_view, limits_in_force, CgroupDevice,
+    CgroupLimits, Decision, LimitKey, LimitRule, LimitState, TargetRules, DEVICE_ANY, INDEX_DEVICES,
+    LIMITS_PER_CALL, MAX_CGROUP_DEPTH, TASK_COMM_LEN,
 };
 
 use crate::{
@@ -29,7 +29,10 @@ use crate::{
         atomic::{add_nofetch, compare_exchange, fetch_add},
         records::{emit, Subject},
     },
-    maps::{COMM_LIMITS, DECLARED, LIMITS, LIMITS_IN_FORCE, LIMIT_BASE, LIMIT_INDEX, LIMIT_STATE},
+    maps::{
+        CGROUP_LIMITS, COMM_LIMITS, DECLARED, LIMITS, LIMITS_IN_FORCE, LIMIT_BASE, LIMIT_INDEX,
+        LIMIT_INDEX_GENERATION, LIMIT_STATE,
+    },
 };
 
 /// The outcome of [`admit`].
@@ -60,23 +63,7 @@ fn on_device(rules: Option<&TargetRules>, device: u32) -> u64 {
 fn applicable(tgid: u32, kinds: u32, device: u32) -> u64 {
     let mut list = 0u64;
     if kinds & limits_in_force::CGROUP != 0 {
-        // Below the caller's own cgroup the helper answers 0, and the walk
-        // stops there: each call costs ~25 ns, and a caller a few levels
-        // deep would otherwise make a dozen for nothing. (Walked to its
-        // full count with a flag instead, the verifier processes 6x the
-        // instructions; with the `break`, 1.4x.)
-        let mut level = 0;
-        while level <= MAX_CGROUP_DEPTH as i32 {
-            // SAFETY: plain helper call.
-            let id = unsafe { bpf_get_current_ancestor_cgroup_id(level) };
-            if id == 0 {
-                break;
-            }
-            let key = LimitKey { scope: limit_scope::CGROUP, _pad: 0, id };
-            // SAFETY: read in place, one u64.
-            list = limit_list::push_all(list, on_device(unsafe { LIMIT_INDEX.get(key) }, device));
-            level += 1;
-        }
+        list = cgroup_limits(device);
     }
     if kinds & limits_in_force::COMM != 0 {
         let comm = bpf_get_current_comm().unwrap_or([0; TASK_COMM_LEN]);
@@ -89,6 +76,58 @@ fn applicable(tgid: u32, kinds: u32, device: u32) -> u64 {
         list = limit_list::push_all(list, on_device(unsafe { LIMIT_INDEX.get(key) }, device));
     }
     limit_list::nearest(list)
+}
+
+/// What the caller's cgroup and its ancestors push for a call on `device`
+/// (the root first): kept in `CGROUP_LIMITS` while the agent has not
+/// changed `LIMIT_INDEX` since it was walked, else walked again and kept.
+/// The generation is read before the walk (and the agent bumps it after
+/// its change), so a walk racing a change is kept under the generation
+/// before the bump: walked again after it.
+#[inline(always)]
+fn cgroup_limits(device: u32) -> u64 {
+    let generation = match LIMIT_INDEX_GENERATION.get_ptr(0) {
+        // SAFETY: a checked map value pointer, read in place.
+        Some(g) => unsafe { core::ptr::read_volatile(g) },
+        None => 0,
+    };
+    let device = device % INDEX_DEVICES as u32;
+    // SAFETY: plain helper call.
+    let key = CgroupDevice { cgroup_id: unsafe { bpf_get_current_cgroup_id() }, device, _pad: 0 };
+    // SAFETY: copied out at once.
+    if let Some(kept) = unsafe { CGROUP_LIMITS.get(key) }.copied() {
+        if kept.generation == generation {
+            return kept.list;
+        }
+    }
+    let list = walk_cgroups(device);
+    let _ = CGROUP_LIMITS.insert(key, CgroupLimits { generation, list }, 0);
+    list
+}
+
+/// The limits of the caller's cgroup and its ancestors in `LIMIT_INDEX`
+/// for a call on `device`, pushed farthest first.
+#[inline(always)]
+fn walk_cgroups(device: u32) -> u64 {
+    let mut list = 0u64;
+    // Below the caller's own cgroup the helper answers 0, and the walk
+    // stops there: each call costs ~25 ns, and a caller a few levels deep
+    // would otherwise make a dozen for nothing. (Walked to its full count
+    // with a flag instead, the verifier processes 6x the instructions;
+    // with the `break`, 1.4x.)
+    let mut level = 0;
+    while level <= MAX_CGROUP_DEPTH as i32 {
+        // SAFETY: plain helper call.
+        let id = unsafe { bpf_get_current_ancestor_cgroup_id(level) };
+        if id == 0 {
+            break;
+        }
+        let key = LimitKey { scope: limit_scope::CGROUP, _pad: 0, id };
+        // SAFETY: read in place, one u64.
+        list = limit_list::push_all(list, on_device(unsafe { LIMIT_INDEX.get(key) }, device));
+        level += 1;
+    }
+    list
 }
 
 /// The caller's process, the kinds of limit in force, and the limits

@@ -17,10 +17,11 @@ use gpumem_common::{
     handover::Handover,
     nvml::{NvmlHandles, NVML_PROC_ENTRIES},
     pool::{ProcPools, POOL_PROC_ENTRIES},
-    stat, CtxKey, LimitKey, LimitRule, LimitState, LiveAlloc, LiveKey, Pending, PendingKey, ProcUsage,
-    TargetRules, TaskCall, CGROUP_ENTRIES, COMM_LIMIT_ENTRIES, CTX_ENTRIES, DECLARED_ENTRIES, EVENTS_BYTES,
-    HANDOVER_MARK_ENTRIES, LIMIT_INDEX_ENTRIES, LIVE_ENTRIES, MAX_LIMITS, PENDING_ENTRIES, POD_ENTRIES,
-    POD_PARENT_ENTRIES, PROC_ENTRIES, TASK_COMM_LEN, THREAD_CTX_ENTRIES, VMM_MAPPING_ENTRIES,
+    stat, CgroupDevice, CgroupLimits, CtxKey, LimitKey, LimitRule, LimitState, LiveAlloc, LiveKey, Pending,
+    PendingKey, ProcUsage, TargetRules, TaskCall, CGROUP_ENTRIES, CGROUP_LIMITS_ENTRIES, COMM_LIMIT_ENTRIES,
+    CTX_ENTRIES, DECLARED_ENTRIES, EVENTS_BYTES, HANDOVER_MARK_ENTRIES, LIMIT_INDEX_ENTRIES, LIVE_ENTRIES,
+    MAX_LIMITS, PENDING_ENTRIES, POD_ENTRIES, POD_PARENT_ENTRIES, PROC_ENTRIES, TASK_COMM_LEN,
+    THREAD_CTX_ENTRIES, VMM_MAPPING_ENTRIES,
 };
 
 /// Records to user space.
@@ -33,7 +34,7 @@ pub static EVENTS: RingBuf = RingBuf::with_byte_size(EVENTS_BYTES, 0);
 pub static TASK_CALLS: TaskStorage<TaskCall> = TaskStorage::new();
 
 /// Calls between entry and return that `TASK_CALLS` does not keep
-/// (allocations while limits are in force, a call inside another, a
+/// (allocations that reserved bytes under a limit, a call inside another, a
 /// thread whose storage the kernel could not give), one entry per thread and API, kept
 /// (disarmed) between calls and removed at the thread's exit (exit.rs).
 /// Not LRU: an LRU map evicts live entries well before it is full (seen on
@@ -105,6 +106,18 @@ pub static LIMIT_BASE: Array<u64> = Array::with_max_entries(MAX_LIMITS, 0);
 /// Which slots limit a process (tgid) or a cgroup (id), for each device.
 #[map]
 pub static LIMIT_INDEX: HashMap<LimitKey, TargetRules> = HashMap::with_max_entries(LIMIT_INDEX_ENTRIES, 0);
+
+/// The limits each cgroup's ancestors push for a call on a device, as last
+/// walked in `LIMIT_INDEX` (limits.rs): one lookup in place of a helper
+/// call and a lookup per level (a pod's container is 4 or 5 levels deep).
+#[map]
+pub static CGROUP_LIMITS: LruHashMap<CgroupDevice, CgroupLimits> =
+    LruHashMap::with_max_entries(CGROUP_LIMITS_ENTRIES, 0);
+
+/// Entry 0: bumped by the agent after each change of `LIMIT_INDEX`, so a
+/// walk kept in `CGROUP_LIMITS` from before it is walked again.
+#[map]
+pub static LIMIT_INDEX_GENERATION: Array<u64> = Array::with_max_entries(1, 0);
 
 /// Entry 0 (the agent's): the kinds of target some rule in force has
 /// (`gpumem_common::limits_in_force`); entry 1 (the kernel's): 1 once a

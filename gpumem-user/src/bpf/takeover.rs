@@ -23,7 +23,10 @@ const OWN_MAPS: &[&str] = &["TASK_STACK", "AYA_LOGS"];
 /// carried, and this build's returns look there after their own task's
 /// slot. (The other way, a build without it taking over from one with
 /// it, is refused: its returns would not find the calls kept there.)
-const NEW_MAPS: &[&str] = &["TASK_CALLS"];
+/// Builds before the kept walks of cgroups' limits (`CGROUP_LIMITS`,
+/// valid under `LIMIT_INDEX_GENERATION`) walked at every call: both
+/// start empty, which walks every cgroup again.
+const NEW_MAPS: &[&str] = &["TASK_CALLS", "CGROUP_LIMITS", "LIMIT_INDEX_GENERATION"];
 
 /// What two builds must share to hand over, as one number: the shared
 /// maps' meaning (`handover::LAYOUT`), the probe table (each row's symbol,

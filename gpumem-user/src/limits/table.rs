@@ -123,8 +123,11 @@ impl LimitTable {
         deny_reason: Option<String>,
         default_action: Action,
     ) -> Result<Self, LimitError> {
-        let index =
-            Index::new(tracer.take_map(map_name::LIMIT_INDEX)?, tracer.take_map(map_name::COMM_LIMITS)?);
+        let index = Index::new(
+            tracer.take_map(map_name::LIMIT_INDEX)?,
+            tracer.take_map(map_name::COMM_LIMITS)?,
+            tracer.take_map(map_name::LIMIT_INDEX_GENERATION)?,
+        );
         Ok(Self {
             rules: tracer.take_map(map_name::LIMITS)?,
             state: tracer.take_map(map_name::LIMIT_STATE)?,

@@ -156,3 +156,45 @@ fn sighup_rereads_the_config_file() {
     agent.signal(Signal::SIGHUP);
     wait_until("the limit cleared", || agent.limits().is_empty());
 }
+
+/// The kernel keeps each cgroup's walk of its ancestors' limits
+/// (`CGROUP_LIMITS`) until the agent changes its index: a walk kept from
+/// before a parent's limit was set would let a process deep below it run
+/// past that limit. Another cgroup's rule is in force from the start, so
+/// the deep cgroup's walk is made and kept before the parent's limit.
+#[test]
+fn a_limit_set_at_run_time_on_a_parent_cgroup_stops_a_process_deep_below_it() {
+    if !privileged() {
+        return;
+    }
+    let other = Cgroup::create("walk-other");
+    let deep = Cgroup::create_nested("walk", &["a", "b", "c"]);
+    let parent = deep.path.trim_end_matches("/b/c").to_string();
+    let agent = Agent::start(&["--limit", &format!("cgroup:{}=1GiB,action=audit", other.path)]);
+    let mut w = paused_steps(&deep, 4 * MIB, 5);
+    let pid = w.pid();
+    let c = w.checkpoint(); // step-1
+    agent.wait_for_checkpoint(&c);
+    w.resume();
+    let c = w.checkpoint(); // step-2: 8 MiB held, walked with no limit on the way
+    agent.wait_for_checkpoint(&c);
+
+    let target = format!("cgroup:{parent}");
+    let (ok, _, err) = agent.limit(&["set", &format!("{target}=14MiB,action=signal:SIGKILL")]);
+    assert!(ok, "{err}");
+    assert_eq!(rule(&agent.limits(), &target).unwrap().usage, 8 * MIB, "what the subtree held counts");
+    let (seen, status) = w.until_exit();
+    let names: Vec<&str> = seen.iter().map(|c| c.checkpoint.as_str()).collect();
+    assert_eq!(names, ["step-3"], "8 + 4 fits under the parent's 14 MiB, 8 + 4 + 4 does not");
+    assert_eq!(status.signal(), Some(Signal::SIGKILL as i32), "{status:?}");
+    let lines = agent.wait_for_exit(pid);
+    let l = lines.decisions(pid, DecisionEvent::Limit);
+    assert_eq!((l.len(), l[0].usage, l[0].limit_bytes), (1, 12 * MIB, 14 * MIB), "{l:?}");
+
+    // Cleared: the next process there runs to its end.
+    let (ok, _, err) = agent.limit(&["clear", &target]);
+    assert!(ok, "{err}");
+    let (seen, status) = paused_steps(&deep, 4 * MIB, 5).until_exit();
+    assert!(status.success(), "{status:?}");
+    assert_eq!(seen.last().unwrap().checkpoint, "done");
+}

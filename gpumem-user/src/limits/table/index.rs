@@ -4,9 +4,14 @@
 //! the slots that count its calls, packed as `limit_list` packs them. At
 //! most `LIMITS_PER_CALL` rules a target (one over all devices, one per
 //! device, one for each device on its own...).
+//!
+//! The kernel keeps each cgroup's walk of its ancestors' rules
+//! (`CGROUP_LIMITS`) while `LIMIT_INDEX_GENERATION` stays as it was: every
+//! change here bumps it after the map's write, so a walk kept from before
+//! is walked again.
 use std::collections::HashMap;
 
-use aya::maps::{HashMap as BpfHashMap, MapData, MapError};
+use aya::maps::{Array, HashMap as BpfHashMap, MapData, MapError};
 use gpumem_common::{limit_list, LimitKey, TargetRules, INDEX_DEVICES, LIMITS_PER_CALL, TASK_COMM_LEN};
 
 use super::installed::{Devices, Installed};
@@ -60,6 +65,8 @@ pub fn target_rules(heads: &[Head]) -> TargetRules {
 pub struct Index {
     index: BpfHashMap<MapData, LimitKey, TargetRules>,
     comms: BpfHashMap<MapData, [u8; TASK_COMM_LEN], TargetRules>,
+    /// Bumped after each change of `index` (see the module's text).
+    generation: Array<MapData, u64>,
     /// Each key's rules, as written.
     heads: HashMap<IndexKey, Vec<Head>>,
 }
@@ -76,8 +83,9 @@ impl Index {
     pub fn new(
         index: BpfHashMap<MapData, LimitKey, TargetRules>,
         comms: BpfHashMap<MapData, [u8; TASK_COMM_LEN], TargetRules>,
+        generation: Array<MapData, u64>,
     ) -> Self {
-        Self { index, comms, heads: HashMap::new() }
+        Self { index, comms, generation, heads: HashMap::new() }
     }
 
     /// Indexes `head`'s rule under `key`, beside the target's others.
@@ -108,9 +116,20 @@ impl Index {
     fn write(&mut self, key: IndexKey, heads: &[Head]) -> Result<(), MapError> {
         let rules = target_rules(heads);
         match key {
-            IndexKey::Target(k) => self.index.insert(k, rules, 0),
+            IndexKey::Target(k) => {
+                self.index.insert(k, rules, 0)?;
+                self.bump()
+            }
             IndexKey::Comm(c) => self.comms.insert(c, rules, 0),
         }
+    }
+
+    /// Tells the kernel `index` changed: its kept walks are stale. From
+    /// the map's own count, which an earlier agent's walks (`--persist`)
+    /// were kept under.
+    fn bump(&mut self) -> Result<(), MapError> {
+        let now = self.generation.get(&0, 0)?;
+        self.generation.set(0, now.wrapping_add(1), 0)
     }
 
     /// Takes every rule of `key` out of the index; their heads (none
@@ -118,7 +137,10 @@ impl Index {
     pub fn remove(&mut self, key: IndexKey) -> Result<Vec<Head>, MapError> {
         let Some(heads) = self.heads.remove(&key) else { return Ok(Vec::new()) };
         match key {
-            IndexKey::Target(k) => self.index.remove(&k)?,
+            IndexKey::Target(k) => {
+                self.index.remove(&k)?;
+                self.bump()?;
+            }
             IndexKey::Comm(c) => self.comms.remove(&c)?,
         }
         Ok(heads)
