@@ -22,6 +22,8 @@ pub mod ring;
 pub mod site;
 #[cfg(test)]
 mod stack_check;
+#[cfg(test)]
+mod stack_depth;
 pub mod symbols;
 pub mod takeover;
 mod task_calls;

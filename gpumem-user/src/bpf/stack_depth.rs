@@ -1,0 +1,186 @@
+//! A check on the built eBPF objects: each program's stack, with the
+//! deepest chain of bpf-to-bpf calls it makes (`--bpf-log`'s global
+//! functions, `memcpy`), fits the 512 bytes the kernel allows. The
+//! verifier rounds each frame up to 32 bytes and refuses a chain over 512
+//! ("combined stack size of N calls is M. Too large", `check_max_stack_depth`
+//! in kernel/bpf/verifier.c); on 6.1 the logging object's `alloc_entry`
+//! once did, which only the kernel matrix's takeover suites showed. A
+//! frame is what the verifier counts: the deepest stack offset the code
+//! reaches, through r10 or a pointer made from it.
+use std::collections::HashMap;
+
+use object::{Object, ObjectSection, ObjectSymbol, RelocationTarget, SymbolKind};
+
+/// `BPF_JMP | BPF_CALL`.
+const CALL: u8 = 0x85;
+/// `BPF_LD | BPF_IMM | BPF_DW`: two instruction slots.
+const LD_IMM64: u8 = 0x18;
+/// `BPF_ALU64 | BPF_MOV | BPF_X` and `BPF_ALU64 | BPF_ADD | BPF_K`.
+const MOV64_REG: u8 = 0xbf;
+const ADD64_IMM: u8 = 0x07;
+/// The kernel's limit (`MAX_BPF_STACK`) and each frame's rounding.
+const MAX_STACK: u32 = 512;
+const FRAME_ROUND: u32 = 32;
+
+/// The deepest stack offset `code` reaches (bytes below r10): loads and
+/// stores at r10 + off, and `rX = r10; rX += -n` (a buffer handed to a
+/// helper).
+fn frame(code: &[u8]) -> u32 {
+    let mut deepest = 0u32;
+    let mut from_fp = [false; 11];
+    let mut pc = 0;
+    while let Some(c) = code.get(pc * 8..pc * 8 + 8) {
+        let (dst, src) = (usize::from(c[1] & 0x0f).min(10), usize::from(c[1] >> 4));
+        let off = i16::from_le_bytes([c[2], c[3]]);
+        let imm = i32::from_le_bytes([c[4], c[5], c[6], c[7]]);
+        let class = c[0] & 0x07;
+        // LDX (1), ST (2), STX (3): memory at dst + off (stores) or src + off (loads).
+        let base = match class {
+            1 => Some(src),
+            2 | 3 => Some(dst),
+            _ => None,
+        };
+        if base == Some(10) && off < 0 {
+            deepest = deepest.max(u32::from(off.unsigned_abs()));
+        }
+        match (c[0], class) {
+            (MOV64_REG, _) => from_fp[dst] = src == 10,
+            (ADD64_IMM, _) if from_fp[dst] && imm < 0 => deepest = deepest.max(imm.unsigned_abs()),
+            (ADD64_IMM, _) => {}
+            (CALL, _) => from_fp[..6].fill(false),
+            // LD, LDX, ALU, ALU64: dst written.
+            (_, 0 | 1 | 4 | 7) => from_fp[dst] = false,
+            _ => {}
+        }
+        pc += if c[0] == LD_IMM64 { 2 } else { 1 };
+    }
+    deepest
+}
+
+/// A frame as the verifier adds it up.
+fn rounded(bytes: u32) -> u32 {
+    bytes.max(1).div_ceil(FRAME_ROUND) * FRAME_ROUND
+}
+
+/// The functions of an object: name, frame, and the functions it calls.
+#[derive(Debug, Default)]
+struct Functions {
+    frames: HashMap<String, u32>,
+    calls: HashMap<String, Vec<String>>,
+}
+
+impl Functions {
+    fn of(object: &[u8]) -> Self {
+        let file = object::File::parse(object).expect("the eBPF object is an ELF file");
+        let mut f = Functions::default();
+        // Each function's section, start and end; calls resolved to them.
+        let mut spans: Vec<(object::SectionIndex, u64, u64, String)> = Vec::new();
+        for sym in file.symbols().filter(|s| s.kind() == SymbolKind::Text && s.size() > 0) {
+            let (Ok(name), Some(index)) = (sym.name(), sym.section_index()) else { continue };
+            let data = file.section_by_index(index).and_then(|s| s.data()).expect("a function's section");
+            let start = sym.address() as usize;
+            f.frames.insert(name.to_string(), frame(&data[start..start + sym.size() as usize]));
+            spans.push((index, sym.address(), sym.address() + sym.size(), name.to_string()));
+        }
+        let at = |section: object::SectionIndex, addr: u64| {
+            spans
+                .iter()
+                .find(|(s, lo, hi, _)| *s == section && (*lo..*hi).contains(&addr))
+                .map(|x| x.3.clone())
+        };
+        for section in file.sections() {
+            let Ok(data) = section.data() else { continue };
+            for (offset, reloc) in section.relocations() {
+                let Some(c) = data.get(offset as usize..offset as usize + 8) else { continue };
+                if c[0] != CALL || c[1] >> 4 != 1 {
+                    continue; // not a bpf-to-bpf call
+                }
+                let RelocationTarget::Symbol(target) = reloc.target() else { continue };
+                let Ok(target) = file.symbol_by_index(target) else { continue };
+                let Some(target_section) = target.section_index() else { continue };
+                // libbpf's rule: the callee starts (imm + 1) instructions after the symbol.
+                let imm = i64::from(i32::from_le_bytes([c[4], c[5], c[6], c[7]]));
+                let callee_addr = (target.address() as i64 + (imm + 1) * 8) as u64;
+                let (Some(caller), Some(callee)) =
+                    (at(section.index(), offset), at(target_section, callee_addr))
+                else {
+                    continue;
+                };
+                f.calls.entry(caller).or_default().push(callee);
+            }
+        }
+        f
+    }
+
+    /// The deepest chain from `name` (its own frame included), rounded as
+    /// the verifier rounds, and the chain.
+    fn deepest(&self, name: &str, depth: usize) -> (u32, Vec<String>) {
+        let own = rounded(self.frames.get(name).copied().unwrap_or(0));
+        let below = self
+            .calls
+            .get(name)
+            .filter(|_| depth < 8)
+            .into_iter()
+            .flatten()
+            .map(|c| self.deepest(c, depth + 1))
+            .max_by_key(|(d, _)| *d)
+            .unwrap_or_default();
+        (
+            own + below.0,
+            [vec![format!("{name} ({})", self.frames.get(name).copied().unwrap_or(0))], below.1].concat(),
+        )
+    }
+}
+
+#[test]
+fn every_program_with_its_deepest_chain_of_calls_fits_the_kernels_stack() {
+    if super::OBJECT.is_empty() {
+        println!("SKIPPED: this agent was built without its eBPF object (see build.rs)");
+        return;
+    }
+    let programs: Vec<&str> = gpumem_common::program::Program::ALL.iter().map(|p| p.name()).collect();
+    for (which, object) in [("plain", super::OBJECT), ("logging", super::OBJECT_LOG)] {
+        let f = Functions::of(object);
+        for p in &programs {
+            assert!(f.frames.contains_key(*p), "{which} object: program {p} not found");
+            let (depth, chain) = f.deepest(p, 0);
+            assert!(
+                depth <= MAX_STACK,
+                "{which} object: {p} needs {depth} bytes of stack with its calls ({}), over the kernel's {MAX_STACK}",
+                chain.join(" -> ")
+            );
+        }
+    }
+}
+
+#[test]
+fn frames_and_chains_are_counted_as_the_verifier_counts_them() {
+    let insn = |code: u8, regs: u8, off: i16, imm: i32| {
+        let mut b = vec![code, regs];
+        b.extend(off.to_le_bytes());
+        b.extend(imm.to_le_bytes());
+        b
+    };
+    // *(u64 *)(r10 - 24) = r1; r1 = *(u64 *)(r10 - 8); exit
+    let stores = [insn(0x7b, 0x1a, -24, 0), insn(0x79, 0xa1, -8, 0), insn(0x95, 0, 0, 0)].concat();
+    assert_eq!(frame(&stores), 24);
+    // r2 = r10; r2 += -40 (a buffer for a helper)
+    let buffer = [insn(MOV64_REG, 0xa2, 0, 0), insn(ADD64_IMM, 0x02, 0, -40), insn(0x95, 0, 0, 0)].concat();
+    assert_eq!(frame(&buffer), 40);
+    // r2 = r3; r2 += -40 is not the stack
+    let other = [insn(MOV64_REG, 0x32, 0, 0), insn(ADD64_IMM, 0x02, 0, -40)].concat();
+    assert_eq!(frame(&other), 0);
+    // The second slot of a 64-bit load is not an instruction.
+    let hidden = [insn(LD_IMM64, 0x01, 0, 0), insn(0x7b, 0x1a, -64, 0)].concat();
+    assert_eq!(frame(&hidden), 0);
+
+    assert_eq!((rounded(0), rounded(18), rounded(32), rounded(424)), (32, 32, 32, 448));
+    let mut f = Functions::default();
+    f.frames.extend([("main".into(), 424), ("log".into(), 48), ("memcpy".into(), 0), ("small".into(), 8)]);
+    f.calls.insert("main".into(), vec!["small".into(), "log".into()]);
+    f.calls.insert("log".into(), vec!["memcpy".into()]);
+    // 6.1's message for this chain: "combined stack size of 3 calls is 544".
+    let (depth, chain) = f.deepest("main", 0);
+    assert_eq!(depth, 544);
+    assert_eq!(chain, ["main (424)", "log (48)", "memcpy (0)"]);
+}
