@@ -15,7 +15,8 @@
 //! - `pending`: what a call keeps between its entry and its return;
 //! - `pool`: where a memory pool's allocations are charged;
 //! - `nvml`: NVML's memory layouts and each process's device handles;
-//! - `maps`: the other map keys and values, map names and sizes;
+//! - `maps`: the other map keys and values, map names and sizes
+//!   (`limit_maps`: the limit maps');
 //! - `limit_list`, `array`, `text`: arithmetic both sides share.
 //!
 //! The root re-exports the wire types for the other crates; inside this
@@ -32,6 +33,7 @@ pub mod declare;
 pub mod handover;
 pub mod kind;
 pub mod limit_list;
+pub mod limit_maps;
 pub mod maps;
 pub mod nvml;
 pub mod pending;

@@ -1,21 +1,106 @@
 //! Which device a thread's allocations go to: the device of its current
 //! context. The context family (`families/context.rs`) learns contexts'
-//! devices and threads' current contexts; everything that charges reads
-//! them here.
+//! devices and sets threads' current contexts here; everything that
+//! charges reads them here.
+//!
+//! Where task storage is used (`base::task_storage::on`), a thread's
+//! current context lives in its own `TASK_CTX`, with the device found for
+//! it: one get per allocation, where two LRU lookups (`THREAD_CTX` by
+//! thread, `CTX_DEVICE` by context) took about 70 ns of `alloc_entry`'s
+//! 250. The device kept is looked up again once any context's device has
+//! been learned since (`CTX_DEVICE_GENERATION`), so it is exactly what
+//! the lookups would say. A thread whose context was set before this
+//! build ran (a takeover from a build without `TASK_CTX`) or whose storage
+//! the kernel could not give is read from `THREAD_CTX`, as before.
 use aya_ebpf::helpers::bpf_get_current_pid_tgid;
-use gpumem_common::{CtxKey, DEVICE_UNKNOWN};
+use gpumem_common::{CtxKey, ThreadCtx, DEVICE_UNKNOWN};
 
-use crate::maps::{CTX_DEVICE, THREAD_CTX};
+use crate::{
+    base::{atomic::add_nofetch, task_storage},
+    maps::{CTX_DEVICE, CTX_DEVICE_GENERATION, TASK_CTX, THREAD_CTX},
+};
 
 /// The device of the calling thread's current context, if known.
 #[inline(always)]
 pub fn current_device() -> u32 {
     let pid_tgid = bpf_get_current_pid_tgid();
+    if let Some(t) = kept() {
+        // SAFETY: checked map value pointer, the current task's own.
+        unsafe {
+            if (*t).known == 1 {
+                let generation = generation().wrapping_add(1);
+                if (*t).generation != generation {
+                    (*t).device = device_of(pid_tgid, (*t).ctx);
+                    (*t).generation = generation;
+                }
+                return (*t).device;
+            }
+        }
+    }
     // SAFETY: values are copied out.
     let Some(ctx) = (unsafe { THREAD_CTX.get(pid_tgid) }).copied() else {
         return DEVICE_UNKNOWN;
     };
+    device_of(pid_tgid, ctx)
+}
+
+/// Makes `ctx` the calling thread's current context (0: none gpumem
+/// tracks).
+#[inline(always)]
+pub fn set_current(ctx: u64) {
+    if task_storage::on() {
+        if let Some(t) = TASK_CTX.current() {
+            // SAFETY: checked map value pointer, the current task's own.
+            unsafe { *t = ThreadCtx { ctx, generation: 0, device: DEVICE_UNKNOWN, known: 1 } };
+            return;
+        }
+    }
+    let pid_tgid = bpf_get_current_pid_tgid();
+    if ctx == 0 {
+        let _ = THREAD_CTX.remove(pid_tgid);
+    } else {
+        let _ = THREAD_CTX.insert(pid_tgid, ctx, 0);
+    }
+}
+
+/// Learns that `ctx` of the calling process is on `device`.
+#[inline(always)]
+pub fn learn(ctx: u64, device: u32) {
+    let key = CtxKey { tgid: (bpf_get_current_pid_tgid() >> 32) as u32, _pad: 0, ctx };
+    let _ = CTX_DEVICE.insert(key, device, 0);
+    // After the write: a device kept from before the bump is looked up again.
+    if let Some(g) = CTX_DEVICE_GENERATION.get_ptr_mut(0) {
+        // SAFETY: checked map value pointer, 8-byte aligned.
+        unsafe { add_nofetch(g, 1) };
+    }
+}
+
+/// The calling thread's `TASK_CTX`, where task storage is used.
+#[inline(always)]
+fn kept() -> Option<*mut ThreadCtx> {
+    if !task_storage::on() {
+        return None;
+    }
+    TASK_CTX.existing()
+}
+
+/// `CTX_DEVICE_GENERATION`, read before the lookup it guards.
+#[inline(always)]
+fn generation() -> u64 {
+    match CTX_DEVICE_GENERATION.get_ptr(0) {
+        // SAFETY: a checked map value pointer, read in place.
+        Some(g) => unsafe { core::ptr::read_volatile(g) },
+        None => 0,
+    }
+}
+
+/// The device of context `ctx` of the calling process.
+#[inline(always)]
+fn device_of(pid_tgid: u64, ctx: u64) -> u32 {
+    if ctx == 0 {
+        return DEVICE_UNKNOWN;
+    }
     let key = CtxKey { tgid: (pid_tgid >> 32) as u32, _pad: 0, ctx };
-    // SAFETY: as above.
+    // SAFETY: copied out.
     unsafe { CTX_DEVICE.get(key) }.copied().unwrap_or(DEVICE_UNKNOWN)
 }

@@ -18,10 +18,10 @@ use gpumem_common::{
     nvml::{NvmlHandles, NVML_PROC_ENTRIES},
     pool::{ProcPools, POOL_PROC_ENTRIES},
     stat, CgroupDevice, CgroupLimits, CtxKey, LimitKey, LimitRule, LimitState, LiveAlloc, LiveKey, Pending,
-    PendingKey, ProcUsage, TargetRules, TaskCall, CGROUP_ENTRIES, CGROUP_LIMITS_ENTRIES, COMM_LIMIT_ENTRIES,
-    CTX_ENTRIES, DECLARED_ENTRIES, EVENTS_BYTES, HANDOVER_MARK_ENTRIES, LIMIT_INDEX_ENTRIES, LIVE_ENTRIES,
-    MAX_LIMITS, PENDING_ENTRIES, POD_ENTRIES, POD_PARENT_ENTRIES, PROC_ENTRIES, TASK_COMM_LEN,
-    THREAD_CTX_ENTRIES, VMM_MAPPING_ENTRIES,
+    PendingKey, ProcUsage, TargetRules, TaskCall, ThreadCtx, CGROUP_ENTRIES, CGROUP_LIMITS_ENTRIES,
+    COMM_LIMIT_ENTRIES, CTX_ENTRIES, DECLARED_ENTRIES, EVENTS_BYTES, HANDOVER_MARK_ENTRIES,
+    LIMIT_INDEX_ENTRIES, LIVE_ENTRIES, MAX_LIMITS, PENDING_ENTRIES, POD_ENTRIES, POD_PARENT_ENTRIES,
+    PROC_ENTRIES, TASK_COMM_LEN, THREAD_CTX_ENTRIES, VMM_MAPPING_ENTRIES,
 };
 
 /// Records to user space.
@@ -75,14 +75,27 @@ pub static TASK_STACK: ProgramArray = ProgramArray::with_max_entries(1, 0);
 #[map]
 pub static STATS: PerCpuArray<u64> = PerCpuArray::with_max_entries(stat::COUNT, 0);
 
-/// Each thread's current context (by full pid_tgid). LRU: exited threads
-/// age out.
+/// Each thread's current context (by full pid_tgid), where task storage
+/// is not used, and as builds before `TASK_CTX` kept it (a takeover from
+/// one reads it for threads that set their context before). LRU: exited
+/// threads age out.
 #[map]
 pub static THREAD_CTX: LruHashMap<u64, u64> = LruHashMap::with_max_entries(THREAD_CTX_ENTRIES, 0);
 
 /// The device of each known context.
 #[map]
 pub static CTX_DEVICE: LruHashMap<CtxKey, u32> = LruHashMap::with_max_entries(CTX_ENTRIES, 0);
+
+/// Each thread's current context and its device, in the thread's task
+/// storage (device.rs): one get where `THREAD_CTX` and `CTX_DEVICE` took
+/// two lookups at every allocation.
+#[btf_map]
+pub static TASK_CTX: TaskStorage<ThreadCtx> = TaskStorage::new();
+
+/// Entry 0: bumped after each context's device is learned (`CTX_DEVICE`
+/// written), so a device kept in `TASK_CTX` from before is looked up again.
+#[map]
+pub static CTX_DEVICE_GENERATION: Array<u64> = Array::with_max_entries(1, 0);
 
 /// VMM mappings: (tgid, mapped address) -> the handle mapped there.
 #[map]

@@ -17,21 +17,13 @@ use gpumem_common::{stat, CallState, Pending, PendingKey, TaskCall};
 
 use crate::{
     account::limit_usage,
-    base::{atomic::exchange, counters::count},
+    base::{atomic::exchange, counters::count, task_storage},
     maps::{CALLERS, PENDING, TASK_CALLS},
 };
 
-/// 1 where calls may be kept in task storage: set by the agent at load
-/// where the kernel has BTF (the storage's helpers need its task type).
-/// While 0 the verifier proves the task-storage code dead and never checks
-/// it.
-#[no_mangle]
-static TASK_CALLS_ON: u8 = 0;
-
 #[inline(always)]
 fn task_calls() -> Option<*mut TaskCall> {
-    // SAFETY: a read of read-only data the loader set.
-    if unsafe { core::ptr::read_volatile(&TASK_CALLS_ON) } == 0 {
+    if !task_storage::on() {
         return None;
     }
     TASK_CALLS.current()
@@ -40,8 +32,7 @@ fn task_calls() -> Option<*mut TaskCall> {
 /// The current thread's slot if it has one (where calls may be kept there).
 #[inline(always)]
 fn task_calls_existing() -> Option<*mut TaskCall> {
-    // SAFETY: as above.
-    if unsafe { core::ptr::read_volatile(&TASK_CALLS_ON) } == 0 {
+    if !task_storage::on() {
         return None;
     }
     TASK_CALLS.existing()

@@ -15,6 +15,21 @@ use aya_ebpf::{
     helpers::generated::{bpf_get_current_task_btf, bpf_task_storage_get},
 };
 
+/// 1 where task storage may be used: set by the agent at load where the
+/// kernel has BTF (the storage's helpers need its task type), unless
+/// `GPUMEM_TASK_CALLS=off`. While 0 the verifier proves the task-storage
+/// code dead and never checks it.
+#[no_mangle]
+static TASK_CALLS_ON: u8 = 0;
+
+/// Whether task storage may be used (see `TASK_CALLS_ON`).
+#[inline(always)]
+pub fn on() -> bool {
+    // SAFETY: a read of read-only data the loader set.
+    let on = unsafe { core::ptr::read_volatile(&TASK_CALLS_ON) };
+    on != 0
+}
+
 /// The map's definition as BTF describes it; never read at run time.
 #[repr(C)]
 pub struct TaskStorage<V> {

@@ -10,16 +10,16 @@
 //! does not track, so the thread's device becomes unknown until it sets
 //! one again.
 use aya_ebpf::{
-    helpers::{bpf_get_current_pid_tgid, bpf_probe_read_user},
+    helpers::bpf_probe_read_user,
     programs::{ProbeContext, RetProbeContext},
 };
-use gpumem_common::{id, ContextCall, CtxKey, CurrentCall, CUDA_SUCCESS};
+use gpumem_common::{id, ContextCall, CurrentCall, CUDA_SUCCESS};
 
 use crate::{
     account::pending,
     base::{cookie, task_stack::on_task_stack},
+    device,
     families::report::report,
-    maps::{CTX_DEVICE, THREAD_CTX},
 };
 
 /// Remembers the out-pointer (argument 0) and the device of a
@@ -86,13 +86,11 @@ fn ctx_out_return_run(ctx: RetProbeContext) -> u32 {
     let Ok(handle) = (unsafe { bpf_probe_read_user(call.out_ptr as *const u64) }) else {
         return 0;
     };
-    let pid_tgid = bpf_get_current_pid_tgid();
-    let key = CtxKey { tgid: (pid_tgid >> 32) as u32, _pad: 0, ctx: handle };
-    let _ = CTX_DEVICE.insert(key, call.device as u32, 0);
+    device::learn(handle, call.device as u32);
     report(api, gpumem_common::kind::CONTEXT, handle, 0, call.device as u32);
     if api != id::DEVICE_PRIMARY_CTX_RETAIN {
         // cuCtxCreate makes the new context current on the calling thread.
-        let _ = THREAD_CTX.insert(pid_tgid, handle, 0);
+        device::set_current(handle);
     }
     0
 }
@@ -120,13 +118,7 @@ fn ctx_set_return_run(ctx: RetProbeContext) -> u32 {
         return 0;
     }
     // SAFETY: the set entry keeps the current-context variant.
-    let current = unsafe { p.call.current.ctx };
-    let pid_tgid = bpf_get_current_pid_tgid();
-    if current == 0 {
-        let _ = THREAD_CTX.remove(pid_tgid);
-    } else {
-        let _ = THREAD_CTX.insert(pid_tgid, current, 0);
-    }
+    device::set_current(unsafe { p.call.current.ctx });
     0
 }
 
@@ -146,7 +138,7 @@ on_task_stack!(uretprobe ctx_pop_return = CtxPopReturn => ctx_pop_return_run);
 #[inline(always)]
 fn ctx_pop_return_run(ctx: RetProbeContext) -> u32 {
     if pending::take(cookie::api(&ctx)).is_some() && ctx.ret::<u64>() as u32 == CUDA_SUCCESS {
-        let _ = THREAD_CTX.remove(bpf_get_current_pid_tgid());
+        device::set_current(0);
     }
     0
 }

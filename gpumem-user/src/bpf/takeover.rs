@@ -25,8 +25,11 @@ const OWN_MAPS: &[&str] = &["TASK_STACK", "AYA_LOGS"];
 /// it, is refused: its returns would not find the calls kept there.)
 /// Builds before the kept walks of cgroups' limits (`CGROUP_LIMITS`,
 /// valid under `LIMIT_INDEX_GENERATION`) walked at every call: both
-/// start empty, which walks every cgroup again.
-const NEW_MAPS: &[&str] = &["TASK_CALLS", "CGROUP_LIMITS", "LIMIT_INDEX_GENERATION"];
+/// start empty, which walks every cgroup again. Builds before `TASK_CTX`
+/// (with `CTX_DEVICE_GENERATION`) kept threads' contexts in `THREAD_CTX`,
+/// carried, which this build reads for a thread that has set none since.
+const NEW_MAPS: &[&str] =
+    &["TASK_CALLS", "CGROUP_LIMITS", "LIMIT_INDEX_GENERATION", "TASK_CTX", "CTX_DEVICE_GENERATION"];
 
 /// What two builds must share to hand over, as one number: the shared
 /// maps' meaning (`handover::LAYOUT`), the probe table (each row's symbol,
