@@ -69,12 +69,15 @@ pub struct CgroupDevice {
 /// What a walk of a cgroup's ancestors in `LIMIT_INDEX` pushed for a
 /// device (a `limit_list`), and the index's generation it was walked in:
 /// the kernel's, valid while the agent has not changed the index since
-/// (`LIMIT_INDEX_GENERATION`). A cgroup's ancestors never change.
+/// (`LIMIT_INDEX_GENERATION`). A cgroup's ancestors never change. The key
+/// is kept in the value too: a value read as its LRU element is reused
+/// for another key is taken for nothing.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct CgroupLimits {
     pub generation: u64,
     pub list: u64,
+    pub key: CgroupDevice,
 }
 
 /// Which limit applies to a process (by tgid) or a cgroup (by id).

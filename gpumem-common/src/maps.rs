@@ -79,8 +79,10 @@ pub const LIMIT_INDEX_ENTRIES: u32 = 1024;
 /// Comms with a limit at once.
 pub const COMM_LIMIT_ENTRIES: u32 = 256;
 /// (Cgroup, device) pairs whose ancestors' limits the kernel keeps walked
-/// (`CgroupLimits`; least recently used forgotten).
-pub const CGROUP_LIMITS_ENTRIES: u32 = 4096;
+/// (`CgroupLimits`; least recently used forgotten). An LRU map keeps up to
+/// 128 free elements per CPU aside, so it evicts before it is full on a
+/// host with many CPUs: sized for 128.
+pub const CGROUP_LIMITS_ENTRIES: u32 = 16384;
 
 /// cgroup ancestor levels searched for limits (0 is the root).
 pub const MAX_CGROUP_DEPTH: u32 = 12;

@@ -96,12 +96,12 @@ fn cgroup_limits(device: u32) -> u64 {
     let key = CgroupDevice { cgroup_id: unsafe { bpf_get_current_cgroup_id() }, device, _pad: 0 };
     // SAFETY: copied out at once.
     if let Some(kept) = unsafe { CGROUP_LIMITS.get(key) }.copied() {
-        if kept.generation == generation {
+        if kept.generation == generation && kept.key == key {
             return kept.list;
         }
     }
     let list = walk_cgroups(device);
-    let _ = CGROUP_LIMITS.insert(key, CgroupLimits { generation, list }, 0);
+    let _ = CGROUP_LIMITS.insert(key, CgroupLimits { generation, list, key }, 0);
     list
 }
 

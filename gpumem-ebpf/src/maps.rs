@@ -34,9 +34,9 @@ pub static EVENTS: RingBuf = RingBuf::with_byte_size(EVENTS_BYTES, 0);
 pub static TASK_CALLS: TaskStorage<TaskCall> = TaskStorage::new();
 
 /// Calls between entry and return that `TASK_CALLS` does not keep
-/// (allocations that reserved bytes under a limit, a call inside another, a
-/// thread whose storage the kernel could not give), one entry per thread and API, kept
-/// (disarmed) between calls and removed at the thread's exit (exit.rs).
+/// (allocations that reserved bytes under a limit, a call inside another,
+/// a thread whose storage the kernel could not give), one entry per thread
+/// and API, kept (disarmed) between calls and removed at the thread's exit (exit.rs).
 /// Not LRU: an LRU map evicts live entries well before it is full (seen on
 /// 7.x kernels with a few threads: returns without their entry).
 #[map]

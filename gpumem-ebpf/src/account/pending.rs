@@ -5,12 +5,13 @@
 //! - the thread's own task storage (`TASK_CALLS`), one call at a time: a
 //!   lookup there costs a fraction of a hash map's, and the kernel frees
 //!   it with the thread. Most calls go there;
-//! - `PENDING`, a hash map by thread and API, for the rest: an allocation
-//!   that reserved bytes under a limit (a thread killed inside it must
-//!   give them back, and where the kernel skipped its exit's run only the
-//!   agent can, which reads `PENDING`, see families/exit.rs), a call made inside another (the slot is taken), a
-//!   thread the kernel gave no storage, and every call where the agent
-//!   turned task storage off (`TASK_CALLS_ON`).
+//! - `PENDING`, a hash map by thread and API, for the rest: an
+//!   allocation that reserved bytes under a limit (a thread killed inside
+//!   it must give them back, and where the kernel skipped its exit's run
+//!   only the agent can, which reads `PENDING`, see families/exit.rs), a
+//!   call made inside another (the slot is taken), a thread the kernel
+//!   gave no storage, and every call where the agent turned task storage
+//!   off (`TASK_CALLS_ON`, base/task_storage.rs).
 //!
 //! A return looks in the task's slot first, then in `PENDING`.
 use gpumem_common::{stat, CallState, Pending, PendingKey, TaskCall};

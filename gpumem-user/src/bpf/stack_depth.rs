@@ -6,10 +6,12 @@
 //! in kernel/bpf/verifier.c); on 6.1 the logging object's `alloc_entry`
 //! once did, which only the kernel matrix's takeover suites showed. A
 //! frame is what the verifier counts: the deepest stack offset the code
-//! reaches, through r10 or a pointer made from it.
+//! reaches, through r10 or a pointer made from it in one step (`rX = r10;
+//! rX += -n`, as LLVM makes them; an access through a pointer moved again
+//! is not followed). A chain follows calls and `bpf_loop` callbacks.
 use std::collections::HashMap;
 
-use object::{Object, ObjectSection, ObjectSymbol, RelocationTarget, SymbolKind};
+use object::{Object, ObjectSection, ObjectSymbol, RelocationTarget, SectionKind, SymbolKind};
 
 /// `BPF_JMP | BPF_CALL`.
 const CALL: u8 = 0x85;
@@ -67,6 +69,8 @@ fn rounded(bytes: u32) -> u32 {
 struct Functions {
     frames: HashMap<String, u32>,
     calls: HashMap<String, Vec<String>>,
+    /// The programs: functions outside `.text` (each in its own section).
+    programs: Vec<String>,
 }
 
 impl Functions {
@@ -80,6 +84,9 @@ impl Functions {
             let data = file.section_by_index(index).and_then(|s| s.data()).expect("a function's section");
             let start = sym.address() as usize;
             f.frames.insert(name.to_string(), frame(&data[start..start + sym.size() as usize]));
+            if file.section_by_index(index).is_ok_and(|s| s.name() != Ok(".text")) {
+                f.programs.push(name.to_string());
+            }
             spans.push((index, sym.address(), sym.address() + sym.size(), name.to_string()));
         }
         let at = |section: object::SectionIndex, addr: u64| {
@@ -92,15 +99,23 @@ impl Functions {
             let Ok(data) = section.data() else { continue };
             for (offset, reloc) in section.relocations() {
                 let Some(c) = data.get(offset as usize..offset as usize + 8) else { continue };
-                if c[0] != CALL || c[1] >> 4 != 1 {
-                    continue; // not a bpf-to-bpf call
-                }
                 let RelocationTarget::Symbol(target) = reloc.target() else { continue };
                 let Ok(target) = file.symbol_by_index(target) else { continue };
                 let Some(target_section) = target.section_index() else { continue };
-                // libbpf's rule: the callee starts (imm + 1) instructions after the symbol.
                 let imm = i64::from(i32::from_le_bytes([c[4], c[5], c[6], c[7]]));
-                let callee_addr = (target.address() as i64 + (imm + 1) * 8) as u64;
+                // libbpf's rules: a bpf-to-bpf call's callee starts (imm + 1)
+                // instructions after the symbol; a function's address loaded
+                // (a `bpf_loop` callback, a frame of its caller's chain to the
+                // verifier) is imm bytes after it.
+                let callee_addr = if c[0] == CALL && c[1] >> 4 == 1 {
+                    target.address() as i64 + (imm + 1) * 8
+                } else if c[0] == LD_IMM64
+                    && file.section_by_index(target_section).is_ok_and(|s| s.kind() == SectionKind::Text)
+                {
+                    target.address() as i64 + imm
+                } else {
+                    continue; // a map, a global: no frame
+                } as u64;
                 let (Some(caller), Some(callee)) =
                     (at(section.index(), offset), at(target_section, callee_addr))
                 else {
@@ -138,11 +153,13 @@ fn every_program_with_its_deepest_chain_of_calls_fits_the_kernels_stack() {
         println!("SKIPPED: this agent was built without its eBPF object (see build.rs)");
         return;
     }
-    let programs: Vec<&str> = gpumem_common::program::Program::ALL.iter().map(|p| p.name()).collect();
+    let uprobes: Vec<&str> = gpumem_common::program::Program::ALL.iter().map(|p| p.name()).collect();
     for (which, object) in [("plain", super::OBJECT), ("logging", super::OBJECT_LOG)] {
         let f = Functions::of(object);
-        for p in &programs {
-            assert!(f.frames.contains_key(*p), "{which} object: program {p} not found");
+        for p in &uprobes {
+            assert!(f.programs.iter().any(|q| q == p), "{which} object: program {p} not found");
+        }
+        for p in &f.programs {
             let (depth, chain) = f.deepest(p, 0);
             assert!(
                 depth <= MAX_STACK,

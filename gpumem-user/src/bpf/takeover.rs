@@ -28,6 +28,10 @@ const OWN_MAPS: &[&str] = &["TASK_STACK", "AYA_LOGS"];
 /// start empty, which walks every cgroup again. Builds before `TASK_CTX`
 /// (with `CTX_DEVICE_GENERATION`) kept threads' contexts in `THREAD_CTX`,
 /// carried, which this build reads for a thread that has set none since.
+/// An older build taking over from this one is refused for each map it
+/// lacks ("it keeps state in a map ... this build does not have"): a
+/// rollback goes through a restart without `--persist`'s pins (`gpumem
+/// detach`), as docs/persist.md says.
 const NEW_MAPS: &[&str] =
     &["TASK_CALLS", "CGROUP_LIMITS", "LIMIT_INDEX_GENERATION", "TASK_CTX", "CTX_DEVICE_GENERATION"];
 

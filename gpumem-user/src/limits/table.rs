@@ -123,11 +123,15 @@ impl LimitTable {
         deny_reason: Option<String>,
         default_action: Action,
     ) -> Result<Self, LimitError> {
-        let index = Index::new(
+        let mut index = Index::new(
             tracer.take_map(map_name::LIMIT_INDEX)?,
             tracer.take_map(map_name::COMM_LIMITS)?,
             tracer.take_map(map_name::LIMIT_INDEX_GENERATION)?,
         );
+        index.bump().map_err(|e| LimitError::Write {
+            target: "the index's generation".into(),
+            source: Box::new(e),
+        })?;
         Ok(Self {
             rules: tracer.take_map(map_name::LIMITS)?,
             state: tracer.take_map(map_name::LIMIT_STATE)?,

@@ -12,7 +12,9 @@
 use std::collections::HashMap;
 
 use aya::maps::{Array, HashMap as BpfHashMap, MapData, MapError};
-use gpumem_common::{limit_list, LimitKey, TargetRules, INDEX_DEVICES, LIMITS_PER_CALL, TASK_COMM_LEN};
+use gpumem_common::{
+    limit_list, limit_scope, LimitKey, TargetRules, INDEX_DEVICES, LIMITS_PER_CALL, TASK_COMM_LEN,
+};
 
 use super::installed::{Devices, Installed};
 
@@ -118,18 +120,30 @@ impl Index {
         match key {
             IndexKey::Target(k) => {
                 self.index.insert(k, rules, 0)?;
-                self.bump()
+                self.bump_for(k)
             }
             IndexKey::Comm(c) => self.comms.insert(c, rules, 0),
         }
     }
 
-    /// Tells the kernel `index` changed: its kept walks are stale. From
-    /// the map's own count, which an earlier agent's walks (`--persist`)
-    /// were kept under.
-    fn bump(&mut self) -> Result<(), MapError> {
+    /// Tells the kernel the walks it kept are stale (from the map's own
+    /// count, which an earlier agent's walks were kept under): after every
+    /// change of a cgroup's rules, and once when the agent opens the index,
+    /// for a change an earlier agent made and died before it bumped
+    /// (`--persist`).
+    pub fn bump(&mut self) -> Result<(), MapError> {
         let now = self.generation.get(&0, 0)?;
         self.generation.set(0, now.wrapping_add(1), 0)
+    }
+
+    /// [`Self::bump`] after a change of `key`'s rules where the kernel
+    /// keeps walks of them: a cgroup's (a process's are looked up at every
+    /// call).
+    fn bump_for(&mut self, key: LimitKey) -> Result<(), MapError> {
+        if key.scope != limit_scope::CGROUP {
+            return Ok(());
+        }
+        self.bump()
     }
 
     /// Takes every rule of `key` out of the index; their heads (none
@@ -139,7 +153,7 @@ impl Index {
         match key {
             IndexKey::Target(k) => {
                 self.index.remove(&k)?;
-                self.bump()?;
+                self.bump_for(k)?;
             }
             IndexKey::Comm(c) => self.comms.remove(&c)?,
         }
