@@ -3,7 +3,7 @@
 //! devices and sets threads' current contexts here; everything that
 //! charges reads them here.
 //!
-//! Where task storage is used (`base::task_storage::on`), a thread's
+//! Where task storage is used (`TASK_CALLS_ON`), a thread's
 //! current context lives in its own `TASK_CTX`, with the device found for
 //! it: one get per allocation, where two LRU lookups (`THREAD_CTX` by
 //! thread, `CTX_DEVICE` by context) took about 70 ns of `alloc_entry`'s
@@ -16,7 +16,7 @@ use aya_ebpf::helpers::bpf_get_current_pid_tgid;
 use gpumem_common::{CtxKey, ThreadCtx, DEVICE_UNKNOWN};
 
 use crate::{
-    base::{atomic::add_nofetch, task_storage},
+    base::{self, atomic::add_nofetch},
     maps::{CTX_DEVICE, CTX_DEVICE_GENERATION, TASK_CTX, THREAD_CTX},
 };
 
@@ -24,11 +24,11 @@ use crate::{
 #[inline(always)]
 pub fn current_device() -> u32 {
     let pid_tgid = bpf_get_current_pid_tgid();
-    if let Some(t) = kept() {
+    if let Some(t) = TASK_CTX.existing() {
         // SAFETY: checked map value pointer, the current task's own.
         unsafe {
             if (*t).known == 1 {
-                let generation = generation().wrapping_add(1);
+                let generation = base::generation(&CTX_DEVICE_GENERATION).wrapping_add(1);
                 if (*t).generation != generation {
                     (*t).device = device_of(pid_tgid, (*t).ctx);
                     (*t).generation = generation;
@@ -48,12 +48,10 @@ pub fn current_device() -> u32 {
 /// tracks).
 #[inline(always)]
 pub fn set_current(ctx: u64) {
-    if task_storage::on() {
-        if let Some(t) = TASK_CTX.current() {
-            // SAFETY: checked map value pointer, the current task's own.
-            unsafe { *t = ThreadCtx { ctx, generation: 0, device: DEVICE_UNKNOWN, known: 1 } };
-            return;
-        }
+    if let Some(t) = TASK_CTX.current() {
+        // SAFETY: checked map value pointer, the current task's own.
+        unsafe { *t = ThreadCtx { ctx, generation: 0, device: DEVICE_UNKNOWN, known: 1 } };
+        return;
     }
     let pid_tgid = bpf_get_current_pid_tgid();
     if ctx == 0 {
@@ -72,25 +70,6 @@ pub fn learn(ctx: u64, device: u32) {
     if let Some(g) = CTX_DEVICE_GENERATION.get_ptr_mut(0) {
         // SAFETY: checked map value pointer, 8-byte aligned.
         unsafe { add_nofetch(g, 1) };
-    }
-}
-
-/// The calling thread's `TASK_CTX`, where task storage is used.
-#[inline(always)]
-fn kept() -> Option<*mut ThreadCtx> {
-    if !task_storage::on() {
-        return None;
-    }
-    TASK_CTX.existing()
-}
-
-/// `CTX_DEVICE_GENERATION`, read before the lookup it guards.
-#[inline(always)]
-fn generation() -> u64 {
-    match CTX_DEVICE_GENERATION.get_ptr(0) {
-        // SAFETY: a checked map value pointer, read in place.
-        Some(g) => unsafe { core::ptr::read_volatile(g) },
-        None => 0,
     }
 }
 

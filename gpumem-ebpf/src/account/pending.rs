@@ -14,30 +14,13 @@
 //!   off (`TASK_CALLS_ON`, base/task_storage.rs).
 //!
 //! A return looks in the task's slot first, then in `PENDING`.
-use gpumem_common::{stat, CallState, Pending, PendingKey, TaskCall};
+use gpumem_common::{stat, CallState, Pending, PendingKey};
 
 use crate::{
     account::limit_usage,
-    base::{atomic::exchange, counters::count, task_storage},
+    base::{atomic::exchange, counters::count},
     maps::{CALLERS, PENDING, TASK_CALLS},
 };
-
-#[inline(always)]
-fn task_calls() -> Option<*mut TaskCall> {
-    if !task_storage::on() {
-        return None;
-    }
-    TASK_CALLS.current()
-}
-
-/// The current thread's slot if it has one (where calls may be kept there).
-#[inline(always)]
-fn task_calls_existing() -> Option<*mut TaskCall> {
-    if !task_storage::on() {
-        return None;
-    }
-    TASK_CALLS.existing()
-}
 
 /// The bit of `api` in `TaskCall::in_hash`.
 #[inline(always)]
@@ -50,7 +33,7 @@ fn bit(api: u32) -> u64 {
 /// or the agent forgot it, taking the thread for gone).
 #[inline(always)]
 pub fn take(api: u32) -> Option<Pending> {
-    if let Some(t) = task_calls_existing() {
+    if let Some(t) = TASK_CALLS.existing() {
         // SAFETY: checked map value pointer, the current task's own.
         unsafe {
             if (*t).armed == 1 && (*t).api == api {
@@ -140,7 +123,7 @@ pub fn put_reserving(api: u32, call: CallState, reserved: bool) {
 #[inline(always)]
 fn remember(api: u32, call: CallState, reserves: bool, reserved: bool) {
     if !reserved {
-        if let Some(t) = task_calls() {
+        if let Some(t) = TASK_CALLS.current() {
             // SAFETY: checked map value pointer, the current task's own.
             unsafe {
                 if ((*t).armed == 0 || (*t).api == api) && (*t).in_hash & bit(api) == 0 {
@@ -154,7 +137,7 @@ fn remember(api: u32, call: CallState, reserves: bool, reserved: bool) {
     }
     let key = key(api);
     if reserves {
-        if let Some(t) = task_calls() {
+        if let Some(t) = TASK_CALLS.current() {
             // SAFETY: as above.
             unsafe {
                 (*t).in_hash |= bit(api);

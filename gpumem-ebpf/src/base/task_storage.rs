@@ -24,7 +24,7 @@ static TASK_CALLS_ON: u8 = 0;
 
 /// Whether task storage may be used (see `TASK_CALLS_ON`).
 #[inline(always)]
-pub fn on() -> bool {
+fn on() -> bool {
     // SAFETY: a read of read-only data the loader set.
     let on = unsafe { core::ptr::read_volatile(&TASK_CALLS_ON) };
     on != 0
@@ -55,14 +55,16 @@ impl<V> TaskStorage<V> {
     }
 
     /// The current task's value, created zeroed when it has none; None
-    /// where the kernel gave none (out of memory, or another local-storage
-    /// operation under way on this CPU: the get only tries the lock).
+    /// where task storage is not used (`TASK_CALLS_ON`) or the kernel gave
+    /// none (out of memory, or another local-storage operation under way
+    /// on this CPU: the get only tries the lock).
     #[inline(always)]
     pub fn current(&self) -> Option<*mut V> {
         self.get(BPF_LOCAL_STORAGE_GET_F_CREATE as u64)
     }
 
-    /// The current task's value if it has one.
+    /// The current task's value if it has one (None where task storage is
+    /// not used).
     #[inline(always)]
     pub fn existing(&self) -> Option<*mut V> {
         self.get(0)
@@ -70,6 +72,9 @@ impl<V> TaskStorage<V> {
 
     #[inline(always)]
     fn get(&self, flags: u64) -> Option<*mut V> {
+        if !on() {
+            return None;
+        }
         let map = core::ptr::from_ref(self).cast_mut().cast::<c_void>();
         // SAFETY: helper calls; the task pointer is the kernel's own, for
         // the current task, and the map pointer is relocated to the map.
