@@ -86,11 +86,7 @@ fn applicable(tgid: u32, kinds: u32, device: u32) -> u64 {
 /// before the bump: walked again after it.
 #[inline(always)]
 fn cgroup_limits(device: u32) -> u64 {
-    let generation = match LIMIT_INDEX_GENERATION.get_ptr(0) {
-        // SAFETY: a checked map value pointer, read in place.
-        Some(g) => unsafe { core::ptr::read_volatile(g) },
-        None => 0,
-    };
+    let generation = crate::base::generation(&LIMIT_INDEX_GENERATION);
     let device = device % INDEX_DEVICES as u32;
     // SAFETY: plain helper call.
     let key = CgroupDevice { cgroup_id: unsafe { bpf_get_current_cgroup_id() }, device, _pad: 0 };

@@ -20,6 +20,19 @@ pub fn opaque(v: u64) -> u64 {
     v | crate::maps::OPAQUE.get(0).copied().unwrap_or(0)
 }
 
+/// A generation counter's value: entry 0 of a one-entry array its writer
+/// bumps after each change it guards (`LIMIT_INDEX_GENERATION`,
+/// `CTX_DEVICE_GENERATION`), read in place, before the lookups whose
+/// result is kept under it.
+#[inline(always)]
+pub fn generation(counter: &aya_ebpf::maps::Array<u64>) -> u64 {
+    match counter.get_ptr(0) {
+        // SAFETY: a checked map value pointer, read in place.
+        Some(g) => unsafe { core::ptr::read_volatile(g) },
+        None => 0,
+    }
+}
+
 /// `i` masked to `n` entries (`n` a power of two), right where an array is
 /// indexed. The value goes through the stack so LLVM cannot drop the mask
 /// on the strength of an earlier bounds check: kernels before about 6.3
