@@ -6,27 +6,33 @@
 //! `call` of helper 12 (`bpf_tail_call`), before any other helper call.
 use std::collections::HashSet;
 
-use object::{Object, ObjectSection, ObjectSymbol, SymbolKind};
+use object::{Object, ObjectSection, ObjectSymbol, SectionIndex, SymbolKind};
 
 /// `BPF_JMP | BPF_CALL`.
-const CALL: u8 = 0x85;
+pub(super) const CALL: u8 = 0x85;
 /// `BPF_LD | BPF_IMM | BPF_DW`: two instruction slots.
-const LD_IMM64: u8 = 0x18;
+pub(super) const LD_IMM64: u8 = 0x18;
 /// The helper's id (`BPF_FUNC_tail_call`).
 const TAIL_CALL: i32 = 12;
 
 /// The helpers (by id) the code calls, in order. bpf-to-bpf calls (source
 /// register 1) and kfunc calls (2) are left out.
 fn helper_calls(code: &[u8]) -> Vec<i32> {
-    let mut calls = Vec::new();
+    instructions(code)
+        .filter(|c| c[0] == CALL && c[1] >> 4 == 0)
+        .map(|c| i32::from_le_bytes([c[4], c[5], c[6], c[7]]))
+        .collect()
+}
+
+/// The instructions of `code`, 8 bytes each; a 64-bit load's second slot,
+/// whatever it holds, is not one.
+pub(super) fn instructions(code: &[u8]) -> impl Iterator<Item = &[u8]> {
     let mut pc = 0;
-    while let Some(c) = code.get(pc * 8..pc * 8 + 8) {
-        if c[0] == CALL && c[1] >> 4 == 0 {
-            calls.push(i32::from_le_bytes([c[4], c[5], c[6], c[7]]));
-        }
+    std::iter::from_fn(move || {
+        let c = code.get(pc * 8..pc * 8 + 8)?;
         pc += if c[0] == LD_IMM64 { 2 } else { 1 };
-    }
-    calls
+        Some(c)
+    })
 }
 
 /// Why one program's code does not run on its task's stack, if it does not.
@@ -54,21 +60,34 @@ fn check_object(object: &[u8]) {
     let file = object::File::parse(object).expect("the eBPF object is an ELF file");
     let programs: HashSet<&str> = gpumem_common::program::Program::ALL.iter().map(|p| p.name()).collect();
     let mut checked = HashSet::new();
-    for sym in file.symbols().filter(|s| s.kind() == SymbolKind::Text) {
-        let Ok(name) = sym.name() else { continue };
-        if !programs.contains(name) {
-            continue;
+    for f in functions(&file).filter(|f| programs.contains(f.name)) {
+        if let Err(e) = check(f.code) {
+            panic!("{}: {e}", f.name);
         }
-        let section = file.section_by_index(sym.section_index().expect("a program is in a section")).unwrap();
-        let data = section.data().unwrap();
-        let start = sym.address() as usize;
-        if let Err(e) = check(&data[start..start + sym.size() as usize]) {
-            panic!("{name}: {e}");
-        }
-        checked.insert(name);
+        checked.insert(f.name);
     }
     let missing: Vec<_> = programs.difference(&checked).collect();
     assert!(missing.is_empty(), "programs not found in the object: {missing:?}");
+}
+
+/// A function of an eBPF object: a program (in a section of its own) or
+/// a function programs call (in `.text`).
+pub(super) struct Function<'a> {
+    pub name: &'a str,
+    pub section: SectionIndex,
+    /// Where it starts in its section.
+    pub address: u64,
+    pub code: &'a [u8],
+}
+
+/// Every function of `file`, with its code.
+pub(super) fn functions<'a>(file: &'a object::File<'a>) -> impl Iterator<Item = Function<'a>> {
+    file.symbols().filter(|s| s.kind() == SymbolKind::Text && s.size() > 0).filter_map(|sym| {
+        let (name, section) = (sym.name().ok()?, sym.section_index()?);
+        let data = file.section_by_index(section).ok()?.data().ok()?;
+        let code = data.get(sym.address() as usize..(sym.address() + sym.size()) as usize)?;
+        Some(Function { name, section, address: sym.address(), code })
+    })
 }
 
 #[test]

@@ -11,12 +11,10 @@
 //! is not followed). A chain follows calls and `bpf_loop` callbacks.
 use std::collections::HashMap;
 
-use object::{Object, ObjectSection, ObjectSymbol, RelocationTarget, SectionKind, SymbolKind};
+use object::{Object, ObjectSection, ObjectSymbol, RelocationTarget, SectionKind};
 
-/// `BPF_JMP | BPF_CALL`.
-const CALL: u8 = 0x85;
-/// `BPF_LD | BPF_IMM | BPF_DW`: two instruction slots.
-const LD_IMM64: u8 = 0x18;
+use super::stack_check::{functions, instructions, CALL, LD_IMM64};
+
 /// `BPF_ALU64 | BPF_MOV | BPF_X` and `BPF_ALU64 | BPF_ADD | BPF_K`.
 const MOV64_REG: u8 = 0xbf;
 const ADD64_IMM: u8 = 0x07;
@@ -30,8 +28,7 @@ const FRAME_ROUND: u32 = 32;
 fn frame(code: &[u8]) -> u32 {
     let mut deepest = 0u32;
     let mut from_fp = [false; 11];
-    let mut pc = 0;
-    while let Some(c) = code.get(pc * 8..pc * 8 + 8) {
+    for c in instructions(code) {
         let (dst, src) = (usize::from(c[1] & 0x0f).min(10), usize::from(c[1] >> 4));
         let off = i16::from_le_bytes([c[2], c[3]]);
         let imm = i32::from_le_bytes([c[4], c[5], c[6], c[7]]);
@@ -54,7 +51,6 @@ fn frame(code: &[u8]) -> u32 {
             (_, 0 | 1 | 4 | 7) => from_fp[dst] = false,
             _ => {}
         }
-        pc += if c[0] == LD_IMM64 { 2 } else { 1 };
     }
     deepest
 }
@@ -79,15 +75,13 @@ impl Functions {
         let mut f = Functions::default();
         // Each function's section, start and end; calls resolved to them.
         let mut spans: Vec<(object::SectionIndex, u64, u64, String)> = Vec::new();
-        for sym in file.symbols().filter(|s| s.kind() == SymbolKind::Text && s.size() > 0) {
-            let (Ok(name), Some(index)) = (sym.name(), sym.section_index()) else { continue };
-            let data = file.section_by_index(index).and_then(|s| s.data()).expect("a function's section");
-            let start = sym.address() as usize;
-            f.frames.insert(name.to_string(), frame(&data[start..start + sym.size() as usize]));
-            if file.section_by_index(index).is_ok_and(|s| s.name() != Ok(".text")) {
-                f.programs.push(name.to_string());
+        for func in functions(&file) {
+            let name = func.name.to_string();
+            f.frames.insert(name.clone(), frame(func.code));
+            if file.section_by_index(func.section).is_ok_and(|s| s.name() != Ok(".text")) {
+                f.programs.push(name.clone());
             }
-            spans.push((index, sym.address(), sym.address() + sym.size(), name.to_string()));
+            spans.push((func.section, func.address, func.address + func.code.len() as u64, name));
         }
         let at = |section: object::SectionIndex, addr: u64| {
             spans
