@@ -84,43 +84,43 @@ pub fn compare(b: &Built, against: &Against<'_>, rounds: usize, pairs: usize) ->
     Ok(())
 }
 
-/// Cgroups `depth` levels below the root, made for the loops and removed
-/// after them (`--cgroup-depth`).
-struct Nested(Vec<PathBuf>);
+/// A cgroup `depth` levels below the root for the loops, with the
+/// directories made for it, removed after them (`--cgroup-depth`).
+struct Nested {
+    leaf: PathBuf,
+    /// Outermost first.
+    made: Vec<PathBuf>,
+}
 
 impl Nested {
     fn create(depth: u32) -> anyhow::Result<Option<Self>> {
         if depth == 0 {
             return Ok(None);
         }
-        let mut dir = crate::util::cgroup2_root()?.join("gpumem-bench");
-        let mut made = Nested(Vec::new());
-        for level in 0..depth {
-            if level > 0 {
-                dir = dir.join(level.to_string());
-            }
+        let mut leaf = crate::util::cgroup2_root()?.join("gpumem-bench");
+        for level in 1..depth {
+            leaf = leaf.join(level.to_string());
+        }
+        let mut made = Vec::new();
+        for dir in leaf.ancestors().take(depth as usize).collect::<Vec<_>>().into_iter().rev() {
             if !dir.exists() {
-                std::fs::create_dir(&dir)
+                std::fs::create_dir(dir)
                     .with_context(|| format!("--cgroup-depth: making cgroup {}", dir.display()))?;
-                made.0.push(dir.clone());
+                made.push(dir.to_path_buf());
             }
         }
-        made.0.push(dir); // the leaf, last (not removed twice: see Drop)
-        Ok(Some(made))
+        Ok(Some(Nested { leaf, made }))
     }
 
     fn leaf(&self) -> &Path {
-        self.0.last().expect("at least the leaf")
+        &self.leaf
     }
 }
 
 impl Drop for Nested {
     fn drop(&mut self) {
-        // The loops have exited, so each is empty; deepest first. The leaf
-        // is pushed twice where it was made.
-        let mut dirs = self.0.clone();
-        dirs.dedup();
-        for d in dirs.iter().rev() {
+        // The loops have exited, so each is empty; deepest first.
+        for d in self.made.iter().rev() {
             if let Err(e) = std::fs::remove_dir(d) {
                 eprintln!("xtask: bench: removing cgroup {}: {e}", d.display());
             }
