@@ -28,6 +28,11 @@ use gpumem_common::{
 #[map]
 pub static EVENTS: RingBuf = RingBuf::with_byte_size(EVENTS_BYTES, 0);
 
+/// When this CPU's last record woke the agent (ktime ns), for
+/// `WAKEUP_GAP_NS` (base/records.rs). Each build's own: not carried over.
+#[map]
+pub static WAKE_AT: PerCpuArray<u64> = PerCpuArray::with_max_entries(1, 0);
+
 /// Each thread's call between entry and return, where most calls are
 /// kept (account/pending.rs): in the thread's task storage, freed with it.
 #[btf_map]

@@ -15,8 +15,9 @@ use super::persist::{word, PersistError, Pins};
 
 /// Maps each build has of its own, never carried: the empty program array
 /// every uprobe program tail-calls (it holds only programs of the attach
-/// type it first held) and the programs' log.
-const OWN_MAPS: &[&str] = &["TASK_STACK", "AYA_LOGS"];
+/// type it first held), the programs' log, and when each CPU last woke
+/// the agent (each build's programs space their own wake-ups).
+const OWN_MAPS: &[&str] = &["TASK_STACK", "AYA_LOGS", "WAKE_AT"];
 
 /// Maps this build creates fresh where the old build has none: builds
 /// before task storage kept every call in flight in `PENDING`, which is
