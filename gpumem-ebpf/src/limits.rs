@@ -14,13 +14,13 @@
 //! at the size the driver charged, or rolls it back; frees and exit
 //! release it (each byte once, see held.rs).
 use aya_ebpf::helpers::{
-    bpf_get_current_cgroup_id, bpf_get_current_comm, bpf_get_current_pid_tgid,
+    bpf_get_current_cgroup_id, bpf_get_current_pid_tgid,
     generated::{bpf_get_current_ancestor_cgroup_id, bpf_send_signal},
 };
 use gpumem_common::{
     event_type, limit_action, limit_list, limit_scope, limit_view, limits_in_force, CgroupDevice,
     CgroupLimits, Decision, LimitKey, LimitRule, LimitState, TargetRules, DEVICE_ANY, INDEX_DEVICES,
-    LIMITS_PER_CALL, MAX_CGROUP_DEPTH, TASK_COMM_LEN,
+    LIMITS_PER_CALL, MAX_CGROUP_DEPTH,
 };
 
 use crate::{
@@ -66,7 +66,7 @@ fn applicable(tgid: u32, kinds: u32, device: u32) -> u64 {
         list = cgroup_limits(device);
     }
     if kinds & limits_in_force::COMM != 0 {
-        let comm = bpf_get_current_comm().unwrap_or([0; TASK_COMM_LEN]);
+        let comm = crate::base::comm::current();
         // SAFETY: read in place, one u64.
         list = limit_list::push_all(list, on_device(unsafe { COMM_LIMITS.get(comm) }, device));
     }

@@ -9,9 +9,9 @@
 //! never seen committed), so it is not done.
 use aya_ebpf::{
     bindings::{BPF_RB_AVAIL_DATA, BPF_RB_FORCE_WAKEUP, BPF_RB_NO_WAKEUP},
-    helpers::{bpf_get_current_comm, bpf_ktime_get_ns},
+    helpers::bpf_ktime_get_ns,
 };
-use gpumem_common::{stat, Header, Record, TASK_COMM_LEN, WAKEUP_BACKLOG, WAKEUP_GAP_NS};
+use gpumem_common::{stat, Header, Record, WAKEUP_BACKLOG, WAKEUP_GAP_NS};
 
 use crate::{
     base::counters::count,
@@ -68,7 +68,7 @@ fn header(event: u32, api: u32, who: Subject) -> Header {
         ts_ns: unsafe { bpf_ktime_get_ns() },
         pid_tgid: who.pid_tgid,
         cgroup_id: who.cgroup_id,
-        comm: bpf_get_current_comm().unwrap_or([0; TASK_COMM_LEN]),
+        comm: crate::base::comm::current(),
         event,
         api,
     }

@@ -1,7 +1,8 @@
 //! Where a field sits in a kernel structure, read from the kernel's own
 //! BTF (`/sys/kernel/btf/vmlinux`): what the fork program needs to read a
 //! child's tgid (`task_struct.tgid`, whose offset differs from build to
-//! build), without CO-RE relocations in the object. A small reader of the
+//! build) and every record its thread's comm (`task_struct.comm`),
+//! without CO-RE relocations in the object. A small reader of the
 //! BTF format (Documentation/bpf/btf.rst): the header, then type records
 //! of known sizes, then the strings.
 
@@ -64,8 +65,32 @@ fn extra(kind: u32, vlen: usize) -> Option<usize> {
 /// `task_struct.tgid` in the running kernel (None where it cannot be
 /// found: forks then do not pass declared limits to their children).
 pub fn task_tgid() -> Option<u32> {
-    let btf = std::fs::read("/sys/kernel/btf/vmlinux").ok()?;
-    field_offset(&btf, "task_struct", "tgid")
+    task_fields().tgid
+}
+
+/// `task_struct.comm` in the running kernel (None where it cannot be
+/// found: the programs then read the comm through a helper, slower).
+pub fn task_comm() -> Option<u32> {
+    task_fields().comm
+}
+
+/// The fields of `task_struct` the programs read.
+#[derive(Clone, Copy)]
+struct TaskFields {
+    tgid: Option<u32>,
+    comm: Option<u32>,
+}
+
+/// [`TaskFields`], from the kernel's BTF, read once (5 MB).
+fn task_fields() -> TaskFields {
+    static FIELDS: std::sync::OnceLock<TaskFields> = std::sync::OnceLock::new();
+    *FIELDS.get_or_init(|| match std::fs::read("/sys/kernel/btf/vmlinux") {
+        Ok(btf) => TaskFields {
+            tgid: field_offset(&btf, "task_struct", "tgid"),
+            comm: field_offset(&btf, "task_struct", "comm"),
+        },
+        Err(_) => TaskFields { tgid: None, comm: None },
+    })
 }
 
 #[cfg(test)]

@@ -1,6 +1,6 @@
 //! Loading the eBPF object with this agent's settings (`Options`, from the
 //! command line): the read-only data the programs branch on (deny, task
-//! storage, the build's tag, the log level), the ring buffer's size, and
+//! storage, where the task's comm is, the build's tag, the log level), the ring buffer's size, and
 //! every map pinned where `--persist` keeps them (reused where an earlier
 //! agent pinned them).
 use aya::{Ebpf, EbpfError, EbpfLoader};
@@ -54,6 +54,8 @@ pub fn load(
 ) -> Result<Ebpf, EbpfError> {
     let deny = u8::from(s.options.deny_by_registers);
     let task_calls = u8::from(s.task_calls);
+    // 0 (not found): the programs read the comm through the helper.
+    let comm = super::btf_offset::task_comm().unwrap_or(0);
     let mut loader = EbpfLoader::new();
     loader
         // TASK_CALLS: aya has no type for task storage, and needs none
@@ -61,6 +63,7 @@ pub fn load(
         .allow_unsupported_maps()
         .override_global("DENY_BY_REGISTERS", &deny, true)
         .override_global("TASK_CALLS_ON", &task_calls, true)
+        .override_global("TASK_COMM_OFFSET", &comm, true)
         .override_global("BUILD", &s.build, true)
         .map_max_entries(gpumem_common::map_name::EVENTS, s.options.ring_bytes);
     if s.options.bpf_log {
