@@ -13,8 +13,6 @@
 use aya_ebpf::programs::ProbeContext;
 use gpumem_common::CUDA_ERROR_OUT_OF_MEMORY;
 
-use crate::base::cookie::cookie;
-
 #[no_mangle]
 static DENY_BY_REGISTERS: u8 = 0;
 
@@ -26,15 +24,15 @@ pub fn can_deny() -> bool {
 }
 
 /// The distance from the probed function to a `ret`, when this call can be
-/// denied by register writes, else 0. (A plain integer, not an Option: an
+/// denied by register writes, else 0 (`c`: the probe's cookie). (A plain integer, not an Option: an
 /// Option's payload may be spilled uninitialised and read back, which
 /// kernels before about 6.2 reject as a read of uninitialised stack.)
 #[inline(always)]
-pub fn ret_delta(ctx: &ProbeContext) -> u64 {
+pub fn ret_delta(c: u64) -> u64 {
     if !can_deny() {
         return 0;
     }
-    gpumem_common::cookie::ret_delta(cookie(ctx)) as u64
+    gpumem_common::cookie::ret_delta(c) as u64
 }
 
 /// Makes the probed call return `CUDA_ERROR_OUT_OF_MEMORY` at once.

@@ -30,7 +30,7 @@ use gpumem_common::{
 use crate::{
     account::{limit_usage, pending, usage},
     base::{
-        cookie::{self, cookie},
+        cookie::cookie,
         counters::count,
         opaque,
         records::{emit, Subject},
@@ -42,14 +42,14 @@ use crate::{
 };
 
 /// The entry-time state every allocation shares: caller's cgroup and
-/// device, and the kind from the cookie.
+/// device, and the kind from the cookie `c`.
 #[inline(always)]
-pub fn start<C: EbpfContext>(ctx: &C) -> AllocCall {
+fn start(c: u64) -> AllocCall {
     AllocCall {
         // SAFETY: plain helper call.
         cgroup_id: unsafe { bpf_get_current_cgroup_id() },
         device: current_device(),
-        kind: gpumem_common::cookie::kind(cookie(ctx)),
+        kind: gpumem_common::cookie::kind(c),
         ..AllocCall::default()
     }
 }
@@ -59,10 +59,11 @@ pub fn start<C: EbpfContext>(ctx: &C) -> AllocCall {
 /// remembers the call with what they decided (refused, or the limits that
 /// reserved it) for the return: in the thread's task storage unless a
 /// limit reserved it (account/pending.rs).
+/// `c` is the probe's cookie (read once: each read is a helper call).
 #[inline(always)]
-pub fn admit_and_remember(ctx: &ProbeContext, mut call: AllocCall) -> u32 {
-    let api = cookie::api(ctx);
-    let ret_delta = crate::deny::ret_delta(ctx);
+fn admit_and_remember(ctx: &ProbeContext, c: u64, mut call: AllocCall) -> u32 {
+    let api = gpumem_common::cookie::api(c);
+    let ret_delta = crate::deny::ret_delta(c);
     let a = admit(call.size, call.device, api, ret_delta != 0);
     if a.deny && ret_delta != 0 {
         crate::deny::return_out_of_memory(ctx, ret_delta);
@@ -86,8 +87,9 @@ const ARRAYS: u64 = ids_of(Shape::Array) | ids_of(Shape::Array3D) | ids_of(Shape
 
 #[inline(always)]
 fn alloc_entry_run(ctx: ProbeContext) -> u32 {
-    let mut call = start(&ctx);
-    let api = cookie::api(&ctx);
+    let c = cookie(&ctx);
+    let mut call = start(c);
+    let api = gpumem_common::cookie::api(c);
     if in_mask(api, PITCH) {
         pitch_args(&ctx, &mut call);
     } else if in_mask(api, HOST_REGISTER) {
@@ -104,7 +106,7 @@ fn alloc_entry_run(ctx: ProbeContext) -> u32 {
         call.out_ptr = ctx.arg::<u64>(0).unwrap_or(0);
         call.size = ctx.arg::<u64>(1).unwrap_or(0);
     }
-    admit_and_remember(&ctx, call)
+    admit_and_remember(&ctx, c, call)
 }
 
 /// `cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t width,
