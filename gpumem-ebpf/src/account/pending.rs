@@ -161,8 +161,37 @@ fn remember(api: u32, call: CallState, reserves: bool, reserved: bool) {
     }
     if PENDING.insert(key, armed, 0).is_err() {
         count(stat::MAP_FULL);
+        if reserves && !keep_in_slot(api, call) {
+            // Nothing keeps the call for its return: what it reserved goes
+            // back now (the return finds no call, and charges nothing).
+            // SAFETY: a reserving API's call is the allocation variant.
+            let (slots, size) = unsafe { (call.alloc.limit_slots, call.alloc.size) };
+            limit_usage::release((key.pid_tgid >> 32) as u32, slots, size);
+        }
+        return;
     }
     let _ = CALLERS.insert((key.pid_tgid >> 32) as u32, 1, 0);
+}
+
+/// A reserving call `PENDING` has no room for, kept in the thread's task
+/// storage instead where its slot is free, for the return to commit or
+/// roll back what it reserved (a thread killed inside the call then leaves
+/// its reservation behind: what only `PENDING` gives back); whether kept.
+#[inline(always)]
+fn keep_in_slot(api: u32, call: CallState) -> bool {
+    let Some(t) = TASK_CALLS.current() else { return false };
+    // SAFETY: checked map value pointer, the current task's own.
+    unsafe {
+        if (*t).armed == 1 && (*t).api != api {
+            return false; // a call this one is made inside of
+        }
+        // No `PENDING` entry of this API is armed: the insert found none.
+        (*t).in_hash &= !bit(api);
+        (*t).api = api;
+        (*t).call = call;
+        (*t).armed = 1;
+    }
+    true
 }
 
 #[inline(always)]

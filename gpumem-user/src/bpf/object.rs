@@ -69,10 +69,21 @@ pub fn load(
     if s.options.bpf_log {
         loader.override_global(aya_log::LEVEL, &log::LEVEL, true);
     }
+    if let Some(entries) = pending_entries_for_a_test() {
+        loader.map_max_entries("PENDING", entries);
+    }
     if let Some(pins) = pins {
         for &name in maps {
             loader.map_pin_path(name, pins.map(name));
         }
     }
     loader.load(object)
+}
+
+/// A testing aid: `GPUMEM_PENDING_ENTRIES=N` in the agent's environment
+/// makes the calls-in-flight hash map (`PENDING`) that small, so that a
+/// test sees what the programs do when it is full (16,384 threads inside
+/// reserving calls at once, otherwise).
+fn pending_entries_for_a_test() -> Option<u32> {
+    std::env::var("GPUMEM_PENDING_ENTRIES").ok()?.parse().ok().filter(|&n| n > 0)
 }

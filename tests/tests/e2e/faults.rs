@@ -1,5 +1,6 @@
 //! Faults around the agent: the disk its records go to fills up; the agent
-//! is stopped while processes allocate.
+//! is stopped while processes allocate; the kernel's map of calls in
+//! flight is full.
 use std::os::unix::process::ExitStatusExt;
 
 use gpumem::output::{Line, RecordEvent};
@@ -109,5 +110,42 @@ fn a_stopped_agent_loses_records_counted_while_the_kernel_stays_exact() {
         "the kernel to release the workload at its exit",
         || agent.status(),
         |s| proc_entry(s, c.pid).map_or(0, |e| e.kernel_bytes) == 0,
+    );
+}
+
+#[test]
+fn a_full_calls_in_flight_map_leaves_every_limit_reservation_settled() {
+    if !privileged() {
+        return;
+    }
+    // A call a limit reserved bytes for is kept in `PENDING` (a thread
+    // killed inside it must give them back). One entry: the first thread's
+    // call takes it, kept until that thread exits, and the other threads'
+    // find it full. Their calls are then kept in their own task storage,
+    // so their returns commit what was reserved at the driver's size; a
+    // reservation nothing kept would stay counted under the limit forever.
+    let cg = Cgroup::create("pending-full");
+    let target = format!("cgroup:{}", cg.path);
+    let limit = format!("{target}=1TiB,action=audit");
+    let agent = Agent::start_with_env(&[("GPUMEM_PENDING_ENTRIES", "1")], &["--limit", &limit]);
+    let args = ["--scenario", "threads", "--threads", "4", "--iterations", "200", "--pause"];
+    let mut w = Workload::spawn(&args, Some(&cg), &[]);
+    let c = w.checkpoint();
+    agent.wait_for_checkpoint(&c);
+    assert_process_holds(&agent.status(), c.pid, c.held);
+    agent.wait_for_state(
+        "the limit's usage to be what the workload holds",
+        || agent.limits(),
+        |l| rule(l, &target).is_some_and(|r| r.usage == c.held),
+    );
+    let lines = agent
+        .wait_for("a dropped record counting the full map", |l| l.dropped().iter().any(|d| d.map_full > 0));
+    let unmatched: u64 = lines.dropped().iter().map(|d| d.unmatched_returns).sum();
+    assert_eq!(unmatched, 0, "returns that found no call: {:?}", lines.dropped());
+    w.run_to_end();
+    agent.wait_for_state(
+        "the limit's usage to return to 0 after the workload's exit",
+        || agent.limits(),
+        |l| rule(l, &target).is_some_and(|r| r.usage == 0),
     );
 }
