@@ -19,7 +19,6 @@ use aya_ebpf::{
     bindings::BPF_NOEXIST,
     helpers::{bpf_get_current_cgroup_id, bpf_get_current_pid_tgid, bpf_probe_read_user},
     programs::{ProbeContext, RetProbeContext},
-    EbpfContext,
 };
 use gpumem_common::{
     api::{ids_of, in_mask, Shape},
