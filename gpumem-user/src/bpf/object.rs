@@ -54,8 +54,10 @@ pub fn load(
 ) -> Result<Ebpf, EbpfError> {
     let deny = u8::from(s.options.deny_by_registers);
     let task_calls = u8::from(s.task_calls);
-    // 0 (not found): the programs read the comm through the helper.
-    let comm = super::btf_offset::task_comm().unwrap_or(0);
+    // 0: the programs read the comm through the helper. Where task
+    // storage is off the kernel may have no BTF (or `GPUMEM_TASK_CALLS=off`
+    // runs that fallback on purpose): the helper then too.
+    let comm = if s.task_calls { super::btf_offset::task_comm().unwrap_or(0) } else { 0 };
     let mut loader = EbpfLoader::new();
     loader
         // TASK_CALLS: aya has no type for task storage, and needs none

@@ -3,7 +3,9 @@
 //! which the storage's helpers need for their task type, unless
 //! `GPUMEM_TASK_CALLS=off` keeps every call in the `PENDING` hash map (the
 //! fallback, forced: how the bench measures what task storage saves, and
-//! how a test runs the fallback on a kernel that has BTF).
+//! how a test runs the fallback on a kernel that has BTF). The records'
+//! comm is read in place from the task only where this says yes, and
+//! through the helper where it says no (`bpf/object.rs`).
 use std::path::Path;
 
 /// The kernel's own BTF.

@@ -31,8 +31,9 @@ fn every_family_is_accounted_exactly_by_kind_and_device() {
     every_family(&agent, "families");
 }
 
-/// The same with every call in flight kept in the `PENDING` hash map, the
-/// fallback where a kernel has no BTF (forced with `GPUMEM_TASK_CALLS=off`).
+/// The same with every call in flight kept in the `PENDING` hash map and
+/// the comm read through the helper, the fallback where a kernel has no
+/// BTF (forced with `GPUMEM_TASK_CALLS=off`).
 #[test]
 fn every_family_is_accounted_exactly_with_calls_in_flight_in_the_hash_map() {
     if !privileged() {
@@ -55,6 +56,13 @@ fn every_family(agent: &Agent, name: &str) {
     assert_eq!(all.checkpoint, "all");
     let lines = check(agent, &cg, &all);
     let mine = |event| lines.events(pid, event);
+    // The thread's comm: read in place from the task, or (task storage
+    // off, as where the kernel has no BTF) through the helper.
+    let allocs = mine(RecordEvent::Alloc);
+    assert!(!allocs.is_empty());
+    for l in &allocs {
+        assert_eq!(l.caller.comm, "gpumem-workload", "{l:?}");
+    }
     sharing_is_reported(&lines, pid);
     let contexts = mine(RecordEvent::Context);
     let context_apis: BTreeSet<_> = contexts.iter().map(|l| l.caller.api.as_ref()).collect();
