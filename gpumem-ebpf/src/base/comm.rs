@@ -5,7 +5,8 @@
 //! The helper copies with a bounded string copy (about 38 ns a call on the
 //! bench's host, twice a pair); the kernel keeps `comm` NUL-padded
 //! (`strscpy_pad` at exec, at a rename, and copied whole at fork), so its
-//! 16 bytes read as two words are what the helper returns.
+//! first 16 bytes read as two words, the last made NUL, are what the
+//! helper returns (and the keys comm limits are written under).
 use aya_ebpf::helpers::{bpf_get_current_comm, generated::bpf_get_current_task_btf};
 use gpumem_common::TASK_COMM_LEN;
 
@@ -18,7 +19,10 @@ use gpumem_common::TASK_COMM_LEN;
 #[no_mangle]
 static TASK_COMM_OFFSET: u32 = 0;
 
-/// The current thread's `comm`, NUL-padded.
+/// Keeps bytes 8 to 14 of `comm` (the second word, little-endian).
+const LAST_BYTE_CLEARED: u64 = (1 << 56) - 1;
+
+/// The current thread's `comm`, NUL-padded, at most 15 characters.
 #[inline(always)]
 pub fn current() -> [u8; TASK_COMM_LEN] {
     // SAFETY: a read of read-only data the loader set.
@@ -33,7 +37,9 @@ pub fn current() -> [u8; TASK_COMM_LEN] {
         let task = bpf_get_current_task_btf().cast::<u8>().cast_const();
         [
             core::ptr::read_volatile(task.add(offset).cast::<u64>()),
-            core::ptr::read_volatile(task.add(offset + 8).cast::<u64>()),
+            // The 16th byte made NUL, as the helper's copy makes it: a
+            // kernel with a longer `comm` keeps more than 15 characters.
+            core::ptr::read_volatile(task.add(offset + 8).cast::<u64>()) & LAST_BYTE_CLEARED,
         ]
     };
     // SAFETY: two words are sixteen bytes, in memory order.
