@@ -14,7 +14,7 @@
 //!   off (`TASK_CALLS_ON`, base/task_storage.rs).
 //!
 //! A return looks in the task's slot first, then in `PENDING`.
-use gpumem_common::{stat, CallState, Pending, PendingKey};
+use gpumem_common::{stat, CallState, Pending, PendingKey, TaskCall};
 
 use crate::{
     account::limit_usage,
@@ -127,9 +127,7 @@ fn remember(api: u32, call: CallState, reserves: bool, reserved: bool) {
             // SAFETY: checked map value pointer, the current task's own.
             unsafe {
                 if ((*t).armed == 0 || (*t).api == api) && (*t).in_hash & bit(api) == 0 {
-                    (*t).api = api;
-                    (*t).call = call;
-                    (*t).armed = 1;
+                    arm(t, api, call);
                     return;
                 }
             }
@@ -187,11 +185,23 @@ fn keep_in_slot(api: u32, call: CallState) -> bool {
         }
         // No `PENDING` entry of this API is armed: the insert found none.
         (*t).in_hash &= !bit(api);
+        arm(t, api, call);
+    }
+    true
+}
+
+/// Keeps `call` of `api` in the thread's slot `t`, armed for its return.
+///
+/// # Safety
+/// `t` is the current task's checked `TASK_CALLS` value pointer.
+#[inline(always)]
+unsafe fn arm(t: *mut TaskCall, api: u32, call: CallState) {
+    // SAFETY: the caller's promise; only the task's own programs touch it.
+    unsafe {
         (*t).api = api;
         (*t).call = call;
         (*t).armed = 1;
     }
-    true
 }
 
 #[inline(always)]
