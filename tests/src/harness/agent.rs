@@ -17,7 +17,7 @@ use super::{
     output::Output,
     poll::{poll, poll_moving, Moving, DEADLINE},
     procfs,
-    records::Records,
+    records::{rule, Records},
     workload::collect_lines,
 };
 use crate::truth::Checkpoint;
@@ -236,6 +236,11 @@ impl Agent {
                 .collect();
             format!("records:\n{}", shown.join("\n"))
         })
+    }
+
+    /// Waits until the limit on `target` counts `usage` bytes.
+    pub fn wait_for_limit_usage(&self, what: &str, target: &str, usage: u64) -> Vec<LimitStatus> {
+        self.wait_for_state(what, || self.limits(), |l| rule(l, target).is_some_and(|r| r.usage == usage))
     }
 
     /// Waits until `cond` holds for `gpumem status`.

@@ -130,11 +130,7 @@ fn processes_killed_mid_call_round_after_round_leave_every_total_at_zero() {
     assert_cgroup_holds(&s, &cg, 0);
     assert_every_call_whole(&s);
     assert_eq!(lines.lost(), 0, "records were lost");
-    agent.wait_for_state(
-        "the limit's reservations to return to 0",
-        || agent.limits(),
-        |l| rule(l, &target).is_some_and(|r| r.usage == 0),
-    );
+    agent.wait_for_limit_usage("the limit's reservations to return to 0", &target, 0);
     let allocs: usize = pids.iter().map(|&p| lines.count(p, RecordEvent::Alloc)).sum();
     println!(
         "{} processes killed mid-call after {allocs} allocations in all: {} records after their exit (late), {} runs skipped",

@@ -133,19 +133,11 @@ fn a_full_calls_in_flight_map_leaves_every_limit_reservation_settled() {
     let c = w.checkpoint();
     agent.wait_for_checkpoint(&c);
     assert_process_holds(&agent.status(), c.pid, c.held);
-    agent.wait_for_state(
-        "the limit's usage to be what the workload holds",
-        || agent.limits(),
-        |l| rule(l, &target).is_some_and(|r| r.usage == c.held),
-    );
+    agent.wait_for_limit_usage("the limit's usage to be what the workload holds", &target, c.held);
     let lines = agent
         .wait_for("a dropped record counting the full map", |l| l.dropped().iter().any(|d| d.map_full > 0));
     let unmatched: u64 = lines.dropped().iter().map(|d| d.unmatched_returns).sum();
     assert_eq!(unmatched, 0, "returns that found no call: {:?}", lines.dropped());
     w.run_to_end();
-    agent.wait_for_state(
-        "the limit's usage to return to 0 after the workload's exit",
-        || agent.limits(),
-        |l| rule(l, &target).is_some_and(|r| r.usage == 0),
-    );
+    agent.wait_for_limit_usage("the limit's usage to return to 0 after the workload's exit", &target, 0);
 }
