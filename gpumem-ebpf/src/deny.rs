@@ -24,9 +24,10 @@ pub fn can_deny() -> bool {
 }
 
 /// The distance from the probed function to a `ret`, when this call can be
-/// denied by register writes, else 0 (`c`: the probe's cookie). (A plain integer, not an Option: an
-/// Option's payload may be spilled uninitialised and read back, which
-/// kernels before about 6.2 reject as a read of uninitialised stack.)
+/// denied by register writes, else 0 (`c`: the probe's cookie). (A plain
+/// integer, not an Option: an Option's payload may be spilled
+/// uninitialised and read back, which kernels before about 6.2 reject as
+/// a read of uninitialised stack.)
 #[inline(always)]
 pub fn ret_delta(c: u64) -> u64 {
     if !can_deny() {

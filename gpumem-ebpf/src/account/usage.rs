@@ -33,7 +33,9 @@ pub fn get_or_insert<K, V>(map: &HashMap<K, V>, key: &K, init: &V) -> Option<*mu
 }
 
 /// Process `tgid`'s usage entry, made at its first charge (a full map
-/// counted).
+/// counted). [`get_or_insert`]'s steps, written out: shared with it
+/// through a function taking the making as a closure, `alloc_return`'s
+/// verification took 2,200 instructions more (28,127 -> 30,332).
 #[inline(always)]
 fn proc_entry(tgid: u32) -> Option<*mut ProcUsage> {
     if let Some(p) = PROC_USAGE.get_ptr_mut(tgid) {

@@ -13,9 +13,9 @@ use gpumem_common::TASK_COMM_LEN;
 /// The byte offset of `comm` in the running kernel's `task_struct`, set by
 /// the agent at load from `/sys/kernel/btf/vmlinux`; 0 where it found none
 /// or task storage is off (the helper is used: `GPUMEM_TASK_CALLS=off`
-/// runs that path in the tests). Read-only data: the verifier knows the value, so
-/// the load below is checked against the task's BTF at that offset, and
-/// the other path is dead code.
+/// runs that path in the tests). Read-only data: the verifier knows the
+/// value, so the load below is checked against the task's BTF at that
+/// offset, and the other path is dead code.
 #[no_mangle]
 static TASK_COMM_OFFSET: u32 = 0;
 

@@ -57,8 +57,8 @@ fn start(c: u64) -> AllocCall {
 /// returns `CUDA_ERROR_OUT_OF_MEMORY` without entering the driver), then
 /// remembers the call with what they decided (refused, or the limits that
 /// reserved it) for the return: in the thread's task storage unless a
-/// limit reserved it (account/pending.rs).
-/// `c` is the probe's cookie (read once: each read is a helper call).
+/// limit reserved it (account/pending.rs). `c` is the probe's cookie (read
+/// once: each read is a helper call).
 #[inline(always)]
 fn admit_and_remember(ctx: &ProbeContext, c: u64, mut call: AllocCall) -> u32 {
     let api = gpumem_common::cookie::api(c);

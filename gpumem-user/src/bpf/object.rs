@@ -1,8 +1,8 @@
 //! Loading the eBPF object with this agent's settings (`Options`, from the
 //! command line): the read-only data the programs branch on (deny, task
-//! storage, where the task's comm is, the build's tag, the log level), the ring buffer's size, and
-//! every map pinned where `--persist` keeps them (reused where an earlier
-//! agent pinned them).
+//! storage, where the task's comm is, the build's tag, the log level), the
+//! ring buffer's size, and every map pinned where `--persist` keeps them
+//! (reused where an earlier agent pinned them).
 use aya::{Ebpf, EbpfError, EbpfLoader};
 
 use super::{log, multi::LinkMode, persist::Pins};
