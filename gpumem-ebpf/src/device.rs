@@ -23,14 +23,13 @@ use crate::{
 /// The device of the calling thread's current context, if known.
 #[inline(always)]
 pub fn current_device() -> u32 {
-    let pid_tgid = bpf_get_current_pid_tgid();
     if let Some(t) = TASK_CTX.existing() {
         // SAFETY: checked map value pointer, the current task's own.
         unsafe {
             if (*t).known == 1 {
                 let generation = base::generation(&CTX_DEVICE_GENERATION).wrapping_add(1);
                 if (*t).generation != generation {
-                    (*t).device = device_of(pid_tgid, (*t).ctx);
+                    (*t).device = device_of((*t).ctx);
                     (*t).generation = generation;
                 }
                 return (*t).device;
@@ -38,10 +37,10 @@ pub fn current_device() -> u32 {
         }
     }
     // SAFETY: values are copied out.
-    let Some(ctx) = (unsafe { THREAD_CTX.get(pid_tgid) }).copied() else {
+    let Some(ctx) = (unsafe { THREAD_CTX.get(bpf_get_current_pid_tgid()) }).copied() else {
         return DEVICE_UNKNOWN;
     };
-    device_of(pid_tgid, ctx)
+    device_of(ctx)
 }
 
 /// Makes `ctx` the calling thread's current context (0: none gpumem
@@ -73,13 +72,14 @@ pub fn learn(ctx: u64, device: u32) {
     }
 }
 
-/// The device of context `ctx` of the calling process.
+/// The device of context `ctx` of the calling process (its pid read here,
+/// where it is needed: the kept device, the common case, needs none).
 #[inline(always)]
-fn device_of(pid_tgid: u64, ctx: u64) -> u32 {
+fn device_of(ctx: u64) -> u32 {
     if ctx == 0 {
         return DEVICE_UNKNOWN;
     }
-    let key = CtxKey { tgid: (pid_tgid >> 32) as u32, _pad: 0, ctx };
+    let key = CtxKey { tgid: (bpf_get_current_pid_tgid() >> 32) as u32, _pad: 0, ctx };
     // SAFETY: copied out.
     unsafe { CTX_DEVICE.get(key) }.copied().unwrap_or(DEVICE_UNKNOWN)
 }

@@ -36,10 +36,11 @@ fn free_entry_run(ctx: ProbeContext) -> u32 {
     let c = cookie(&ctx);
     let (api, kind) = (gpumem_common::cookie::api(c), gpumem_common::cookie::kind(c));
     let addr = ctx.arg::<u64>(0).unwrap_or(0);
-    let key = live_key(ns::for_kind(kind), addr);
+    let pid_tgid = bpf_get_current_pid_tgid();
+    let key = live_key_of(pid_tgid, ns::for_kind(kind), addr);
     let change = Change { addr, kind, flags: FLAG_AT_ENTRY, ..Change::default() };
     let mut live = LiveAlloc::default();
-    if !(take(key, &mut live) && record_free(api, key.tgid, change, &live)) {
+    if !(take(key, &mut live) && record_free(api, pid_tgid, change, &live)) {
         // SAFETY: plain helper call.
         record_untracked_free(api, unsafe { bpf_get_current_cgroup_id() }, change);
     }
@@ -58,13 +59,17 @@ fn free_take_entry_run(ctx: ProbeContext) -> u32 {
 }
 
 /// The state of a free of `addr` (an address or a handle in `namespace`):
-/// the allocation, taken out of the live map, when gpumem knows it.
+/// the allocation, taken out of the live map, when gpumem knows it; else
+/// the caller's cgroup, which only an untracked free's record needs (read
+/// for every free, it was a helper call of about 20 ns a pool pair).
 #[inline(always)]
 pub fn take_live(namespace: u32, addr: u64) -> FreeCall {
-    // SAFETY: plain helper call.
-    let cgroup_id = unsafe { bpf_get_current_cgroup_id() };
-    let mut call = FreeCall { addr, cgroup_id, ..FreeCall::default() };
+    let mut call = FreeCall { addr, ..FreeCall::default() };
     call.found = u32::from(take(live_key(namespace, addr), &mut call.live));
+    if call.found == 0 {
+        // SAFETY: plain helper call.
+        call.cgroup_id = unsafe { bpf_get_current_cgroup_id() };
+    }
     call
 }
 
@@ -93,7 +98,8 @@ fn free_return_run(ctx: RetProbeContext) -> u32 {
     // SAFETY: the free entry keeps the free variant.
     let call = unsafe { p.call.free };
     let result = ctx.ret::<u64>() as u32;
-    let key = live_key(ns::for_kind(kind), call.addr);
+    let pid_tgid = bpf_get_current_pid_tgid();
+    let key = live_key_of(pid_tgid, ns::for_kind(kind), call.addr);
     if result != CUDA_SUCCESS {
         // The driver kept the allocation: it is still live and charged.
         if call.found == 1 && LIVE.insert(key, call.live, 0).is_err() {
@@ -102,7 +108,7 @@ fn free_return_run(ctx: RetProbeContext) -> u32 {
         return 0;
     }
     let change = Change { addr: call.addr, result, kind, ..Change::default() };
-    if !(call.found == 1 && record_free(api, key.tgid, change, &call.live)) {
+    if !(call.found == 1 && record_free(api, pid_tgid, change, &call.live)) {
         record_untracked_free(api, call.cgroup_id, change);
     }
     0
@@ -122,18 +128,20 @@ pub fn record_untracked_free(api: u32, cgroup_id: u64, mut change: Change) {
 }
 
 /// Uncharges a live allocation that is gone and sends its free (`change`
-/// carries address and result); false (nothing done) when it was charged
-/// to an earlier image of the process, released already.
+/// carries address and result) as the calling thread's (`pid_tgid`, read
+/// once by the caller: each read is a helper call); false (nothing done)
+/// when it was charged to an earlier image of the process, released
+/// already.
 #[inline(always)]
-pub fn record_free(api: u32, tgid: u32, mut change: Change, live: &LiveAlloc) -> bool {
-    let Some(t) = usage::uncharge_current(tgid, live) else { return false };
+pub fn record_free(api: u32, pid_tgid: u64, mut change: Change, live: &LiveAlloc) -> bool {
+    let Some(t) = usage::uncharge_current((pid_tgid >> 32) as u32, live) else { return false };
     change.size = live.size;
     change.kind = live.kind;
     change.device = live.device;
     change.generation = live.generation;
     change.proc_total = t.proc_total;
     change.cgroup_total = t.cgroup_total;
-    let who = Subject { pid_tgid: bpf_get_current_pid_tgid(), cgroup_id: live.cgroup_id };
+    let who = Subject { pid_tgid, cgroup_id: live.cgroup_id };
     emit(event_type::FREE, api, who, change);
     true
 }
@@ -141,5 +149,12 @@ pub fn record_free(api: u32, tgid: u32, mut change: Change, live: &LiveAlloc) ->
 /// The calling process's live-map key for `addr` in `namespace`.
 #[inline(always)]
 pub fn live_key(namespace: u32, addr: u64) -> LiveKey {
-    LiveKey { tgid: (bpf_get_current_pid_tgid() >> 32) as u32, ns: namespace, addr }
+    live_key_of(bpf_get_current_pid_tgid(), namespace, addr)
+}
+
+/// The live-map key for `addr` in `namespace` of the process of
+/// `pid_tgid`.
+#[inline(always)]
+pub fn live_key_of(pid_tgid: u64, namespace: u32, addr: u64) -> LiveKey {
+    LiveKey { tgid: (pid_tgid >> 32) as u32, ns: namespace, addr }
 }

@@ -34,7 +34,7 @@ use crate::{
         task_stack::on_task_stack,
     },
     families::{
-        free::{live_key, record_free, record_untracked_free, take_live},
+        free::{live_key_of, record_free, record_untracked_free, take_live},
         report::report,
     },
     maps::{LIVE, VMM_MAPPINGS},
@@ -79,7 +79,8 @@ fn vmm_release_return_run(ctx: RetProbeContext) -> u32 {
     // SAFETY: the release entry keeps the free variant.
     let mut call = unsafe { p.call.free };
     let result = ctx.ret::<u64>() as u32;
-    let key = live_key(ns::VMM_HANDLE, call.addr);
+    let pid_tgid = bpf_get_current_pid_tgid();
+    let key = live_key_of(pid_tgid, ns::VMM_HANDLE, call.addr);
     if result == CUDA_SUCCESS && call.found == 1 && call.live.retained != 0 {
         // A retained reference given back: the memory has others.
         call.live.retained -= 1;
@@ -100,7 +101,7 @@ fn vmm_release_return_run(ctx: RetProbeContext) -> u32 {
         return 0;
     }
     let change = Change { addr: call.addr, result, kind: kind::VMM, ..Change::default() };
-    if !(call.found == 1 && gone(api, key.tgid, change, &call.live)) {
+    if !(call.found == 1 && gone(api, pid_tgid, change, &call.live)) {
         record_untracked_free(api, call.cgroup_id, change);
     }
     0
@@ -109,12 +110,12 @@ fn vmm_release_return_run(ctx: RetProbeContext) -> u32 {
 /// The handle's memory is gone (`change` carries handle and result): its
 /// free, or for a multicast handle (nothing charged) a reported call.
 #[inline(always)]
-fn gone(api: u32, tgid: u32, change: Change, live: &LiveAlloc) -> bool {
+fn gone(api: u32, pid_tgid: u64, change: Change, live: &LiveAlloc) -> bool {
     if live.api == id::MULTICAST_CREATE {
         report(api, kind::VMM, change.addr, 0, live.device);
         return true;
     }
-    record_free(api, tgid, change, live)
+    record_free(api, pid_tgid, change, live)
 }
 
 on_task_stack!(
@@ -179,7 +180,8 @@ fn vmm_unmap_return_run(ctx: RetProbeContext) -> u32 {
     }
     // SAFETY: the unmap entry keeps the mapping variant.
     let va = unsafe { p.call.mapping.va };
-    let tgid = (bpf_get_current_pid_tgid() >> 32) as u32;
+    let pid_tgid = bpf_get_current_pid_tgid();
+    let tgid = (pid_tgid >> 32) as u32;
     let map_key = LiveKey { tgid, ns: ns::VMM_MAPPING, addr: va };
     // SAFETY: copied out before removal.
     let Some(handle) = (unsafe { VMM_MAPPINGS.get(map_key) }).copied() else {
@@ -201,7 +203,7 @@ fn vmm_unmap_return_run(ctx: RetProbeContext) -> u32 {
         };
         let _ = LIVE.remove(key);
         let change = Change { addr: handle, result, ..Change::default() };
-        gone(api, tgid, change, &last);
+        gone(api, pid_tgid, change, &last);
     }
     0
 }
