@@ -58,12 +58,13 @@ fn on_device(rules: Option<&TargetRules>, device: u32) -> u64 {
 /// The limits that apply to the calling process's call on `device` (see
 /// `limit_list`): pushed farthest first, the root cgroup down to the
 /// caller's, then its comm, then the process. Only the kinds of target
-/// `kinds` names (see `limits_in_force`) are looked up.
+/// `kinds` names (see `limits_in_force`) are looked up. `cgroup_id`: the
+/// caller's.
 #[inline(always)]
-fn applicable(tgid: u32, kinds: u32, device: u32) -> u64 {
+fn applicable(tgid: u32, kinds: u32, device: u32, cgroup_id: u64) -> u64 {
     let mut list = 0u64;
     if kinds & limits_in_force::CGROUP != 0 {
-        list = cgroup_limits(device);
+        list = cgroup_limits(device, cgroup_id);
     }
     if kinds & limits_in_force::COMM != 0 {
         let comm = crate::base::comm::current();
@@ -83,13 +84,13 @@ fn applicable(tgid: u32, kinds: u32, device: u32) -> u64 {
 /// changed `LIMIT_INDEX` since it was walked, else walked again and kept.
 /// The generation is read before the walk (and the agent bumps it after
 /// its change), so a walk racing a change is kept under the generation
-/// before the bump: walked again after it.
+/// before the bump: walked again after it. `cgroup_id`: the caller's (the
+/// walk asks the kernel for its ancestors).
 #[inline(always)]
-fn cgroup_limits(device: u32) -> u64 {
+fn cgroup_limits(device: u32, cgroup_id: u64) -> u64 {
     let generation = crate::base::generation(&LIMIT_INDEX_GENERATION);
     let device = device % INDEX_DEVICES as u32;
-    // SAFETY: plain helper call.
-    let key = CgroupDevice { cgroup_id: unsafe { bpf_get_current_cgroup_id() }, device, _pad: 0 };
+    let key = CgroupDevice { cgroup_id, device, _pad: 0 };
     // SAFETY: copied out at once.
     if let Some(kept) = unsafe { CGROUP_LIMITS.get(key) }.copied() {
         if kept.generation == generation && kept.key == key {
@@ -129,15 +130,15 @@ fn walk_cgroups(device: u32) -> u64 {
 /// The caller's process, the kinds of limit in force, and the limits
 /// that apply to the caller's call on `device` (packed, see
 /// [`applicable`]); None while no limit is in force (`LIMITS_IN_FORCE[1]`:
-/// some process declared one).
+/// some process declared one). `cgroup_id`: the caller's.
 #[inline(always)]
-fn caller_limits(device: u32) -> Option<(u32, u32, u64)> {
+fn caller_limits(device: u32, cgroup_id: u64) -> Option<(u32, u32, u64)> {
     let mut kinds = LIMITS_IN_FORCE.get(0).copied().unwrap_or(0);
     if LIMITS_IN_FORCE.get(1).copied().unwrap_or(0) != 0 {
         kinds |= limits_in_force::DECLARED;
     }
     let tgid = (bpf_get_current_pid_tgid() >> 32) as u32;
-    (kinds != 0).then(|| (tgid, kinds, applicable(tgid, kinds, device)))
+    (kinds != 0).then(|| (tgid, kinds, applicable(tgid, kinds, device, cgroup_id)))
 }
 
 /// Limit `slot`'s rule (read once) and count, if the rule is in force and
@@ -157,10 +158,11 @@ fn rule_on(slot: u32, device: u32) -> Option<(LimitRule, *mut LimitState)> {
 /// refuses the call (and acts) at the first limit it would cross: the
 /// agent's rules, nearest first, then the process's own declared limits.
 /// `can_deny`: this call can be made to fail (see `deny.rs`); where it
-/// cannot, a deny limit only records, as audit does.
+/// cannot, a deny limit only records, as audit does. `cgroup_id`: the
+/// caller's, read once by the caller (each read is a helper call).
 #[inline(always)]
-pub fn admit(size: u64, device: u32, api: u32, can_deny: bool) -> Admission {
-    let Some((tgid, kinds, candidates)) = caller_limits(device) else {
+pub fn admit(size: u64, device: u32, cgroup_id: u64, api: u32, can_deny: bool) -> Admission {
+    let Some((tgid, kinds, candidates)) = caller_limits(device, cgroup_id) else {
         return Admission { slots: 0, refused: false, deny: false };
     };
     let call = Call { size, api, can_deny };
@@ -290,7 +292,8 @@ fn reserve(call: &Call, (r, state, base): (&LimitRule, *mut LimitState, u64), sl
 /// figures stand.
 #[inline(always)]
 pub fn view(device: u32) -> Option<(u64, u64)> {
-    let (tgid, kinds, candidates) = caller_limits(device)?;
+    // SAFETY: plain helper call.
+    let (tgid, kinds, candidates) = caller_limits(device, unsafe { bpf_get_current_cgroup_id() })?;
     let mut seen = Seen { total: u64::MAX, left: u64::MAX, any: false };
     let mut i = 0;
     while i < LIMITS_PER_CALL {

@@ -63,7 +63,7 @@ fn start(c: u64) -> AllocCall {
 fn admit_and_remember(ctx: &ProbeContext, c: u64, mut call: AllocCall) -> u32 {
     let api = gpumem_common::cookie::api(c);
     let ret_delta = crate::deny::ret_delta(c);
-    let a = admit(call.size, call.device, api, ret_delta != 0);
+    let a = admit(call.size, call.device, call.cgroup_id, api, ret_delta != 0);
     if a.deny && ret_delta != 0 {
         crate::deny::return_out_of_memory(ctx, ret_delta);
     }
