@@ -90,7 +90,7 @@ fn applicable(tgid: u32, kinds: u32, device: u32, cgroup_id: u64) -> u64 {
 fn cgroup_limits(device: u32, cgroup_id: u64) -> u64 {
     let generation = crate::base::generation(&LIMIT_INDEX_GENERATION);
     let device = device % INDEX_DEVICES as u32;
-    let key = CgroupDevice { cgroup_id, device, _pad: 0 };
+    let key = CgroupDevice { cgroup_id: crate::base::opaque(cgroup_id), device, _pad: 0 };
     // SAFETY: copied out at once.
     if let Some(kept) = unsafe { CGROUP_LIMITS.get(key) }.copied() {
         if kept.generation == generation && kept.key == key {
@@ -137,8 +137,11 @@ fn caller_limits(device: u32, cgroup_id: u64) -> Option<(u32, u32, u64)> {
     if LIMITS_IN_FORCE.get(1).copied().unwrap_or(0) != 0 {
         kinds |= limits_in_force::DECLARED;
     }
-    let tgid = (bpf_get_current_pid_tgid() >> 32) as u32;
-    (kinds != 0).then(|| (tgid, kinds, applicable(tgid, kinds, device, cgroup_id)))
+    // With no limit in force the caller's pid (a helper call) is not read.
+    (kinds != 0).then(|| {
+        let tgid = (bpf_get_current_pid_tgid() >> 32) as u32;
+        (tgid, kinds, applicable(tgid, kinds, device, cgroup_id))
+    })
 }
 
 /// Limit `slot`'s rule (read once) and count, if the rule is in force and
