@@ -90,6 +90,8 @@ fn applicable(tgid: u32, kinds: u32, device: u32, cgroup_id: u64) -> u64 {
 fn cgroup_limits(device: u32, cgroup_id: u64) -> u64 {
     let generation = crate::base::generation(&LIMIT_INDEX_GENERATION);
     let device = device % INDEX_DEVICES as u32;
+    // Opaque: as the caller's value, the verifier walked `alloc_entry`
+    // 5,080 instructions longer (25,460 -> 30,540).
     let key = CgroupDevice { cgroup_id: crate::base::opaque(cgroup_id), device, _pad: 0 };
     // SAFETY: copied out at once.
     if let Some(kept) = unsafe { CGROUP_LIMITS.get(key) }.copied() {
