@@ -4,9 +4,9 @@
 //! each configuration runs a tight cuMemAlloc_v2+cuMemFree_v2 loop, a
 //! loop mixing the families and the stream-ordered pool loops
 //! (`setup::LOOPS`), and the report takes the median per cell.
-//! After each configuration's loops, one more alloc+free loop runs with
-//! the kernel's per-program statistics on, to say where the time goes
-//! (`runtime`). The loops run on the simulated driver's release build,
+//! After each configuration's loops, one more alloc+free loop and one more
+//! `cuMemAllocAsync`+`cuMemFreeAsync` loop run with the kernel's
+//! per-program statistics on, to say where the time goes (`runtime`). The loops run on the simulated driver's release build,
 //! whose entry points are NVIDIA-shaped stubs. Then the same
 //! configurations on NVIDIA's own 550 library beside a reference library
 //! whose entry points the kernel emulates (`nvidia`), one agent under load
@@ -32,7 +32,7 @@ use std::{collections::BTreeMap, path::Path, time::Duration};
 use anyhow::{bail, Context};
 
 use self::{
-    setup::{bpftrace, bpftrace_script, build, median, run_loop, Built, CONFIGS, LOOPS},
+    setup::{bpftrace, bpftrace_script, build, median, run_loop, Built, CONFIGS, LOOPS, POOL_LOOP_ARGS},
     tracer::{tracer_command, Tracer},
 };
 use crate::util::is_root;
@@ -44,6 +44,7 @@ struct Collected {
     attach_ms: Vec<f64>,
     verified: Option<verifier::Verified>,
     runtimes: BTreeMap<&'static str, Vec<runtime::Runtime>>,
+    pool_runtimes: BTreeMap<&'static str, Vec<runtime::Runtime>>,
     runtime_missing: Option<String>,
 }
 
@@ -79,6 +80,14 @@ impl Collected {
             match runtime::measure(pid, || run_loop(b, &[], pairs).map(drop)) {
                 Ok(r) => self.runtimes.entry(config).or_default().push(r),
                 Err(e) => self.runtime_missing = Some(format!("{e:#}")),
+            }
+            // The pool loop's programs too, where the tracer traces it
+            // (bpftrace's script does not).
+            if config != "bpftrace" && self.runtime_missing.is_none() {
+                match runtime::measure(pid, || run_loop(b, POOL_LOOP_ARGS, pairs).map(drop)) {
+                    Ok(r) => self.pool_runtimes.entry(config).or_default().push(r),
+                    Err(e) => self.runtime_missing = Some(format!("{e:#}")),
+                }
             }
         }
         Ok(())
@@ -136,6 +145,7 @@ pub fn bench(quick: bool, only: Only<'_>) -> anyhow::Result<()> {
         attach_ms: median(c.attach_ms),
         verified: c.verified.unwrap_or_default(),
         runtimes: c.runtimes,
+        pool_runtimes: c.pool_runtimes,
         runtime_missing: c.runtime_missing,
         bpftrace_missing: bpftrace.err(),
     };

@@ -21,6 +21,9 @@ pub struct Run {
     /// Per configuration, one record of its programs' run time per
     /// repetition (see `runtime`).
     pub runtimes: BTreeMap<&'static str, Vec<Runtime>>,
+    /// The same over the `cuMemAllocAsync`+`cuMemFreeAsync` loop (every
+    /// tracer but bpftrace, whose script does not trace it).
+    pub pool_runtimes: BTreeMap<&'static str, Vec<Runtime>>,
     /// Why the programs' run time was not measured, if it was not.
     pub runtime_missing: Option<String>,
     pub bpftrace_missing: Option<String>,
@@ -70,7 +73,9 @@ pub fn write(
 }
 
 fn report_json(machine: &str, samples: &Samples, run: &Run, load: &AgentLoad) -> Value {
-    let (program_pair, program_run) = (program_ns_per_pair(run), program_rows(run));
+    let (program_pair, program_run) =
+        (program_ns_per_pair(run, &run.runtimes), program_rows(run, &run.runtimes));
+    let pool = (program_ns_per_pair(run, &run.pool_runtimes), program_rows(run, &run.pool_runtimes));
     let mut pair_ns = serde_json::Map::new();
     for c in CONFIGS {
         let row: serde_json::Map<String, Value> = LOOPS
@@ -97,6 +102,8 @@ fn report_json(machine: &str, samples: &Samples, run: &Run, load: &AgentLoad) ->
         "attach_ms": run.attach_ms,
         "program_ns_per_pair": program_pair,
         "program_ns_per_run": program_run,
+        "pool_async_program_ns_per_pair": pool.0,
+        "pool_async_program_ns_per_run": pool.1,
         "verified_insns_total": run.verified.values().map(|&n| u64::from(n)).sum::<u64>(),
         "verified_insns": run.verified,
         "bpftrace": run.bpftrace_missing.clone().unwrap_or_else(|| "measured".into()),
@@ -116,7 +123,6 @@ fn report_json(machine: &str, samples: &Samples, run: &Run, load: &AgentLoad) ->
 }
 
 fn report_md(machine: &str, samples: &Samples, run: &Run, load: &AgentLoad) -> String {
-    let (program_pair, program_run) = (program_ns_per_pair(run), program_rows(run));
     let f = |v: Option<f64>| v.map_or("–".to_string(), |v| format!("{v:.0}"));
     let r = |v: Option<f64>| v.map_or("–".to_string(), |v| format!("{v:.3}"));
     let (reps, pairs, mixed) = (run.reps, run.pairs, run.mixed_pairs);
@@ -139,7 +145,14 @@ fn report_md(machine: &str, samples: &Samples, run: &Run, load: &AgentLoad) -> S
         r(loop_ratio(samples, "gpumem", "floor", "pool_from_pool")),
         f(run.attach_ms)
     );
-    md += &runtime_table(run, &program_pair, &program_run);
+    match &run.runtime_missing {
+        Some(why) => md += &format!("\nTime inside the programs not measured: {why}\n"),
+        None => {
+            md += &runtime_table(run, "alloc+free pair", &run.runtimes);
+            md += &runtime_table(run, "cuMemAllocAsync+cuMemFreeAsync pair", &run.pool_runtimes);
+            md += "\nEach total includes the programs that run once per process (exec, contexts, exit), spread over the loop's pairs.\n";
+        }
+    }
     md += &verified_line(&run.verified);
     if let Some(why) = &run.bpftrace_missing {
         md += &format!("\nbpftrace not measured: {why}\n");
@@ -191,9 +204,13 @@ fn per_repetition_ratio(a: Option<&Vec<f64>>, b: Option<&Vec<f64>>) -> Option<f6
 }
 
 /// Median over the repetitions of each configuration's time inside its
-/// programs per pair.
-fn program_ns_per_pair(run: &Run) -> BTreeMap<&'static str, f64> {
-    run.runtimes
+/// programs per pair of a loop (`runtimes`: `Run::runtimes` or
+/// `Run::pool_runtimes`).
+fn program_ns_per_pair(
+    run: &Run,
+    runtimes: &BTreeMap<&'static str, Vec<Runtime>>,
+) -> BTreeMap<&'static str, f64> {
+    runtimes
         .iter()
         .filter_map(|(&c, reps)| {
             median(reps.iter().map(|r| per_pair(r, run.pairs)).collect()).map(|v| (c, v))
@@ -210,9 +227,13 @@ struct ProgramRow {
     runs_per_pair: f64,
 }
 
-/// Each configuration's programs, as medians over the repetitions.
-fn program_rows(run: &Run) -> BTreeMap<&'static str, BTreeMap<String, ProgramRow>> {
-    run.runtimes
+/// Each configuration's programs in a loop, as medians over the
+/// repetitions.
+fn program_rows(
+    run: &Run,
+    runtimes: &BTreeMap<&'static str, Vec<Runtime>>,
+) -> BTreeMap<&'static str, BTreeMap<String, ProgramRow>> {
+    runtimes
         .iter()
         .map(|(&c, reps)| {
             let mut per: BTreeMap<String, (Vec<f64>, Vec<f64>)> = BTreeMap::new();
@@ -229,20 +250,15 @@ fn program_rows(run: &Run) -> BTreeMap<&'static str, BTreeMap<String, ProgramRow
         .collect()
 }
 
-/// The programs' share of a pair, per configuration, as a table.
-fn runtime_table(
-    run: &Run,
-    pair: &BTreeMap<&'static str, f64>,
-    rows: &BTreeMap<&'static str, BTreeMap<String, ProgramRow>>,
-) -> String {
-    if let Some(why) = &run.runtime_missing {
-        return format!("\nTime inside the programs not measured: {why}\n");
-    }
+/// The programs' share of a pair of the loop `what` names, per
+/// configuration, as a table.
+fn runtime_table(run: &Run, what: &str, runtimes: &BTreeMap<&'static str, Vec<Runtime>>) -> String {
+    let (pair, rows) = (program_ns_per_pair(run, runtimes), program_rows(run, runtimes));
     let mut md = format!(
-        "\nTime inside each tracer's programs (the kernel's run-time statistics, on for one more loop of {} pairs per repetition; median):\n\n| configuration | ns per pair inside its programs | ns per run, programs run every pair |\n| --- | --- | --- |\n",
+        "\nTime inside each tracer's programs, {what} (the kernel's run-time statistics, on for one more loop of {} pairs per repetition; median):\n\n| configuration | ns per pair inside its programs | ns per run, programs run every pair |\n| --- | --- | --- |\n",
         run.pairs
     );
-    for (c, ns) in pair {
+    for (c, ns) in &pair {
         // The programs of the loop itself; the rest run once per process,
         // counted in the total.
         let progs: Vec<String> = rows
@@ -254,7 +270,7 @@ fn runtime_table(
             .collect();
         md += &format!("| {c} | {ns:.0} | {} |\n", progs.join(", "));
     }
-    md + "\nThe total includes the programs that run once per process (exec, contexts, exit), spread over the loop's pairs.\n"
+    md
 }
 
 #[cfg(test)]

@@ -21,9 +21,12 @@ pub const CONFIGS: [&str; 6] = ["untraced", "floor", "gpumem", "gpumem+limits", 
 pub const LOOPS: [(&str, &[&str]); 4] = [
     ("alloc_free", &[]),
     ("mixed", &["--mix"]),
-    ("pool_async", &["--pool", "async"]),
+    ("pool_async", POOL_LOOP_ARGS),
     ("pool_from_pool", &["--pool", "from-pool"]),
 ];
+/// The workload's arguments for the `cuMemAllocAsync`+`cuMemFreeAsync`
+/// loop, whose programs' time the report gives beside the plain loop's.
+pub const POOL_LOOP_ARGS: &[&str] = &["--pool", "async"];
 
 pub struct Built {
     pub agent: PathBuf,
