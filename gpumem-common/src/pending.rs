@@ -111,8 +111,9 @@ pub struct AllocCall {
 pub struct FreeCall {
     /// The address or handle freed.
     pub addr: u64,
-    /// The caller's cgroup at the entry, read only when `found` is 0 (an
-    /// untracked free's record); 0 otherwise.
+    /// The caller's cgroup at the entry, read only when `found` is 0 (for
+    /// an untracked free's record); 0 otherwise (see
+    /// `families::free::caller_cgroup`).
     pub cgroup_id: u64,
     /// 1 when `live` holds the allocation taken out of the live map (put
     /// back if the free fails).

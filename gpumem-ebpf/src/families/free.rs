@@ -109,9 +109,22 @@ fn free_return_run(ctx: RetProbeContext) -> u32 {
     }
     let change = Change { addr: call.addr, result, kind, ..Change::default() };
     if !(call.found == 1 && record_free(api, pid_tgid, change, &call.live)) {
-        record_untracked_free(api, call.cgroup_id, change);
+        record_untracked_free(api, caller_cgroup(&call), change);
     }
     0
+}
+
+/// The caller's cgroup for the record of a free taken at its entry
+/// (`take_live`) that turns out untracked at its return: read at the
+/// entry when nothing was found there, else (an entry of an earlier image
+/// of the process) now.
+#[inline(always)]
+pub fn caller_cgroup(call: &FreeCall) -> u64 {
+    if call.found == 0 {
+        return call.cgroup_id;
+    }
+    // SAFETY: plain helper call.
+    unsafe { bpf_get_current_cgroup_id() }
 }
 
 /// Sends a free of something gpumem never saw allocated (`change` carries

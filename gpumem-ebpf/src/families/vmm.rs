@@ -34,7 +34,7 @@ use crate::{
         task_stack::on_task_stack,
     },
     families::{
-        free::{live_key_of, record_free, record_untracked_free, take_live},
+        free::{caller_cgroup, live_key_of, record_free, record_untracked_free, take_live},
         report::report,
     },
     maps::{LIVE, VMM_MAPPINGS},
@@ -102,7 +102,7 @@ fn vmm_release_return_run(ctx: RetProbeContext) -> u32 {
     }
     let change = Change { addr: call.addr, result, kind: kind::VMM, ..Change::default() };
     if !(call.found == 1 && gone(api, pid_tgid, change, &call.live)) {
-        record_untracked_free(api, call.cgroup_id, change);
+        record_untracked_free(api, caller_cgroup(&call), change);
     }
     0
 }
