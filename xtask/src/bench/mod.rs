@@ -86,7 +86,8 @@ impl Collected {
             if config != "bpftrace" && self.runtime_missing.is_none() {
                 match runtime::measure(pid, || run_loop(b, POOL_LOOP_ARGS, pairs).map(drop)) {
                     Ok(r) => self.pool_runtimes.entry(config).or_default().push(r),
-                    Err(e) => self.runtime_missing = Some(format!("{e:#}")),
+                    // The plain loop's table stands: this one lacks the row.
+                    Err(e) => eprintln!("xtask: bench: no run time of the pool loop under {config}: {e:#}"),
                 }
             }
         }
