@@ -46,9 +46,6 @@ pub(crate) fn free_device(dptr: CUdeviceptr, how: u32) -> CUresult {
         Some(live) => {
             if live.pool.is_some() {
                 crate::pool::forget(dptr);
-                if let Ok(mut card) = state::card() {
-                    card.reuse_pool_block(dptr, &live);
-                }
             }
             true
         }

@@ -219,18 +219,11 @@ impl Card {
         if live.charged {
             self.uncharge(live.device, live.bytes, Use::Memory);
         }
-        Some(live)
-    }
-
-    /// Gives a pool's block at `addr`, released (`live`), back to its pool
-    /// to hand out again: only once the pool's own figures forgot it
-    /// (`pool::forget`), or another thread's allocation of it could be
-    /// forgotten in its place.
-    pub fn reuse_pool_block(&mut self, addr: u64, live: &Live) {
         if let Some(pool) = live.pool {
             let span = live.bytes.div_ceil(ALIGN).max(1) * ALIGN;
             self.pool_blocks.entry((pool, live.device, span)).or_default().push(addr);
         }
+        Some(live)
     }
 
     /// Takes `bytes` of `dev`'s capacity with no address (VMM physical
