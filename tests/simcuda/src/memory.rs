@@ -20,7 +20,7 @@ pub(crate) unsafe fn alloc_device(dptr: *mut CUdeviceptr, bytes: usize, how: u32
         Ok(x) => x,
         Err(e) => return e,
     };
-    match card.allocate(dev, bytes as u64, how == MANAGED, None) {
+    match card.allocate(dev, bytes as u64, how == MANAGED, false) {
         Some(addr) => {
             // SAFETY: the caller's out-pointer, valid by the driver API's contract.
             unsafe { *dptr = addr };
@@ -44,7 +44,7 @@ pub(crate) fn free_device(dptr: CUdeviceptr, how: u32) -> CUresult {
     };
     let freed = match released {
         Some(live) => {
-            if live.pool.is_some() {
+            if live.pooled {
                 crate::pool::forget(dptr);
             }
             true

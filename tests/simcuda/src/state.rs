@@ -32,20 +32,14 @@ pub struct Live {
     /// Whether the card was charged: managed memory is not (see
     /// [`Card::allocate`]).
     pub charged: bool,
-    /// The memory pool it was made from, if any (pool.rs keeps its
-    /// figures).
-    pub pool: Option<u64>,
+    /// Made from a memory pool (pool.rs keeps its figures).
+    pub pooled: bool,
 }
 
 pub struct Card {
     pub devices: Vec<Device>,
     /// Live allocations by address.
     pub live: HashMap<u64, Live>,
-    /// Pools' freed blocks, by (pool, device, aligned size): a pool hands
-    /// its freed memory out again, as the driver's stream-ordered
-    /// allocator does (an allocation of the size just freed gets the
-    /// freed address back); everything else takes fresh addresses.
-    pool_blocks: HashMap<(u64, i32, u64), Vec<u64>>,
     /// Pinned host memory: address -> bytes (allocated or registered).
     pub host: HashMap<u64, u64>,
     next_host: u64,
@@ -106,7 +100,6 @@ pub fn init() -> Result<(), CUresult> {
     let _ = CARD.set(Mutex::new(Card {
         devices,
         live: HashMap::new(),
-        pool_blocks: HashMap::new(),
         host: HashMap::new(),
         next_host: HOST_BASE,
         next_handle: 0x5000_0000,
@@ -189,26 +182,16 @@ impl Card {
     /// `None` when the card is full. Managed memory lives where it is
     /// touched and a driver lets it exceed the device, so, untouched here,
     /// it takes none of the card (nor of NVML's figures), as on a real one.
-    /// `pool`: the pool a pool's allocation is made from, which gives a
-    /// block it freed of the same aligned size back first.
-    pub fn allocate(&mut self, dev: i32, bytes: u64, managed: bool, pool: Option<u64>) -> Option<u64> {
+    /// `pooled`: a pool's allocation.
+    pub fn allocate(&mut self, dev: i32, bytes: u64, managed: bool, pooled: bool) -> Option<u64> {
         let end = DEVICE_BASE + (dev as u64 + 1) * DEVICE_WINDOW;
-        let next_va = self.devices.get(dev.max(0) as usize).filter(|_| dev >= 0)?.next_va;
-        let span = bytes.div_ceil(ALIGN).max(1) * ALIGN;
-        let blocks = pool.map(|p| (p, dev, span));
-        let reused = blocks.and_then(|b| self.pool_blocks.get_mut(&b)?.pop());
-        let fits = reused.is_some() || next_va + span <= end;
-        if !fits || !(managed || self.charge(dev, bytes, Use::Memory)) {
-            if let (Some(addr), Some(b)) = (reused, blocks) {
-                self.pool_blocks.entry(b).or_default().push(addr);
-            }
+        let d = self.devices.get(dev.max(0) as usize).filter(|_| dev >= 0)?;
+        let (addr, next) = (d.next_va, d.next_va + bytes.div_ceil(ALIGN).max(1) * ALIGN);
+        if next > end || !(managed || self.charge(dev, bytes, Use::Memory)) {
             return None;
         }
-        let addr = reused.unwrap_or_else(|| {
-            self.devices[dev as usize].next_va = next_va + span;
-            next_va
-        });
-        self.live.insert(addr, Live { device: dev, bytes, charged: !managed, pool });
+        self.devices[dev as usize].next_va = next;
+        self.live.insert(addr, Live { device: dev, bytes, charged: !managed, pooled });
         Some(addr)
     }
 
@@ -218,10 +201,6 @@ impl Card {
         backing::give_back(addr, live.bytes);
         if live.charged {
             self.uncharge(live.device, live.bytes, Use::Memory);
-        }
-        if let Some(pool) = live.pool {
-            let span = live.bytes.div_ceil(ALIGN).max(1) * ALIGN;
-            self.pool_blocks.entry((pool, live.device, span)).or_default().push(addr);
         }
         Some(live)
     }
