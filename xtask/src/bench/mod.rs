@@ -6,8 +6,9 @@
 //! (`setup::LOOPS`), and the report takes the median per cell.
 //! After each configuration's loops, one more alloc+free loop and one more
 //! `cuMemAllocAsync`+`cuMemFreeAsync` loop run with the kernel's
-//! per-program statistics on, to say where the time goes (`runtime`). The loops run on the simulated driver's release build,
-//! whose entry points are NVIDIA-shaped stubs. Then the same
+//! per-program statistics on, to say where the time goes (`runtime`).
+//! The loops run on the simulated driver's release build, whose entry
+//! points are NVIDIA-shaped stubs. Then the same
 //! configurations on NVIDIA's own 550 library beside a reference library
 //! whose entry points the kernel emulates (`nvidia`), one agent under load
 //! (`load`), attaching and detaching 1 and 20 libraries (`attach`), and what

@@ -73,9 +73,8 @@ pub fn write(
 }
 
 fn report_json(machine: &str, samples: &Samples, run: &Run, load: &AgentLoad) -> Value {
-    let (program_pair, program_run) =
-        (program_ns_per_pair(run, &run.runtimes), program_rows(run, &run.runtimes));
-    let pool = (program_ns_per_pair(run, &run.pool_runtimes), program_rows(run, &run.pool_runtimes));
+    let (program_pair, program_run) = programs(run, &run.runtimes);
+    let pool = programs(run, &run.pool_runtimes);
     let mut pair_ns = serde_json::Map::new();
     for c in CONFIGS {
         let row: serde_json::Map<String, Value> = LOOPS
@@ -203,6 +202,15 @@ fn per_repetition_ratio(a: Option<&Vec<f64>>, b: Option<&Vec<f64>>) -> Option<f6
     median(a.iter().zip(b).filter(|(_, &y)| y > 0.0).map(|(x, y)| x / y).collect())
 }
 
+/// Per configuration, the time inside its programs per pair of a loop and
+/// each program's run (`runtimes`: `Run::runtimes` or
+/// `Run::pool_runtimes`), as medians over the repetitions.
+type Programs = (BTreeMap<&'static str, f64>, BTreeMap<&'static str, BTreeMap<String, ProgramRow>>);
+
+fn programs(run: &Run, runtimes: &BTreeMap<&'static str, Vec<Runtime>>) -> Programs {
+    (program_ns_per_pair(run, runtimes), program_rows(run, runtimes))
+}
+
 /// Median over the repetitions of each configuration's time inside its
 /// programs per pair of a loop (`runtimes`: `Run::runtimes` or
 /// `Run::pool_runtimes`).
@@ -253,7 +261,7 @@ fn program_rows(
 /// The programs' share of a pair of the loop `what` names, per
 /// configuration, as a table.
 fn runtime_table(run: &Run, what: &str, runtimes: &BTreeMap<&'static str, Vec<Runtime>>) -> String {
-    let (pair, rows) = (program_ns_per_pair(run, runtimes), program_rows(run, runtimes));
+    let (pair, rows) = programs(run, runtimes);
     let mut md = format!(
         "\nTime inside each tracer's programs, {what} (the kernel's run-time statistics, on for one more loop of {} pairs per repetition; median):\n\n| configuration | ns per pair inside its programs | ns per run, programs run every pair |\n| --- | --- | --- |\n",
         run.pairs
