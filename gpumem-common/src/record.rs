@@ -68,6 +68,12 @@ pub const FLAG_CGROUP_SLOTS_FULL: u32 = 2;
 /// A free recorded at its entry, where it is final (see
 /// `api::Shape::Free`): the driver's result is not known, and `result` is 0.
 pub const FLAG_AT_ENTRY: u32 = 4;
+/// An allocation whose address the kernel's live map still held for an
+/// allocation whose free was never seen: that one's charge was dropped.
+/// Without it, an allocation at an address a reader still holds is one
+/// the driver handed out again while another thread's free of it had not
+/// yet returned: that free's record is still to come.
+pub const FLAG_REPLACED_STALE: u32 = 8;
 
 /// `device` when the calling thread's current context is not known.
 pub const DEVICE_UNKNOWN: u32 = u32::MAX;

@@ -6,7 +6,7 @@
 use compact_str::CompactString;
 use gpumem_common::{
     declare::declaration::Declaration, event_type, limit_action, payload_size, record, Header,
-    DEVICE_UNKNOWN, FLAG_AT_ENTRY, FLAG_CGROUP_SLOTS_FULL, FLAG_UNTRACKED,
+    DEVICE_UNKNOWN, FLAG_AT_ENTRY, FLAG_CGROUP_SLOTS_FULL, FLAG_REPLACED_STALE, FLAG_UNTRACKED,
 };
 
 /// One kernel record.
@@ -73,6 +73,9 @@ pub struct Change {
     pub untracked: bool,
     /// A charge beyond the cgroups one process's exit can uncharge.
     pub cgroup_slots_full: bool,
+    /// An allocation that took the place of one whose free was never seen
+    /// (`gpumem_common::FLAG_REPLACED_STALE`).
+    pub replaced_stale: bool,
 }
 
 /// Everything a process image held, released at its exit or exec.
@@ -179,6 +182,7 @@ fn change(payload: &[u8]) -> Change {
         generation: c.generation,
         untracked: c.flags & FLAG_UNTRACKED != 0,
         cgroup_slots_full: c.flags & FLAG_CGROUP_SLOTS_FULL != 0,
+        replaced_stale: c.flags & FLAG_REPLACED_STALE != 0,
     }
 }
 

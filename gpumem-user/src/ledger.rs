@@ -171,12 +171,32 @@ pub struct Process {
     /// cgroup of its latest call.
     pub cgroup_id: u64,
     live: HashMap<Key, Live>,
+    /// Allocations whose address the driver handed out again before
+    /// their free's record came (a free recorded at its return, on
+    /// another thread): still held, each until a free of its address and
+    /// its size, kind, device and cgroup.
+    freeing: HashMap<Key, Vec<Live>>,
 }
 
 impl Process {
     /// Number of live allocations.
     pub fn live_count(&self) -> usize {
         self.live.len()
+    }
+
+    /// The allocation at `key` whose free's record is still to come that
+    /// a free of `freed` (its size, kind, device and cgroup) is of, taken
+    /// out; None where there is none (the free is of the one in `live`).
+    fn take_freeing(&mut self, key: Key, freed: &Live) -> Option<Live> {
+        let waiting = self.freeing.get_mut(&key)?;
+        let at = waiting.iter().position(|l| {
+            (l.size, l.kind, l.device, l.cgroup_id) == (freed.size, freed.kind, freed.device, freed.cgroup_id)
+        })?;
+        let taken = waiting.swap_remove(at);
+        if waiting.is_empty() {
+            self.freeing.remove(&key);
+        }
+        Some(taken)
     }
 }
 
@@ -192,6 +212,10 @@ pub struct Ledger {
     /// Records that changed what is held, so far: what a cached answer
     /// about holders is valid for.
     changes: u64,
+    /// When this ledger was seeded from the kernel's live allocations (an
+    /// adopting agent), else 0: the ring's records dated before it are of
+    /// allocations the seed may hold already.
+    adopted_at_ns: u64,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -223,7 +247,9 @@ impl Ledger {
                 // Only what the ledger holds: after an adoption the ring
                 // still has frees of allocations gone before it.
                 if let Some(p) = self.procs.get_mut(&tgid) {
-                    if let Some(freed) = p.live.remove(&Key { ns: ns::for_kind(c.kind), addr: c.addr }) {
+                    let key = Key { ns: ns::for_kind(c.kind), addr: c.addr };
+                    let freed = p.take_freeing(key, &Live::of(c, &e.origin)).or_else(|| p.live.remove(&key));
+                    if let Some(freed) = freed {
                         p.usage.uncharge(freed.kind, freed.device(), freed.size);
                         uncharge_cgroup(&mut self.cgroups, &freed);
                     }
@@ -232,7 +258,7 @@ impl Ledger {
             Body::Exit(r) | Body::Exec(r) => {
                 self.remember_released(tgid, r.generation, e.origin.ts_ns);
                 if let Some(p) = self.procs.remove(&tgid) {
-                    for live in p.live.values() {
+                    for live in p.live.values().chain(p.freeing.values().flatten()) {
                         uncharge_cgroup(&mut self.cgroups, live);
                     }
                 }
@@ -243,7 +269,7 @@ impl Ledger {
 
     fn alloc(&mut self, e: &Event, c: &Change) {
         let key = Key { ns: ns::for_kind(c.kind), addr: c.addr };
-        self.charge(e.origin.pid, &e.origin.comm, key, Live::of(c, &e.origin));
+        self.charge(e.origin.pid, &e.origin.comm, key, Live::of(c, &e.origin), c.replaced_stale);
     }
 
     /// Takes in an allocation the kernel held when this agent started (an
@@ -251,10 +277,19 @@ impl Ledger {
     /// record would have; `a.ts_ns` is when it was adopted.
     pub fn adopt(&mut self, a: &LiveAllocation<'_>) {
         let live = Live::new(a.size, a.cgroup_id, a.ts_ns, a.kind, a.device, a.api);
-        self.charge(a.tgid, a.comm, Key::of(a.key), live);
+        self.charge(a.tgid, a.comm, Key::of(a.key), live, true);
     }
 
-    fn charge(&mut self, tgid: u32, comm: &str, key: Key, live: Live) {
+    /// Charges `live` at `key`. Where the ledger holds an allocation at
+    /// `key` already, the kernel's record says which it is (`stale`): one
+    /// whose free was never seen, whose charge goes (as the kernel's
+    /// does), or one a free on another thread had taken out before the
+    /// driver handed its address out again, held until that free's
+    /// record comes. A record dated before an adoption replaces what it
+    /// finds too: that is the adopted allocation itself, or one the
+    /// ring's later records free and replace again.
+    fn charge(&mut self, tgid: u32, comm: &str, key: Key, live: Live, stale: bool) {
+        let stale = stale || live.ts_ns < self.adopted_at_ns;
         let p = self.procs.entry(tgid).or_default();
         // The process's name is its first allocating thread's, kept: a
         // name that changed with each thread (a trainer's workers) would
@@ -263,11 +298,13 @@ impl Ledger {
             p.comm = comm.to_string();
         }
         p.cgroup_id = live.cgroup_id;
-        // Same rule as the kernel: an entry at this address is an
-        // allocation whose free was never seen; its charge goes.
-        if let Some(stale) = p.live.insert(key, live) {
-            p.usage.uncharge(stale.kind, stale.device(), stale.size);
-            uncharge_cgroup(&mut self.cgroups, &stale);
+        if let Some(before) = p.live.insert(key, live) {
+            if stale {
+                p.usage.uncharge(before.kind, before.device(), before.size);
+                uncharge_cgroup(&mut self.cgroups, &before);
+            } else {
+                p.freeing.entry(key).or_default().push(before);
+            }
         }
         p.usage.charge(live.kind, live.device(), live.size);
         self.cgroups.entry(live.cgroup_id).or_default().charge(live.kind, live.device(), live.size);

@@ -23,7 +23,7 @@ use aya_ebpf::{
 use gpumem_common::{
     api::{ids_of, in_mask, Shape},
     event_type, ns, stat, AllocCall, Change, LiveAlloc, LiveKey, CUDA_SUCCESS, FLAG_CGROUP_SLOTS_FULL,
-    NO_SLOT,
+    FLAG_REPLACED_STALE, NO_SLOT,
 };
 
 use crate::{
@@ -207,7 +207,10 @@ pub fn record_alloc(api: u32, who: Subject, mut change: Change, namespace: u32, 
     // first, then an insert, walked it twice: about 120 ns a call).
     match LIVE.insert(key, live, u64::from(BPF_NOEXIST)) {
         Ok(()) => {}
-        Err(e) if e == -EEXIST => replace_stale(key, &live, who.cgroup_id, &mut t),
+        Err(e) if e == -EEXIST => {
+            replace_stale(key, &live, who.cgroup_id, &mut t);
+            change.flags |= FLAG_REPLACED_STALE;
+        }
         Err(_) => count(stat::MAP_FULL),
     }
     change.generation = t.generation;

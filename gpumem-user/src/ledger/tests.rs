@@ -104,9 +104,44 @@ fn failed_and_untracked_records_change_nothing() {
 fn reused_address_replaces_the_stale_allocation() {
     let mut l = Ledger::default();
     l.apply(&rec(event_type::ALLOC, 10, 7, 0x1000, 10));
-    l.apply(&rec(event_type::ALLOC, 10, 7, 0x1000, 30));
+    let mut again = rec(event_type::ALLOC, 10, 7, 0x1000, 30);
+    change(&mut again).replaced_stale = true;
+    l.apply(&again);
     assert_eq!(l.process(10).unwrap().usage.bytes, 30);
     assert_eq!(l.cgroup(7).unwrap().bytes, 30);
+}
+
+/// Thread A frees 0x1000 (its record comes at the free's return), the
+/// pool hands 0x1000 to thread B, whose allocation's record comes first:
+/// A's allocation is held until its free's record, and B's stays.
+#[test]
+fn an_address_handed_out_again_before_its_frees_record_keeps_both_until_each_free() {
+    for b_frees_first in [false, true] {
+        let mut l = Ledger::default();
+        l.apply(&rec(event_type::ALLOC, 10, 7, 0x1000, 10));
+        l.apply(&rec(event_type::ALLOC, 10, 7, 0x1000, 30));
+        assert_eq!(l.process(10).unwrap().usage.bytes, 40, "A is still held");
+        assert_eq!(l.process(10).unwrap().live_count(), 1);
+        let (first, then) = if b_frees_first { (30, 10) } else { (10, 30) };
+        l.apply(&rec(event_type::FREE, 10, 7, 0x1000, first));
+        assert_eq!(l.process(10).unwrap().usage.bytes, then, "b_frees_first {b_frees_first}");
+        assert_eq!(l.cgroup(7).unwrap().bytes, then);
+        l.apply(&rec(event_type::FREE, 10, 7, 0x1000, then));
+        assert_eq!(l.process(10).unwrap().usage.bytes, 0, "b_frees_first {b_frees_first}");
+        assert_eq!(l.process(10).unwrap().live_count(), 0);
+        assert!(l.cgroup(7).is_none());
+    }
+}
+
+#[test]
+fn an_allocation_waiting_for_its_frees_record_goes_with_its_process() {
+    let mut l = Ledger::default();
+    l.apply(&rec(event_type::ALLOC, 10, 7, 0x1000, 10));
+    l.apply(&rec(event_type::ALLOC, 10, 8, 0x1000, 30));
+    assert_eq!(l.cgroup(7).unwrap().bytes, 10);
+    l.apply(&rec(event_type::EXIT, 10, 7, 0, 40));
+    assert!(l.process(10).is_none());
+    assert!(l.cgroup(7).is_none() && l.cgroup(8).is_none(), "both cgroups uncharged");
 }
 
 #[test]
