@@ -135,6 +135,16 @@ pub unsafe fn free(d: &Driver, t: &Truth, h: &PoolsHeld) -> anyhow::Result<()> {
     unsafe {
         check(d.sym::<FreeStream>("cuMemFreeAsync")?(h.on_dev1, null), "cuMemFreeAsync (device 1's pool)")?;
         t.freed_as("device", 1, 768 << 10);
+        // The pool hands the block just freed out again (the simulated
+        // driver gives the same address back, as a pool reuses its freed
+        // memory): charged again, and freed.
+        let by_device: unsafe extern "C" fn(*mut u64, c_int) -> R = d.sym("cuDeviceGetDefaultMemPool")?;
+        let mut dev1 = 0;
+        check(by_device(&mut dev1, 1), "cuDeviceGetDefaultMemPool")?;
+        let again = alloc(d, dev1, 768 << 10)?;
+        t.allocated_as("device", 1, 768 << 10);
+        check(d.sym::<FreeStream>("cuMemFreeAsync")?(again, null), "cuMemFreeAsync (the block again)")?;
+        t.freed_as("device", 1, 768 << 10);
         check(d.sym::<FreeStream>("cuMemFreeAsync")?(h.host, null), "cuMemFreeAsync (host pool)")?;
         t.freed_as("host", 0, 3 << 20);
         check(d.sym::<unsafe extern "C" fn(u64) -> R>("cuMemPoolDestroy")?(h.host_pool), "cuMemPoolDestroy")?;

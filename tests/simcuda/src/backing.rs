@@ -23,7 +23,8 @@ pub const VMM_BASE: u64 = 0x6800_0000_0000;
 /// The host and VMM windows' size.
 pub const WINDOW: u64 = 1 << 40;
 /// Frees of at least this many bytes return their pages at once; smaller
-/// ones keep them (never reused: addresses only move up) until exit.
+/// ones keep them until exit (only a pool hands an address out again:
+/// its own freed block, see `state::Card::allocate`).
 pub const GIVE_BACK: u64 = 1 << 20;
 
 /// The windows of a card with `devices` devices.

@@ -20,7 +20,7 @@ pub(crate) unsafe fn alloc_device(dptr: *mut CUdeviceptr, bytes: usize, how: u32
         Ok(x) => x,
         Err(e) => return e,
     };
-    match card.allocate(dev, bytes as u64, how == MANAGED, false) {
+    match card.allocate(dev, bytes as u64, how == MANAGED, None) {
         Some(addr) => {
             // SAFETY: the caller's out-pointer, valid by the driver API's contract.
             unsafe { *dptr = addr };
@@ -44,8 +44,11 @@ pub(crate) fn free_device(dptr: CUdeviceptr, how: u32) -> CUresult {
     };
     let freed = match released {
         Some(live) => {
-            if live.pooled {
+            if live.pool.is_some() {
                 crate::pool::forget(dptr);
+                if let Ok(mut card) = state::card() {
+                    card.reuse_pool_block(dptr, &live);
+                }
             }
             true
         }

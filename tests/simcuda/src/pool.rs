@@ -203,9 +203,9 @@ pub(crate) unsafe fn alloc_from(dptr: *mut CUdeviceptr, bytes: usize, pool: u64)
         Err(e) => return e,
     };
     let addr = match place {
-        Place::Device(dev) => card.allocate(dev, bytes as u64, false, true),
+        Place::Device(dev) => card.allocate(dev, bytes as u64, false, Some(pool)),
         Place::Managed(dev) => match dev.map_or(current, Ok) {
-            Ok(dev) => card.allocate(dev, bytes as u64, true, true),
+            Ok(dev) => card.allocate(dev, bytes as u64, true, Some(pool)),
             Err(e) => return e,
         },
         Place::Host => card.host_alloc(bytes as u64),

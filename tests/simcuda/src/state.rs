@@ -32,14 +32,20 @@ pub struct Live {
     /// Whether the card was charged: managed memory is not (see
     /// [`Card::allocate`]).
     pub charged: bool,
-    /// Made from a memory pool (pool.rs keeps its figures).
-    pub pooled: bool,
+    /// The memory pool it was made from, if any (pool.rs keeps its
+    /// figures).
+    pub pool: Option<u64>,
 }
 
 pub struct Card {
     pub devices: Vec<Device>,
     /// Live allocations by address.
     pub live: HashMap<u64, Live>,
+    /// Pools' freed blocks, by (pool, device, aligned size): a pool hands
+    /// its freed memory out again, as the driver's stream-ordered
+    /// allocator does (an allocation of the size just freed gets the
+    /// freed address back); everything else takes fresh addresses.
+    pool_blocks: HashMap<(u64, i32, u64), Vec<u64>>,
     /// Pinned host memory: address -> bytes (allocated or registered).
     pub host: HashMap<u64, u64>,
     next_host: u64,
@@ -100,6 +106,7 @@ pub fn init() -> Result<(), CUresult> {
     let _ = CARD.set(Mutex::new(Card {
         devices,
         live: HashMap::new(),
+        pool_blocks: HashMap::new(),
         host: HashMap::new(),
         next_host: HOST_BASE,
         next_handle: 0x5000_0000,
@@ -182,16 +189,26 @@ impl Card {
     /// `None` when the card is full. Managed memory lives where it is
     /// touched and a driver lets it exceed the device, so, untouched here,
     /// it takes none of the card (nor of NVML's figures), as on a real one.
-    /// `pooled`: a pool's allocation.
-    pub fn allocate(&mut self, dev: i32, bytes: u64, managed: bool, pooled: bool) -> Option<u64> {
+    /// `pool`: the pool a pool's allocation is made from, which gives a
+    /// block it freed of the same aligned size back first.
+    pub fn allocate(&mut self, dev: i32, bytes: u64, managed: bool, pool: Option<u64>) -> Option<u64> {
         let end = DEVICE_BASE + (dev as u64 + 1) * DEVICE_WINDOW;
-        let d = self.devices.get(dev.max(0) as usize).filter(|_| dev >= 0)?;
-        let (addr, next) = (d.next_va, d.next_va + bytes.div_ceil(ALIGN).max(1) * ALIGN);
-        if next > end || !(managed || self.charge(dev, bytes, Use::Memory)) {
+        let next_va = self.devices.get(dev.max(0) as usize).filter(|_| dev >= 0)?.next_va;
+        let span = bytes.div_ceil(ALIGN).max(1) * ALIGN;
+        let blocks = pool.map(|p| (p, dev, span));
+        let reused = blocks.and_then(|b| self.pool_blocks.get_mut(&b)?.pop());
+        let fits = reused.is_some() || next_va + span <= end;
+        if !fits || !(managed || self.charge(dev, bytes, Use::Memory)) {
+            if let (Some(addr), Some(b)) = (reused, blocks) {
+                self.pool_blocks.entry(b).or_default().push(addr);
+            }
             return None;
         }
-        self.devices[dev as usize].next_va = next;
-        self.live.insert(addr, Live { device: dev, bytes, charged: !managed, pooled });
+        let addr = reused.unwrap_or_else(|| {
+            self.devices[dev as usize].next_va = next_va + span;
+            next_va
+        });
+        self.live.insert(addr, Live { device: dev, bytes, charged: !managed, pool });
         Some(addr)
     }
 
@@ -203,6 +220,17 @@ impl Card {
             self.uncharge(live.device, live.bytes, Use::Memory);
         }
         Some(live)
+    }
+
+    /// Gives a pool's block at `addr`, released (`live`), back to its pool
+    /// to hand out again: only once the pool's own figures forgot it
+    /// (`pool::forget`), or another thread's allocation of it could be
+    /// forgotten in its place.
+    pub fn reuse_pool_block(&mut self, addr: u64, live: &Live) {
+        if let Some(pool) = live.pool {
+            let span = live.bytes.div_ceil(ALIGN).max(1) * ALIGN;
+            self.pool_blocks.entry((pool, live.device, span)).or_default().push(addr);
+        }
     }
 
     /// Takes `bytes` of `dev`'s capacity with no address (VMM physical
