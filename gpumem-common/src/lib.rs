@@ -34,6 +34,7 @@ pub mod handover;
 pub mod kind;
 pub mod limit_list;
 pub mod limit_maps;
+pub mod live_table;
 pub mod maps;
 pub mod nvml;
 pub mod pending;
@@ -43,6 +44,7 @@ pub mod record;
 pub mod text;
 
 pub use api::id;
+pub use live_table::*;
 pub use maps::*;
 pub use pending::*;
 pub use record::*;

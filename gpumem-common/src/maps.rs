@@ -11,6 +11,8 @@ pub mod map_name {
     pub const EVENTS: &str = "EVENTS";
     pub const PENDING: &str = "PENDING";
     pub const LIVE: &str = "LIVE";
+    pub const LIVE_TABLE: &str = "LIVE_TABLE";
+    pub const LIVE_SPILLED: &str = "LIVE_SPILLED";
     pub const PROC_USAGE: &str = "PROC_USAGE";
     pub const CGROUP_USAGE: &str = "CGROUP_USAGE";
     pub const STATS: &str = "STATS";

@@ -1,7 +1,7 @@
 //! Every kernel map gpumem uses. Sizes come from `gpumem_common::maps`; the
 //! agent may override them at load time.
 use aya_ebpf::{
-    bindings::BPF_F_NO_PREALLOC,
+    bindings::{BPF_F_MMAPABLE, BPF_F_NO_PREALLOC},
     macros::{btf_map, map},
     maps::{Array, HashMap, LruHashMap, PerCpuArray, ProgramArray, RingBuf},
 };
@@ -17,11 +17,11 @@ use gpumem_common::{
     handover::Handover,
     nvml::{NvmlHandles, NVML_PROC_ENTRIES},
     pool::{ProcPools, POOL_PROC_ENTRIES},
-    stat, CgroupDevice, CgroupLimits, CtxKey, LimitKey, LimitRule, LimitState, LiveAlloc, LiveKey, Pending,
-    PendingKey, ProcUsage, TargetRules, TaskCall, ThreadCtx, CGROUP_ENTRIES, CGROUP_LIMITS_ENTRIES,
+    stat, CgroupDevice, CgroupLimits, CtxKey, LimitKey, LimitRule, LimitState, LiveAlloc, LiveKey, LiveSlot,
+    Pending, PendingKey, ProcUsage, TargetRules, TaskCall, ThreadCtx, CGROUP_ENTRIES, CGROUP_LIMITS_ENTRIES,
     COMM_LIMIT_ENTRIES, CTX_ENTRIES, DECLARED_ENTRIES, EVENTS_BYTES, HANDOVER_MARK_ENTRIES,
-    LIMIT_INDEX_ENTRIES, LIVE_ENTRIES, MAX_LIMITS, PENDING_ENTRIES, POD_ENTRIES, POD_PARENT_ENTRIES,
-    PROC_ENTRIES, TASK_COMM_LEN, THREAD_CTX_ENTRIES, VMM_MAPPING_ENTRIES,
+    LIMIT_INDEX_ENTRIES, LIVE_ENTRIES, LIVE_SLOTS, MAX_LIMITS, PENDING_ENTRIES, POD_ENTRIES,
+    POD_PARENT_ENTRIES, PROC_ENTRIES, TASK_COMM_LEN, THREAD_CTX_ENTRIES, VMM_MAPPING_ENTRIES,
 };
 
 /// Records to user space.
@@ -47,9 +47,22 @@ pub static TASK_CALLS: TaskStorage<TaskCall> = TaskStorage::new();
 #[map]
 pub static PENDING: HashMap<PendingKey, Pending> = HashMap::with_max_entries(PENDING_ENTRIES, 0);
 
-/// Live allocations: (tgid, namespace, address) -> size, kind, device, cgroup.
+/// Live allocations but VMM handles, in an open-addressed table
+/// (account/live.rs); mmapable, so the agent reads it without a system
+/// call per slot.
+#[map]
+pub static LIVE_TABLE: Array<LiveSlot> = Array::with_max_entries(LIVE_SLOTS, BPF_F_MMAPABLE);
+
+/// Live allocations the table does not keep: (tgid, namespace, address)
+/// -> size, kind, device, cgroup (account/live.rs).
 #[map]
 pub static LIVE: HashMap<LiveKey, LiveAlloc> = HashMap::with_max_entries(LIVE_ENTRIES, BPF_F_NO_PREALLOC);
+
+/// 1 once `LIVE` may hold an allocation that is not a VMM handle (one
+/// whose table slots were taken, or an earlier build's): the table's
+/// readers look there too from then on.
+#[map]
+pub static LIVE_SPILLED: Array<u64> = Array::with_max_entries(1, 0);
 
 /// Bytes held per process (tgid), with its per-cgroup split.
 #[map]

@@ -16,7 +16,6 @@
 //! `vmm.rs`, `array.rs` and `pool.rs` read `cuMemCreate`'s, the arrays'
 //! and pool allocations' arguments.
 use aya_ebpf::{
-    bindings::BPF_NOEXIST,
     helpers::{bpf_get_current_cgroup_id, bpf_get_current_pid_tgid, bpf_probe_read_user},
     programs::{ProbeContext, RetProbeContext},
 };
@@ -27,7 +26,11 @@ use gpumem_common::{
 };
 
 use crate::{
-    account::{limit_usage, pending, usage},
+    account::{
+        limit_usage,
+        live::{self, Put},
+        pending, usage,
+    },
     base::{
         cookie::cookie,
         counters::count,
@@ -37,7 +40,6 @@ use crate::{
     },
     device::current_device,
     limits::admit,
-    maps::LIVE,
 };
 
 /// The entry-time state every allocation shares: caller's cgroup and
@@ -203,15 +205,10 @@ pub fn record_alloc(api: u32, who: Subject, mut change: Change, namespace: u32, 
         limit_slots,
         ..LiveAlloc::default()
     };
-    // One walk of the live map's bucket where the address is new (a lookup
-    // first, then an insert, walked it twice: about 120 ns a call).
-    match LIVE.insert(key, live, u64::from(BPF_NOEXIST)) {
-        Ok(()) => {}
-        Err(e) if e == -EEXIST => {
-            replace_stale(key, &live, who.cgroup_id, &mut t);
-            change.flags |= FLAG_REPLACED_STALE;
-        }
-        Err(_) => count(stat::MAP_FULL),
+    let mut stale = LiveAlloc::default();
+    if live::insert(key, &live, &mut stale) == Put::Replaced {
+        drop_stale(key.tgid, &stale, who.cgroup_id, &mut t);
+        change.flags |= FLAG_REPLACED_STALE;
     }
     change.generation = t.generation;
     change.proc_total = t.proc_total;
@@ -222,27 +219,17 @@ pub fn record_alloc(api: u32, who: Subject, mut change: Change, namespace: u32, 
     emit(event_type::ALLOC, api, who, change);
 }
 
-/// The kernel's `EEXIST`, as the map helpers return it (negated).
-const EEXIST: i32 = 17;
-
-/// An entry already at `key` is an allocation whose free gpumem never saw:
-/// of this image (its charge is dropped so it is not counted twice), or of
-/// an earlier image of this tgid that exited or exec'd (uncharged
-/// already). `live` takes its place; `t`, the totals of the new charge,
-/// become those after the drop where it changed them.
+/// `stale`, found at the address just allocated, is an allocation whose
+/// free gpumem never saw: of this image (its charge is dropped so it is
+/// not counted twice), or of an earlier image of this tgid that exited or
+/// exec'd (uncharged already). `t`, the totals of the new charge, become
+/// those after the drop where it changed them.
 #[inline(always)]
-fn replace_stale(key: LiveKey, live: &LiveAlloc, cgroup_id: u64, t: &mut usage::Totals) {
-    // SAFETY: copied out before removal.
-    if let Some(stale) = unsafe { LIVE.get(key) }.copied() {
-        let _ = LIVE.remove(key);
-        if let Some(after) = usage::uncharge_current(key.tgid, &stale) {
-            t.proc_total = after.proc_total;
-            if stale.cgroup_id == cgroup_id {
-                t.cgroup_total = after.cgroup_total;
-            }
+fn drop_stale(tgid: u32, stale: &LiveAlloc, cgroup_id: u64, t: &mut usage::Totals) {
+    if let Some(after) = usage::uncharge_current(tgid, stale) {
+        t.proc_total = after.proc_total;
+        if stale.cgroup_id == cgroup_id {
+            t.cgroup_total = after.cgroup_total;
         }
-    }
-    if LIVE.insert(key, live, 0).is_err() {
-        count(stat::MAP_FULL);
     }
 }

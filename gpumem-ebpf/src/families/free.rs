@@ -14,19 +14,17 @@ use aya_ebpf::{
     programs::{ProbeContext, RetProbeContext},
 };
 use gpumem_common::{
-    event_type, ns, stat, Change, FreeCall, LiveAlloc, LiveKey, CUDA_SUCCESS, DEVICE_UNKNOWN, FLAG_AT_ENTRY,
+    event_type, ns, Change, FreeCall, LiveAlloc, LiveKey, CUDA_SUCCESS, DEVICE_UNKNOWN, FLAG_AT_ENTRY,
     FLAG_UNTRACKED,
 };
 
 use crate::{
-    account::{pending, usage},
+    account::{live, pending, usage},
     base::{
         cookie::cookie,
-        counters::count,
         records::{emit, Subject},
         task_stack::on_task_stack,
     },
-    maps::LIVE,
 };
 
 on_task_stack!(uprobe free_entry = FreeEntry => free_entry_run);
@@ -40,7 +38,7 @@ fn free_entry_run(ctx: ProbeContext) -> u32 {
     let key = live_key_of(pid_tgid, ns::for_kind(kind), addr);
     let change = Change { addr, kind, flags: FLAG_AT_ENTRY, ..Change::default() };
     let mut live = LiveAlloc::default();
-    if !(take(key, &mut live) && record_free(api, pid_tgid, change, &live)) {
+    if !(live::take(key, &mut live) && record_free(api, pid_tgid, change, &live)) {
         // SAFETY: plain helper call.
         record_untracked_free(api, unsafe { bpf_get_current_cgroup_id() }, change);
     }
@@ -65,27 +63,12 @@ fn free_take_entry_run(ctx: ProbeContext) -> u32 {
 #[inline(always)]
 pub fn take_live(namespace: u32, addr: u64) -> FreeCall {
     let mut call = FreeCall { addr, ..FreeCall::default() };
-    call.found = u32::from(take(live_key(namespace, addr), &mut call.live));
+    call.found = u32::from(live::take(live_key(namespace, addr), &mut call.live));
     if call.found == 0 {
         // SAFETY: plain helper call.
         call.cgroup_id = unsafe { bpf_get_current_cgroup_id() };
     }
     call
-}
-
-/// Takes the live allocation at `key` out of the live map into `live`;
-/// whether there was one. Of two threads freeing one address at once, only
-/// the one whose removal succeeds holds it: it alone uncharges it (or, at
-/// a refused return, puts it back).
-#[inline(always)]
-fn take(key: LiveKey, live: &mut LiveAlloc) -> bool {
-    // SAFETY: copied out before removal.
-    let Some(found) = (unsafe { LIVE.get(key) }).copied() else { return false };
-    if LIVE.remove(key).is_err() {
-        return false;
-    }
-    *live = found;
-    true
 }
 
 on_task_stack!(uretprobe free_return = FreeReturn => free_return_run);
@@ -102,8 +85,8 @@ fn free_return_run(ctx: RetProbeContext) -> u32 {
     let key = live_key_of(pid_tgid, ns::for_kind(kind), call.addr);
     if result != CUDA_SUCCESS {
         // The driver kept the allocation: it is still live and charged.
-        if call.found == 1 && LIVE.insert(key, call.live, 0).is_err() {
-            count(stat::MAP_FULL);
+        if call.found == 1 {
+            live::put_back(key, &call.live);
         }
         return 0;
     }

@@ -34,6 +34,11 @@ impl Tracer {
     pub(super) fn claim(&mut self) -> Result<(), BpfError> {
         if let Some(t) = &self.takeover {
             let (tag, build) = (t.tag, t.build.clone());
+            if !t.from.join("maps").join(map_name::LIVE_TABLE).exists() {
+                // A build before the live table: its allocations are in
+                // `LIVE`, where this build's programs look only when told.
+                self.mark_live_spilled()?;
+            }
             self.set_word(handover::joining(tag, self.build))?;
             // Marks an interrupted takeover's builds left would be read as
             // this one's.
@@ -138,6 +143,15 @@ impl Tracer {
         let name = map_name::HANDOVER;
         let map = self.ebpf.map_mut(name).ok_or(BpfError::MissingMap(name))?;
         Array::try_from(map).map_err(|e| BpfError::Map { name, source: Box::new(e) })
+    }
+
+    /// Sets `LIVE_SPILLED`: `LIVE` may hold allocations the table does not.
+    fn mark_live_spilled(&mut self) -> Result<(), BpfError> {
+        let name = map_name::LIVE_SPILLED;
+        let map = self.ebpf.map_mut(name).ok_or(BpfError::MissingMap(name))?;
+        let mut flag: Array<&mut MapData, u64> =
+            Array::try_from(map).map_err(|e| BpfError::Map { name, source: Box::new(e) })?;
+        flag.set(0, 1, 0).map_err(|e| BpfError::Map { name, source: Box::new(e) })
     }
 
     /// Forgets the marks the programs left while both builds ran.

@@ -12,7 +12,7 @@ use aya::{
 };
 use gpumem_common::{map_name, stat, LiveAlloc, LiveKey, Pending, PendingKey, ProcUsage};
 
-use super::{error::BpfError, Tracer};
+use super::{error::BpfError, live_table::LiveTable, Tracer};
 
 /// Handles on the kernel's usage maps.
 pub struct KernelMaps {
@@ -21,8 +21,10 @@ pub struct KernelMaps {
     stats: PerCpuArray<MapData, u64>,
     /// Calls in flight, per thread and API.
     pending: BpfHashMap<MapData, PendingKey, Pending>,
-    /// Live allocations.
+    /// Live allocations: VMM handles, and those the table does not keep.
     live: BpfHashMap<MapData, LiveKey, LiveAlloc>,
+    /// Live allocations but VMM handles.
+    table: LiveTable,
     /// Every loaded program, for the runs the kernel skipped.
     programs: Vec<ProgramFd>,
 }
@@ -53,6 +55,7 @@ impl KernelMaps {
             stats: tracer.take_map(map_name::STATS)?,
             pending: tracer.take_map(map_name::PENDING)?,
             live: tracer.take_map(map_name::LIVE)?,
+            table: LiveTable::map(tracer.take_any_map(map_name::LIVE_TABLE)?)?,
             programs: tracer.program_fds(),
         })
     }
@@ -82,16 +85,17 @@ impl KernelMaps {
         self.cgroups.iter().flatten().collect()
     }
 
-    /// The live allocations the kernel holds now, each of its process's
-    /// current image (entries of images that exited or exec'd are left in
-    /// `LIVE` until their address is reused, and are not held): what an
-    /// agent adopting pinned maps starts its ledger from, and what a limit
-    /// set at run time carries.
+    /// The live allocations the kernel holds now (the table's and the hash
+    /// map's), each of its process's current image (entries of images
+    /// that exited or exec'd are left until their address is reused, and
+    /// are not held): what an agent adopting pinned maps starts its ledger
+    /// from, and what a limit set at run time carries.
     pub fn held(&self) -> Vec<(LiveKey, LiveAlloc)> {
         let procs: HashMap<u32, ProcUsage> = self.procs.iter().flatten().collect();
-        self.live
-            .iter()
-            .flatten()
+        self.table
+            .held()
+            .into_iter()
+            .chain(self.live.iter().flatten())
             .filter(|(k, a)| procs.get(&k.tgid).is_some_and(|p| p.generation == a.generation))
             .collect()
     }

@@ -10,6 +10,7 @@ pub mod discover;
 mod error;
 pub mod handover;
 pub mod kernel;
+mod live_table;
 pub mod log;
 mod multi;
 mod object;

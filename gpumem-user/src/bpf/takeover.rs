@@ -29,12 +29,23 @@ const OWN_MAPS: &[&str] = &["TASK_STACK", "AYA_LOGS", "WAKE_AT"];
 /// start empty, which walks every cgroup again. Builds before `TASK_CTX`
 /// (with `CTX_DEVICE_GENERATION`) kept threads' contexts in `THREAD_CTX`,
 /// carried, which this build reads for a thread that has set none since.
+/// Builds before the live table (`LIVE_TABLE`, with `LIVE_SPILLED`) kept
+/// every live allocation in `LIVE`, carried: both start empty, and this
+/// build marks `LIVE` spilled (`Tracer::claim`), so that its frees and
+/// allocations look there for the old build's entries.
 /// An older build taking over from this one is refused for each map it
 /// lacks ("it keeps state in a map ... this build does not have"): a
 /// rollback goes through a restart without `--persist`'s pins (`gpumem
 /// detach`), as docs/persist.md says.
-const NEW_MAPS: &[&str] =
-    &["TASK_CALLS", "CGROUP_LIMITS", "LIMIT_INDEX_GENERATION", "TASK_CTX", "CTX_DEVICE_GENERATION"];
+const NEW_MAPS: &[&str] = &[
+    "TASK_CALLS",
+    "CGROUP_LIMITS",
+    "LIMIT_INDEX_GENERATION",
+    "TASK_CTX",
+    "CTX_DEVICE_GENERATION",
+    "LIVE_TABLE",
+    "LIVE_SPILLED",
+];
 
 /// What two builds must share to hand over, as one number: the shared
 /// maps' meaning (`handover::LAYOUT`), the probe table (each row's symbol,

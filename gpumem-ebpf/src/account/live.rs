@@ -1,0 +1,253 @@
+//! Live allocations by (process, namespace, address): where a charge is
+//! kept from its allocation to its free, so that the free uncharges what
+//! was charged.
+//!
+//! Two maps hold them. `LIVE_TABLE` (an open-addressed array,
+//! `gpumem_common::LiveSlot`) takes every allocation but VMM handles: its
+//! lookups are inlined, with no bucket lock and no memory to allocate, so
+//! an insert and a take cost a fraction of a hash map's. `LIVE` (a hash
+//! map) keeps VMM handles (changed in place by the mappings, vmm.rs), an
+//! allocation whose slots are all taken, and an earlier build's entries
+//! after a takeover; `LIVE_SPILLED` says whether it may hold any
+//! allocation but a VMM handle, so that the table's callers look there
+//! only then.
+//!
+//! A slot is claimed by compare-exchange on its state word, whose sequence
+//! changes at every claim: two takes of one address (two threads freeing
+//! it at once) claim it once, and a slot emptied and filled again between
+//! a reader's look and its claim is not claimed.
+use aya_ebpf::bindings::BPF_NOEXIST;
+use gpumem_common::{live_slot, ns, slot_state, stat, LiveAlloc, LiveKey, LiveSlot, LIVE_PROBES, LIVE_SLOTS};
+
+use crate::{
+    base::{
+        atomic::{compare_exchange, exchange},
+        counters::count,
+    },
+    maps::{LIVE, LIVE_SPILLED, LIVE_TABLE},
+};
+
+/// What [`insert`] did. (No payload: an enum's unused payload is
+/// undefined to the compiler, and a register copied from it fails the
+/// verifier.)
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Put {
+    /// The key was new.
+    New,
+    /// An entry was at the key already, an allocation whose free gpumem
+    /// never saw: replaced, and copied out.
+    Replaced,
+    /// No room: nothing kept (counted in `stat::MAP_FULL`).
+    Full,
+}
+
+/// Keeps `live` at `key`; an allocation found there already goes to
+/// `stale`.
+#[inline(always)]
+pub fn insert(key: LiveKey, live: &LiveAlloc, stale: &mut LiveAlloc) -> Put {
+    if key.ns == ns::VMM_HANDLE {
+        return insert_hashed(key, live, stale);
+    }
+    let first = live_slot(&key);
+    let mut free: *mut LiveSlot = core::ptr::null_mut();
+    let mut free_state = 0;
+    for i in 0..LIVE_PROBES {
+        let Some(slot) = slot_at(first.wrapping_add(i)) else { continue };
+        let state = state_of(slot);
+        let tag = state & slot_state::TAG;
+        if tag == slot_state::FULL && key_of(slot) == key && swap(slot, state, &key, live, stale) {
+            return Put::Replaced;
+        }
+        if tag == slot_state::EMPTY && free.is_null() {
+            (free, free_state) = (slot, state);
+        }
+    }
+    let found = spilled() && take_hashed(key, stale);
+    let put = if found { Put::Replaced } else { Put::New };
+    if !free.is_null() && fill(free, free_state, &key, live) {
+        return put;
+    }
+    // The key's slots are taken: the hash map keeps it, marked first so
+    // that every reader looks there from now on.
+    mark_spilled();
+    let mut ignored = LiveAlloc::default();
+    match insert_hashed(key, live, &mut ignored) {
+        Put::Full => Put::Full,
+        _ => put,
+    }
+}
+
+/// Takes the allocation at `key` out into `live`; whether there was one.
+/// Of two threads freeing one address at once, only the one whose claim
+/// (or the hash map's removal) succeeds holds it: it alone uncharges it
+/// (or, at a refused return, puts it back).
+#[inline(always)]
+pub fn take(key: LiveKey, live: &mut LiveAlloc) -> bool {
+    if key.ns != ns::VMM_HANDLE {
+        let first = live_slot(&key);
+        for i in 0..LIVE_PROBES {
+            let Some(slot) = slot_at(first.wrapping_add(i)) else { continue };
+            let state = state_of(slot);
+            if state & slot_state::TAG == slot_state::FULL
+                && key_of(slot) == key
+                && empty(slot, state, &key, live)
+            {
+                return true;
+            }
+        }
+        if !spilled() {
+            return false;
+        }
+    }
+    take_hashed(key, live)
+}
+
+/// Puts back an allocation [`take`] took out (the driver refused its
+/// free).
+#[inline(always)]
+pub fn put_back(key: LiveKey, live: &LiveAlloc) {
+    let mut ignored = LiveAlloc::default();
+    let _ = insert(key, live, &mut ignored);
+}
+
+#[inline(always)]
+fn slot_at(index: u32) -> Option<*mut LiveSlot> {
+    LIVE_TABLE.get_ptr_mut(index & (LIVE_SLOTS - 1))
+}
+
+#[inline(always)]
+fn state_of(slot: *mut LiveSlot) -> u64 {
+    // SAFETY: `slot` is a live-table value; volatile, so that the key is
+    // read after it.
+    unsafe { core::ptr::addr_of!((*slot).state).read_volatile() }
+}
+
+#[inline(always)]
+fn key_of(slot: *mut LiveSlot) -> LiveKey {
+    // SAFETY: as for `state_of`.
+    unsafe { core::ptr::addr_of!((*slot).key).read_volatile() }
+}
+
+/// Claims `slot` if its state is still `seen`; the claimed state.
+#[inline(always)]
+fn claim(slot: *mut LiveSlot, seen: u64) -> Option<u64> {
+    let claimed = slot_state::claimed(seen);
+    // SAFETY: the state word of a live-table value, 8-byte aligned.
+    let found = unsafe { compare_exchange(core::ptr::addr_of_mut!((*slot).state), seen, claimed) };
+    (found == seen).then_some(claimed)
+}
+
+/// Ends a claim: `slot`'s state becomes `claimed` released as `tag`. An
+/// exchange, not a store: a full barrier, so the slot's contents are
+/// written before another CPU sees it.
+#[inline(always)]
+fn release(slot: *mut LiveSlot, claimed: u64, tag: u64) {
+    // SAFETY: as for `claim`.
+    unsafe { exchange(core::ptr::addr_of_mut!((*slot).state), slot_state::released(claimed, tag)) };
+}
+
+/// Fills the empty `slot` (state `seen`) with `live` at `key`; false where
+/// another CPU claimed it first.
+#[inline(always)]
+fn fill(slot: *mut LiveSlot, seen: u64, key: &LiveKey, live: &LiveAlloc) -> bool {
+    let Some(claimed) = claim(slot, seen) else { return false };
+    // SAFETY: claimed: this program alone writes the slot until released.
+    unsafe {
+        (*slot).key = *key;
+        (*slot).live = *live;
+    }
+    release(slot, claimed, slot_state::FULL);
+    true
+}
+
+/// Takes the allocation at `key` out of the full `slot` (state `seen`)
+/// into `out` and empties the slot; false where another CPU claimed it
+/// first, or it holds another key by the time it is claimed (a look that
+/// raced a refill).
+#[inline(always)]
+fn empty(slot: *mut LiveSlot, seen: u64, key: &LiveKey, out: &mut LiveAlloc) -> bool {
+    let Some(claimed) = claim(slot, seen) else { return false };
+    if key_of(slot) != *key {
+        release(slot, claimed, slot_state::FULL);
+        return false;
+    }
+    // SAFETY: claimed, as in `fill`.
+    *out = unsafe { (*slot).live };
+    release(slot, claimed, slot_state::EMPTY);
+    true
+}
+
+/// Replaces the allocation at `key` in the full `slot` (state `seen`) with
+/// `live`, the one replaced copied to `stale`; false as for [`empty`].
+#[inline(always)]
+fn swap(slot: *mut LiveSlot, seen: u64, key: &LiveKey, live: &LiveAlloc, stale: &mut LiveAlloc) -> bool {
+    let Some(claimed) = claim(slot, seen) else { return false };
+    if key_of(slot) != *key {
+        release(slot, claimed, slot_state::FULL);
+        return false;
+    }
+    // SAFETY: claimed, as in `fill`.
+    unsafe {
+        *stale = (*slot).live;
+        (*slot).live = *live;
+    }
+    release(slot, claimed, slot_state::FULL);
+    true
+}
+
+/// Whether `LIVE` may hold an allocation that is not a VMM handle.
+#[inline(always)]
+fn spilled() -> bool {
+    LIVE_SPILLED.get(0).is_some_and(|s| *s != 0)
+}
+
+#[inline(always)]
+fn mark_spilled() {
+    if let Some(s) = LIVE_SPILLED.get_ptr_mut(0) {
+        // SAFETY: the flag's array value.
+        unsafe { *s = 1 };
+    }
+}
+
+/// `insert` in the hash map: one walk of its bucket where the key is new
+/// (a lookup first, then an insert, walked it twice: about 120 ns).
+#[inline(always)]
+fn insert_hashed(key: LiveKey, live: &LiveAlloc, stale: &mut LiveAlloc) -> Put {
+    match LIVE.insert(key, live, u64::from(BPF_NOEXIST)) {
+        Ok(()) => Put::New,
+        Err(e) if e == -EEXIST => {
+            // SAFETY: copied out before it is replaced.
+            let put = match unsafe { LIVE.get(key) } {
+                Some(found) => {
+                    *stale = *found;
+                    Put::Replaced
+                }
+                None => Put::New,
+            };
+            if LIVE.insert(key, live, 0).is_err() {
+                count(stat::MAP_FULL);
+            }
+            put
+        }
+        Err(_) => {
+            count(stat::MAP_FULL);
+            Put::Full
+        }
+    }
+}
+
+/// Takes the allocation at `key` out of the hash map into `out`; whether
+/// there was one (and this removal took it).
+#[inline(always)]
+fn take_hashed(key: LiveKey, out: &mut LiveAlloc) -> bool {
+    // SAFETY: copied out before removal.
+    let Some(found) = (unsafe { LIVE.get(key) }).copied() else { return false };
+    if LIVE.remove(key).is_err() {
+        return false;
+    }
+    *out = found;
+    true
+}
+
+/// The kernel's `EEXIST`, as the map helpers return it (negated).
+const EEXIST: i32 = 17;
