@@ -1,7 +1,7 @@
 //! The live table's slots (`LIVE_TABLE`, gpumem-ebpf's account/live.rs):
 //! their layout, state word and hash, shared by the programs that fill and
 //! empty them and the agent that reads them.
-use crate::{LiveAlloc, LiveKey};
+use crate::maps::{LiveAlloc, LiveKey};
 
 /// Slots of the live table (`LIVE_TABLE`, see [`LiveSlot`]): a power of
 /// two. 64Ki slots of 88 bytes, 5.8 MB of kernel memory; allocations
@@ -57,6 +57,12 @@ pub const fn live_slot(key: &LiveKey) -> u32 {
     (h >> (64 - LIVE_SLOTS.trailing_zeros())) as u32
 }
 
+// SAFETY: repr(C), integers only, no padding (88 bytes, asserted below).
+#[cfg(feature = "user")]
+unsafe impl aya::Pod for LiveSlot {}
+
+const _: () = assert!(size_of::<LiveSlot>() == 88);
+
 #[cfg(test)]
 mod tests {
     extern crate std;
@@ -75,7 +81,7 @@ mod tests {
         assert_eq!(again & slot_state::TAG, slot_state::EMPTY);
         assert_ne!(again, empty, "an emptied slot is not the empty slot it was");
         assert_eq!(again >> 2, 2, "two claims");
-        let wrapped = slot_state::claimed(u64::MAX & !slot_state::TAG);
+        let wrapped = slot_state::claimed(!slot_state::TAG);
         assert_eq!(wrapped, slot_state::CLAIMED, "the sequence wraps");
     }
 
@@ -87,7 +93,8 @@ mod tests {
         for (align, tgid) in [(512u64, 7u32), (2 << 20, 7), (512, 8), (4096, 1_000_000)] {
             let mut per_slot = vec![0u32; LIVE_SLOTS as usize];
             for i in 0..4096u64 {
-                let key = LiveKey { tgid, ns: crate::ns::DEVICE_PTR, addr: 0x7f00_0000_0000 + i * align };
+                let key =
+                    LiveKey { tgid, ns: crate::maps::ns::DEVICE_PTR, addr: 0x7f00_0000_0000 + i * align };
                 let slot = live_slot(&key);
                 assert!(slot < LIVE_SLOTS);
                 per_slot[slot as usize] += 1;
@@ -98,13 +105,8 @@ mod tests {
 
     #[test]
     fn the_process_and_namespace_change_the_slot() {
-        let key = LiveKey { tgid: 7, ns: crate::ns::DEVICE_PTR, addr: 0x7f00_0020_0000 };
+        let key = LiveKey { tgid: 7, ns: crate::maps::ns::DEVICE_PTR, addr: 0x7f00_0020_0000 };
         assert_ne!(live_slot(&key), live_slot(&LiveKey { tgid: 8, ..key }));
-        assert_ne!(live_slot(&key), live_slot(&LiveKey { ns: crate::ns::HOST_PTR, ..key }));
-    }
-
-    #[test]
-    fn a_slot_is_88_bytes() {
-        assert_eq!(size_of::<LiveSlot>(), 88);
+        assert_ne!(live_slot(&key), live_slot(&LiveKey { ns: crate::maps::ns::HOST_PTR, ..key }));
     }
 }

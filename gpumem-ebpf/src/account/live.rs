@@ -49,7 +49,10 @@ pub fn insert(key: LiveKey, live: &LiveAlloc, stale: &mut LiveAlloc) -> Put {
         return insert_hashed(key, live, stale);
     }
     let first = live_slot(&key);
+    // Two empty slots, so that losing one to another CPU's insert does not
+    // send this one to the hash map.
     let mut free: *mut LiveSlot = core::ptr::null_mut();
+    let mut other: *mut LiveSlot = core::ptr::null_mut();
     let mut free_state = 0;
     for i in 0..LIVE_PROBES {
         let Some(slot) = slot_at(first.wrapping_add(i)) else { continue };
@@ -58,8 +61,12 @@ pub fn insert(key: LiveKey, live: &LiveAlloc, stale: &mut LiveAlloc) -> Put {
         if tag == slot_state::FULL && key_of(slot) == key && swap(slot, state, &key, live, stale) {
             return Put::Replaced;
         }
-        if tag == slot_state::EMPTY && free.is_null() {
-            (free, free_state) = (slot, state);
+        if tag == slot_state::EMPTY {
+            if free.is_null() {
+                (free, free_state) = (slot, state);
+            } else if other.is_null() {
+                other = slot;
+            }
         }
     }
     let found = spilled() && take_hashed(key, stale);
@@ -67,12 +74,23 @@ pub fn insert(key: LiveKey, live: &LiveAlloc, stale: &mut LiveAlloc) -> Put {
     if !free.is_null() && fill(free, free_state, &key, live) {
         return put;
     }
+    if !other.is_null() {
+        let state = state_of(other);
+        if state & slot_state::TAG == slot_state::EMPTY && fill(other, state, &key, live) {
+            return put;
+        }
+    }
     // The key's slots are taken: the hash map keeps it, marked first so
     // that every reader looks there from now on.
     mark_spilled();
-    let mut ignored = LiveAlloc::default();
-    match insert_hashed(key, live, &mut ignored) {
-        Put::Full => Put::Full,
+    let mut replaced = LiveAlloc::default();
+    match insert_hashed(key, live, &mut replaced) {
+        // The stale entry taken out above is dropped all the same.
+        Put::Full if !found => Put::Full,
+        Put::Replaced if !found => {
+            *stale = replaced;
+            Put::Replaced
+        }
         _ => put,
     }
 }

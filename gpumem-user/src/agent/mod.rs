@@ -162,6 +162,7 @@ impl Agent {
         self.limits.follow(e);
         if matches!(e.body, Body::Exit(_) | Body::Exec(_)) {
             self.enricher.forget(e.origin.pid);
+            self.health.reclaim.released();
         }
         let (cgroup, container) = self.enricher.cgroup(e.origin.cgroup_id);
         if let (Body::Exec(_), Some(uid)) = (&e.body, container.as_ref().and_then(|c| c.pod_uid.as_deref())) {
@@ -234,6 +235,7 @@ impl Agent {
     /// at its first flush that succeeds).
     pub fn check_health(&mut self, release: impl FnMut(Gone) -> Option<u32>) -> io::Result<()> {
         self.health.recover_missed_exits(&self.kernel, release);
+        self.health.reclaim.step(&self.kernel);
         let found = self.limits.recover_declared();
         self.say_declarations(found);
         self.limits.forget_gone_containers();

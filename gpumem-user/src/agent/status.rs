@@ -37,6 +37,7 @@ impl Agent {
             unmatched_returns: stats.unmatched_returns,
             unwritten: self.sink.lost(),
             view_rewrites: stats.view_rewrites,
+            live_slots_reclaimed: self.health.reclaim.emptied(),
         }
     }
 

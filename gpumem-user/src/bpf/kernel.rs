@@ -55,7 +55,7 @@ impl KernelMaps {
             stats: tracer.take_map(map_name::STATS)?,
             pending: tracer.take_map(map_name::PENDING)?,
             live: tracer.take_map(map_name::LIVE)?,
-            table: LiveTable::map(tracer.take_any_map(map_name::LIVE_TABLE)?)?,
+            table: LiveTable::of(tracer.take_any_map(map_name::LIVE_TABLE)?)?,
             programs: tracer.program_fds(),
         })
     }
@@ -98,6 +98,12 @@ impl KernelMaps {
             .chain(self.live.iter().flatten())
             .filter(|(k, a)| procs.get(&k.tgid).is_some_and(|p| p.generation == a.generation))
             .collect()
+    }
+
+    /// Empties the live table's slots of process images that exited or
+    /// exec'd (`LiveTable::reclaim`); how many.
+    pub fn reclaim_dead(&self) -> Result<u64, BpfError> {
+        self.table.reclaim(|| self.procs.iter().flatten().map(|(tgid, u)| (tgid, u.generation)).collect())
     }
 
     pub fn stats(&self) -> Stats {

@@ -4,6 +4,7 @@
 //! `dropped` line whenever a counter moved, and the recovery of exits the
 //! kernel skipped (`gone`: who has exited).
 pub mod gone;
+pub mod reclaim;
 
 use std::{collections::BTreeMap, path::Path};
 
@@ -33,6 +34,8 @@ pub struct Health {
     missed_thread_exits: u64,
     /// The counters as the last `dropped` line reported them.
     reported: Reported,
+    /// The live table's slots of released images, emptied.
+    pub reclaim: reclaim::Reclaim,
 }
 
 #[derive(Debug, Default, PartialEq, Eq)]
@@ -91,6 +94,7 @@ impl Health {
         for tgid in held.into_keys() {
             if tasks[&tgid] == Tasks::Gone && release(Gone::Process(tgid)).is_some() {
                 self.missed_exits += 1;
+                self.reclaim.released();
             }
         }
         for (tgid, tids) in threads {

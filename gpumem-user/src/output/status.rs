@@ -68,6 +68,11 @@ pub struct StatusReport {
     /// limit's view so far.
     #[serde(default)]
     pub view_rewrites: u64,
+    /// Slots of the kernel's live table the agent emptied so far: the
+    /// allocations of process images that exited or exec'd without
+    /// freeing them (their charges went with the image).
+    #[serde(default)]
+    pub live_slots_reclaimed: u64,
 }
 
 impl StatusReport {

@@ -29,6 +29,7 @@ mod libraries;
 mod limit_changes;
 mod limits;
 mod links;
+mod live_table;
 mod metrics;
 mod nvidia;
 mod persist;

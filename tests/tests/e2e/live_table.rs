@@ -1,0 +1,51 @@
+//! The kernel's live table (gpumem-ebpf's account/live.rs): the slots of
+//! a process that exits holding allocations are emptied by the agent,
+//! exactly as many as it held, while a running process's stay and are
+//! uncharged by its frees.
+use gpumem::output::{Flag, RecordEvent};
+use gpumem_tests::harness::*;
+
+#[test]
+fn an_exited_processs_slots_are_emptied_and_a_running_ones_kept() {
+    if !privileged() {
+        return;
+    }
+    let agent = Agent::start(&[]);
+    let hold = |n: &str| {
+        Workload::spawn(&["--scenario", "hold", "--iterations", n, "--size", "4096", "--pause"], None, &[])
+    };
+    let mut keeper = hold("40");
+    let c = keeper.checkpoint();
+    assert_eq!(c.checkpoint, "held");
+    agent.wait_for_checkpoint(&c);
+
+    // Killed holding 1,000 allocations, as a trainer is: the kernel
+    // releases its charges at the exit; the agent empties its slots.
+    let mut leaver = hold("1000");
+    let c = leaver.checkpoint();
+    assert_eq!(c.checkpoint, "held");
+    agent.wait_for_checkpoint(&c);
+    let pid = leaver.pid();
+    leaver.kill();
+    agent.wait_for_exit(pid);
+    let s =
+        agent.wait_for_status("the exited process's 1,000 slots emptied", |s| s.live_slots_reclaimed >= 1000);
+    assert_eq!(s.live_slots_reclaimed, 1000, "exactly the exited process's allocations");
+    assert_process_holds(&s, keeper.pid(), 40 * 4096);
+
+    // The running process's entries were kept: its frees find them.
+    keeper.resume();
+    let c = keeper.checkpoint();
+    assert_eq!(c.checkpoint, "freed");
+    agent.wait_for_checkpoint(&c);
+    assert_process_holds(&agent.status(), keeper.pid(), 0);
+    let keeper_pid = keeper.pid();
+    keeper.finish();
+
+    let (status, lines) = agent.stop();
+    assert!(status.success(), "agent exit: {status}");
+    assert_eq!(lines.lost(), 0, "records were lost");
+    let frees = lines.events(keeper_pid, RecordEvent::Free);
+    assert_eq!(frees.len(), 40);
+    assert!(frees.iter().all(|f| !f.flags.contains(&Flag::Untracked)), "every free found its allocation");
+}
