@@ -24,6 +24,23 @@ pub struct LiveSlot {
     pub live: LiveAlloc,
 }
 
+/// `LIVE_SPILLED`'s entries: whether the programs must look in `LIVE` for
+/// an allocation that is not a VMM handle.
+pub mod spilled {
+    /// Allocations this build put in `LIVE` (their slots taken), counted
+    /// up before each goes in and down after each comes out: never below
+    /// what `LIVE` holds of them, and 0 again once none is left.
+    pub const COUNT: u32 = 0;
+    /// 1 while `LIVE` may hold allocations of a build before the table
+    /// (set at a takeover from one; the agent clears it once `LIVE` holds
+    /// no allocation but VMM handles, as that build is gone).
+    pub const OLD: u32 = 1;
+    pub const ENTRIES: u32 = 2;
+    /// `LiveAlloc::retained` (a VMM handle's field) of an allocation in
+    /// [`COUNT`]: taken out, the count goes down.
+    pub const COUNTED: u32 = u32::MAX;
+}
+
 /// A live-table slot's state word: the low two bits say what the slot
 /// holds, the rest count its claims.
 pub mod slot_state {

@@ -17,11 +17,11 @@ use gpumem_common::{
     handover::Handover,
     nvml::{NvmlHandles, NVML_PROC_ENTRIES},
     pool::{ProcPools, POOL_PROC_ENTRIES},
-    stat, CgroupDevice, CgroupLimits, CtxKey, LimitKey, LimitRule, LimitState, LiveAlloc, LiveKey, LiveSlot,
-    Pending, PendingKey, ProcUsage, TargetRules, TaskCall, ThreadCtx, CGROUP_ENTRIES, CGROUP_LIMITS_ENTRIES,
-    COMM_LIMIT_ENTRIES, CTX_ENTRIES, DECLARED_ENTRIES, EVENTS_BYTES, HANDOVER_MARK_ENTRIES,
-    LIMIT_INDEX_ENTRIES, LIVE_ENTRIES, LIVE_SLOTS, MAX_LIMITS, PENDING_ENTRIES, POD_ENTRIES,
-    POD_PARENT_ENTRIES, PROC_ENTRIES, TASK_COMM_LEN, THREAD_CTX_ENTRIES, VMM_MAPPING_ENTRIES,
+    spilled, stat, CgroupDevice, CgroupLimits, CtxKey, LimitKey, LimitRule, LimitState, LiveAlloc, LiveKey,
+    LiveSlot, Pending, PendingKey, ProcUsage, TargetRules, TaskCall, ThreadCtx, CGROUP_ENTRIES,
+    CGROUP_LIMITS_ENTRIES, COMM_LIMIT_ENTRIES, CTX_ENTRIES, DECLARED_ENTRIES, EVENTS_BYTES,
+    HANDOVER_MARK_ENTRIES, LIMIT_INDEX_ENTRIES, LIVE_ENTRIES, LIVE_SLOTS, MAX_LIMITS, PENDING_ENTRIES,
+    POD_ENTRIES, POD_PARENT_ENTRIES, PROC_ENTRIES, TASK_COMM_LEN, THREAD_CTX_ENTRIES, VMM_MAPPING_ENTRIES,
 };
 
 /// Records to user space.
@@ -58,11 +58,11 @@ pub static LIVE_TABLE: Array<LiveSlot> = Array::with_max_entries(LIVE_SLOTS, BPF
 #[map]
 pub static LIVE: HashMap<LiveKey, LiveAlloc> = HashMap::with_max_entries(LIVE_ENTRIES, BPF_F_NO_PREALLOC);
 
-/// 1 once `LIVE` may hold an allocation that is not a VMM handle (one
+/// Whether `LIVE` may hold an allocation that is not a VMM handle (one
 /// whose table slots were taken, or an earlier build's): the table's
-/// readers look there too from then on.
+/// readers look there too only then (`gpumem_common::spilled`).
 #[map]
-pub static LIVE_SPILLED: Array<u64> = Array::with_max_entries(1, 0);
+pub static LIVE_SPILLED: Array<u64> = Array::with_max_entries(spilled::ENTRIES, 0);
 
 /// Bytes held per process (tgid), with its per-cgroup split.
 #[map]

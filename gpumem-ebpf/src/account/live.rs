@@ -17,11 +17,13 @@
 //! it at once) claim it once, and a slot emptied and filled again between
 //! a reader's look and its claim is not claimed.
 use aya_ebpf::bindings::BPF_NOEXIST;
-use gpumem_common::{live_slot, ns, slot_state, stat, LiveAlloc, LiveKey, LiveSlot, LIVE_PROBES, LIVE_SLOTS};
+use gpumem_common::{
+    live_slot, ns, slot_state, spilled, stat, LiveAlloc, LiveKey, LiveSlot, LIVE_PROBES, LIVE_SLOTS,
+};
 
 use crate::{
     base::{
-        atomic::{compare_exchange, exchange},
+        atomic::{add_nofetch, compare_exchange, exchange},
         counters::count,
     },
     maps::{LIVE, LIVE_SPILLED, LIVE_TABLE},
@@ -80,11 +82,21 @@ pub fn insert(key: LiveKey, live: &LiveAlloc, stale: &mut LiveAlloc) -> Put {
             return put;
         }
     }
-    // The key's slots are taken: the hash map keeps it, marked first so
-    // that every reader looks there from now on.
-    mark_spilled();
+    // The key's slots are taken: the hash map keeps it, counted first so
+    // that every reader looks there until it is gone.
+    let mut kept = *live;
+    kept.retained = spilled::COUNTED;
+    let counted = count_spilled(1);
     let mut replaced = LiveAlloc::default();
-    match insert_hashed(key, live, &mut replaced) {
+    let put_hashed = insert_hashed(key, &kept, &mut replaced);
+    if put_hashed == Put::Full || (put_hashed == Put::Replaced && replaced.retained == spilled::COUNTED) {
+        // Nothing more in `LIVE` than before.
+        if counted {
+            count_spilled(u64::MAX);
+        }
+    }
+    replaced.retained = 0;
+    match put_hashed {
         // The stale entry taken out above is dropped all the same.
         Put::Full if !found => Put::Full,
         Put::Replaced if !found => {
@@ -128,9 +140,17 @@ pub fn put_back(key: LiveKey, live: &LiveAlloc) {
     let _ = insert(key, live, &mut ignored);
 }
 
+/// The slots in use less one: `LIVE_SLOTS - 1`, or fewer where a test
+/// asks for a small table (`GPUMEM_LIVE_SLOTS`, set by the loader).
+/// Read-only data: the verifier knows it.
+#[no_mangle]
+static LIVE_MASK: u32 = LIVE_SLOTS - 1;
+
 #[inline(always)]
 fn slot_at(index: u32) -> Option<*mut LiveSlot> {
-    LIVE_TABLE.get_ptr_mut(index & (LIVE_SLOTS - 1))
+    // SAFETY: a read of read-only data the loader set.
+    let mask = unsafe { core::ptr::read_volatile(&LIVE_MASK) };
+    LIVE_TABLE.get_ptr_mut(index & mask & (LIVE_SLOTS - 1))
 }
 
 #[inline(always)]
@@ -216,14 +236,21 @@ fn swap(slot: *mut LiveSlot, seen: u64, key: &LiveKey, live: &LiveAlloc, stale: 
 /// Whether `LIVE` may hold an allocation that is not a VMM handle.
 #[inline(always)]
 fn spilled() -> bool {
-    LIVE_SPILLED.get(0).is_some_and(|s| *s != 0)
+    let set = |i| LIVE_SPILLED.get(i).is_some_and(|s| *s != 0);
+    set(spilled::COUNT) || set(spilled::OLD)
 }
 
+/// Adds `by` (1, or -1 as a u64) to the count of allocations in `LIVE`;
+/// whether it could.
 #[inline(always)]
-fn mark_spilled() {
-    if let Some(s) = LIVE_SPILLED.get_ptr_mut(0) {
-        // SAFETY: the flag's array value.
-        unsafe { *s = 1 };
+fn count_spilled(by: u64) -> bool {
+    match LIVE_SPILLED.get_ptr_mut(spilled::COUNT) {
+        Some(c) => {
+            // SAFETY: the count's array value, 8-byte aligned.
+            unsafe { add_nofetch(c, by) };
+            true
+        }
+        None => false,
     }
 }
 
@@ -259,9 +286,13 @@ fn insert_hashed(key: LiveKey, live: &LiveAlloc, stale: &mut LiveAlloc) -> Put {
 #[inline(always)]
 fn take_hashed(key: LiveKey, out: &mut LiveAlloc) -> bool {
     // SAFETY: copied out before removal.
-    let Some(found) = (unsafe { LIVE.get(key) }).copied() else { return false };
+    let Some(mut found) = (unsafe { LIVE.get(key) }).copied() else { return false };
     if LIVE.remove(key).is_err() {
         return false;
+    }
+    if key.ns != ns::VMM_HANDLE && found.retained == spilled::COUNTED {
+        found.retained = 0;
+        count_spilled(u64::MAX);
     }
     *out = found;
     true

@@ -38,6 +38,7 @@ impl Agent {
             unwritten: self.sink.lost(),
             view_rewrites: stats.view_rewrites,
             live_slots_reclaimed: self.health.reclaim.emptied(),
+            live_spilled: self.kernel.spilled(),
         }
     }
 

@@ -145,13 +145,14 @@ impl Tracer {
         Array::try_from(map).map_err(|e| BpfError::Map { name, source: Box::new(e) })
     }
 
-    /// Sets `LIVE_SPILLED`: `LIVE` may hold allocations the table does not.
+    /// Marks `LIVE` as holding an older build's allocations
+    /// (`gpumem_common::spilled::OLD`), which the table does not.
     fn mark_live_spilled(&mut self) -> Result<(), BpfError> {
         let name = map_name::LIVE_SPILLED;
         let map = self.ebpf.map_mut(name).ok_or(BpfError::MissingMap(name))?;
         let mut flag: Array<&mut MapData, u64> =
             Array::try_from(map).map_err(|e| BpfError::Map { name, source: Box::new(e) })?;
-        flag.set(0, 1, 0).map_err(|e| BpfError::Map { name, source: Box::new(e) })
+        flag.set(gpumem_common::spilled::OLD, 1, 0).map_err(|e| BpfError::Map { name, source: Box::new(e) })
     }
 
     /// Forgets the marks the programs left while both builds ran.

@@ -7,10 +7,10 @@ use std::{
 };
 
 use aya::{
-    maps::{HashMap as BpfHashMap, MapData, PerCpuArray},
+    maps::{Array, HashMap as BpfHashMap, MapData, PerCpuArray},
     programs::ProgramFd,
 };
-use gpumem_common::{map_name, stat, LiveAlloc, LiveKey, Pending, PendingKey, ProcUsage};
+use gpumem_common::{map_name, ns, spilled, stat, LiveAlloc, LiveKey, Pending, PendingKey, ProcUsage};
 
 use super::{error::BpfError, live_table::LiveTable, Tracer};
 
@@ -25,6 +25,8 @@ pub struct KernelMaps {
     live: BpfHashMap<MapData, LiveKey, LiveAlloc>,
     /// Live allocations but VMM handles.
     table: LiveTable,
+    /// Whether the programs look in `live` for allocations but VMM handles.
+    spilled: Array<MapData, u64>,
     /// Every loaded program, for the runs the kernel skipped.
     programs: Vec<ProgramFd>,
 }
@@ -56,6 +58,7 @@ impl KernelMaps {
             pending: tracer.take_map(map_name::PENDING)?,
             live: tracer.take_map(map_name::LIVE)?,
             table: LiveTable::of(tracer.take_any_map(map_name::LIVE_TABLE)?)?,
+            spilled: tracer.take_map(map_name::LIVE_SPILLED)?,
             programs: tracer.program_fds(),
         })
     }
@@ -104,6 +107,31 @@ impl KernelMaps {
     /// exec'd (`LiveTable::reclaim`); how many.
     pub fn reclaim_dead(&self) -> Result<u64, BpfError> {
         self.table.reclaim(|| self.procs.iter().flatten().map(|(tgid, u)| (tgid, u.generation)).collect())
+    }
+
+    /// Allocations the programs put in `LIVE` because their table slots
+    /// were taken (`spilled::COUNT`; a moment's count: it goes up before
+    /// each goes in and down after each comes out).
+    pub fn spilled(&self) -> u64 {
+        self.spilled.get(&spilled::COUNT, 0).unwrap_or(0)
+    }
+
+    /// After a takeover from a build before the live table, `LIVE` held
+    /// that build's allocations (`spilled::OLD`): once it holds none but
+    /// VMM handles, the programs need no longer look there for them. That
+    /// build is gone, so none comes back; this build's own are counted
+    /// apart (`spilled::COUNT`). Whether the mark was cleared.
+    pub fn forget_old_spill(&mut self) -> Result<bool, BpfError> {
+        let name = map_name::LIVE_SPILLED;
+        let map_err = |e| BpfError::Map { name, source: Box::new(e) };
+        if self.spilled.get(&spilled::OLD, 0).map_err(map_err)? == 0 {
+            return Ok(false);
+        }
+        if self.live.keys().flatten().any(|k| k.ns != ns::VMM_HANDLE) {
+            return Ok(false);
+        }
+        self.spilled.set(spilled::OLD, 0, 0).map_err(map_err)?;
+        Ok(true)
     }
 
     pub fn stats(&self) -> Stats {

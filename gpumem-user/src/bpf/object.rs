@@ -58,6 +58,7 @@ pub fn load(
     // storage is off the kernel may have no BTF (or `GPUMEM_TASK_CALLS=off`
     // runs that fallback on purpose): the helper then too.
     let comm = if s.task_calls { super::btf_offset::task_comm().unwrap_or(0) } else { 0 };
+    let live_mask = live_slots_for_a_test() - 1;
     let mut loader = EbpfLoader::new();
     loader
         // TASK_CALLS: aya has no type for task storage, and needs none
@@ -67,6 +68,7 @@ pub fn load(
         .override_global("TASK_CALLS_ON", &task_calls, true)
         .override_global("TASK_COMM_OFFSET", &comm, true)
         .override_global("BUILD", &s.build, true)
+        .override_global("LIVE_MASK", &live_mask, true)
         .map_max_entries(gpumem_common::map_name::EVENTS, s.options.ring_bytes);
     if s.options.bpf_log {
         loader.override_global(aya_log::LEVEL, &log::LEVEL, true);
@@ -88,4 +90,22 @@ pub fn load(
 /// reserving calls at once, otherwise).
 fn pending_entries_for_a_test() -> Option<u32> {
     std::env::var("GPUMEM_PENDING_ENTRIES").ok()?.parse().ok().filter(|&n| n > 0)
+}
+
+/// A testing aid: `GPUMEM_LIVE_SLOTS=N` (a power of two from
+/// `LIVE_PROBES` to `LIVE_SLOTS`) makes the programs use only the live
+/// table's first N slots, so that a test sees allocations go to `LIVE`
+/// when a key's slots are taken (4 of 65,536 otherwise).
+fn live_slots_for_a_test() -> u32 {
+    use gpumem_common::{LIVE_PROBES, LIVE_SLOTS};
+    let Ok(v) = std::env::var("GPUMEM_LIVE_SLOTS") else { return LIVE_SLOTS };
+    match v.parse::<u32>() {
+        Ok(n) if n.is_power_of_two() && (LIVE_PROBES..=LIVE_SLOTS).contains(&n) => n,
+        _ => {
+            tracing::warn!(
+                "GPUMEM_LIVE_SLOTS={v:?} is not a power of two from {LIVE_PROBES} to {LIVE_SLOTS}: the whole table is used"
+            );
+            LIVE_SLOTS
+        }
+    }
 }

@@ -28,7 +28,7 @@ impl Reclaim {
 
     /// Sweeps if an image was released since the last sweep and the last
     /// was at least [`GAP`] ago.
-    pub fn step(&mut self, kernel: &KernelMaps) {
+    pub fn step(&mut self, kernel: &mut KernelMaps) {
         if !self.due || self.last.is_some_and(|t| t.elapsed() < GAP) {
             return;
         }
@@ -37,6 +37,15 @@ impl Reclaim {
             Ok(n) => self.emptied += n,
             Err(e) => {
                 tracing::warn!("emptying the live table's slots of exited processes: {e} (tried again later)")
+            }
+        }
+        match kernel.forget_old_spill() {
+            Ok(true) => tracing::info!(
+                "the earlier build's live allocations are all gone: the table alone is looked in"
+            ),
+            Ok(false) => {}
+            Err(e) => {
+                tracing::warn!("looking for the earlier build's live allocations: {e} (tried again later)")
             }
         }
     }

@@ -73,6 +73,11 @@ pub struct StatusReport {
     /// freeing them (their charges went with the image).
     #[serde(default)]
     pub live_slots_reclaimed: u64,
+    /// Live allocations the kernel keeps in its hash map because their
+    /// slots of the live table were taken, now (each costs the hot path a
+    /// hash lookup more while there are any).
+    #[serde(default)]
+    pub live_spilled: u64,
 }
 
 impl StatusReport {

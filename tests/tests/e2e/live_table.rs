@@ -49,3 +49,42 @@ fn an_exited_processs_slots_are_emptied_and_a_running_ones_kept() {
     assert_eq!(frees.len(), 40);
     assert!(frees.iter().all(|f| !f.flags.contains(&Flag::Untracked)), "every free found its allocation");
 }
+
+/// With the programs using only the table's first 4 slots
+/// (`GPUMEM_LIVE_SLOTS=4`, a testing aid), a process's 40 allocations take
+/// the 4 slots and the other 36 go to the hash map, counted there; each is
+/// freed exactly, and the count is back to 0 once all are freed.
+#[test]
+fn allocations_whose_slots_are_taken_go_to_the_hash_map_and_are_freed_exactly() {
+    if !privileged() {
+        return;
+    }
+    let agent = Agent::start_with_env(&[("GPUMEM_LIVE_SLOTS", "4")], &[]);
+    let mut w = Workload::spawn(
+        &["--scenario", "hold", "--iterations", "40", "--size", "4096", "--pause"],
+        None,
+        &[],
+    );
+    let pid = w.pid();
+    let c = w.checkpoint();
+    assert_eq!(c.checkpoint, "held");
+    agent.wait_for_checkpoint(&c);
+    let s = agent.status();
+    assert_process_holds(&s, pid, 40 * 4096);
+    assert_eq!(s.live_spilled, 36, "4 in the table, the rest in the hash map");
+    w.resume();
+    let c = w.checkpoint();
+    assert_eq!(c.checkpoint, "freed");
+    agent.wait_for_checkpoint(&c);
+    let s = agent.status();
+    assert_process_holds(&s, pid, 0);
+    assert_eq!(s.live_spilled, 0, "every spilled allocation freed");
+    w.finish();
+
+    let (status, lines) = agent.stop();
+    assert!(status.success(), "agent exit: {status}");
+    assert_eq!(lines.lost(), 0, "records were lost");
+    let frees = lines.events(pid, RecordEvent::Free);
+    assert_eq!(frees.len(), 40);
+    assert!(frees.iter().all(|f| !f.flags.contains(&Flag::Untracked)), "every free found its allocation");
+}
