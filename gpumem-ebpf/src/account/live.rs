@@ -270,7 +270,9 @@ fn insert_hashed(key: LiveKey, live: &LiveAlloc, stale: &mut LiveAlloc) -> Put {
                 None => Put::New,
             };
             if LIVE.insert(key, live, 0).is_err() {
+                // The entry found stays as it was: nothing of it dropped.
                 count(stat::MAP_FULL);
+                return Put::Full;
             }
             put
         }

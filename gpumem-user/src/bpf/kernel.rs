@@ -127,7 +127,8 @@ impl KernelMaps {
         if self.spilled.get(&spilled::OLD, 0).map_err(map_err)? == 0 {
             return Ok(false);
         }
-        if self.live.keys().flatten().any(|k| k.ns != ns::VMM_HANDLE) {
+        // A key that cannot be read counts as one of that build's.
+        if self.live.keys().any(|k| k.map_or(true, |k| k.ns != ns::VMM_HANDLE)) {
             return Ok(false);
         }
         self.spilled.set(spilled::OLD, 0, 0).map_err(map_err)?;

@@ -58,7 +58,7 @@ pub fn load(
     // storage is off the kernel may have no BTF (or `GPUMEM_TASK_CALLS=off`
     // runs that fallback on purpose): the helper then too.
     let comm = if s.task_calls { super::btf_offset::task_comm().unwrap_or(0) } else { 0 };
-    let live_mask = live_slots_for_a_test() - 1;
+    let live_mask = live_slots_for_a_test(pins.is_some()) - 1;
     let mut loader = EbpfLoader::new();
     loader
         // TASK_CALLS: aya has no type for task storage, and needs none
@@ -96,9 +96,15 @@ fn pending_entries_for_a_test() -> Option<u32> {
 /// `LIVE_PROBES` to `LIVE_SLOTS`) makes the programs use only the live
 /// table's first N slots, so that a test sees allocations go to `LIVE`
 /// when a key's slots are taken (4 of 65,536 otherwise).
-fn live_slots_for_a_test() -> u32 {
+/// Not with `--persist` (`pinned`): the next agent would look in other
+/// slots.
+fn live_slots_for_a_test(pinned: bool) -> u32 {
     use gpumem_common::{LIVE_PROBES, LIVE_SLOTS};
     let Ok(v) = std::env::var("GPUMEM_LIVE_SLOTS") else { return LIVE_SLOTS };
+    if pinned {
+        tracing::warn!("GPUMEM_LIVE_SLOTS is a testing aid, ignored with --persist: the whole table is used");
+        return LIVE_SLOTS;
+    }
     match v.parse::<u32>() {
         Ok(n) if n.is_power_of_two() && (LIVE_PROBES..=LIVE_SLOTS).contains(&n) => n,
         _ => {
