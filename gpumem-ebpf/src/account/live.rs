@@ -184,6 +184,19 @@ fn release(slot: *mut LiveSlot, claimed: u64, tag: u64) {
     unsafe { exchange(core::ptr::addr_of_mut!((*slot).state), slot_state::released(claimed, tag)) };
 }
 
+/// Claims the full `slot` (state `seen`) holding `key`; None where another
+/// CPU claimed it first, or it holds another key by the time it is
+/// claimed (a look that raced a refill: released as it was).
+#[inline(always)]
+fn claim_key(slot: *mut LiveSlot, seen: u64, key: &LiveKey) -> Option<u64> {
+    let claimed = claim(slot, seen)?;
+    if key_of(slot) != *key {
+        release(slot, claimed, slot_state::FULL);
+        return None;
+    }
+    Some(claimed)
+}
+
 /// Fills the empty `slot` (state `seen`) with `live` at `key`; false where
 /// another CPU claimed it first.
 #[inline(always)]
@@ -204,11 +217,7 @@ fn fill(slot: *mut LiveSlot, seen: u64, key: &LiveKey, live: &LiveAlloc) -> bool
 /// raced a refill).
 #[inline(always)]
 fn empty(slot: *mut LiveSlot, seen: u64, key: &LiveKey, out: &mut LiveAlloc) -> bool {
-    let Some(claimed) = claim(slot, seen) else { return false };
-    if key_of(slot) != *key {
-        release(slot, claimed, slot_state::FULL);
-        return false;
-    }
+    let Some(claimed) = claim_key(slot, seen, key) else { return false };
     // SAFETY: claimed, as in `fill`.
     *out = unsafe { (*slot).live };
     release(slot, claimed, slot_state::EMPTY);
@@ -219,11 +228,7 @@ fn empty(slot: *mut LiveSlot, seen: u64, key: &LiveKey, out: &mut LiveAlloc) -> 
 /// `live`, the one replaced copied to `stale`; false as for [`empty`].
 #[inline(always)]
 fn swap(slot: *mut LiveSlot, seen: u64, key: &LiveKey, live: &LiveAlloc, stale: &mut LiveAlloc) -> bool {
-    let Some(claimed) = claim(slot, seen) else { return false };
-    if key_of(slot) != *key {
-        release(slot, claimed, slot_state::FULL);
-        return false;
-    }
+    let Some(claimed) = claim_key(slot, seen, key) else { return false };
     // SAFETY: claimed, as in `fill`.
     unsafe {
         *stale = (*slot).live;

@@ -42,7 +42,7 @@ impl LiveTable {
         let each = |w: &Window, out: &mut Vec<_>| {
             out.extend((0..w.slots).filter_map(|i| w.read(i)).map(|(_, key, live)| (key, live)));
         };
-        match self.each_window(false, &mut |w| each(w, &mut out)) {
+        match self.each_window(&mut |w| each(w, &mut out)) {
             Ok(()) => out,
             Err(e) => {
                 tracing::warn!("{e}: reading the live table a slot at a time");
@@ -62,7 +62,7 @@ impl LiveTable {
     /// word, the kernel's own protocol). How many were emptied.
     pub fn reclaim(&self, current: impl FnOnce() -> HashMap<u32, u64>) -> Result<u64, BpfError> {
         let mut seen: Vec<(usize, u64, u32, u64)> = Vec::new();
-        self.each_window(false, &mut |w| {
+        self.each_window(&mut |w| {
             for i in 0..w.slots {
                 if let Some((state, key, live)) = w.read(i) {
                     seen.push((w.first + i, state, key.tgid, live.generation));
@@ -85,11 +85,11 @@ impl LiveTable {
         Ok(emptied)
     }
 
-    /// Runs `f` on each window of the table in turn.
-    fn each_window(&self, writable: bool, f: &mut dyn FnMut(&Window)) -> Result<(), BpfError> {
+    /// Runs `f` on each window of the table in turn, mapped read-only.
+    fn each_window(&self, f: &mut dyn FnMut(&Window)) -> Result<(), BpfError> {
         let per = slots_per_window();
         for first in (0..LIVE_SLOTS as usize).step_by(per) {
-            f(&Window::map(self.data(), first, per, writable)?);
+            f(&Window::map(self.data(), first, per, false)?);
         }
         Ok(())
     }

@@ -42,12 +42,7 @@ fn an_exited_processs_slots_are_emptied_and_a_running_ones_kept() {
     let keeper_pid = keeper.pid();
     keeper.finish();
 
-    let (status, lines) = agent.stop();
-    assert!(status.success(), "agent exit: {status}");
-    assert_eq!(lines.lost(), 0, "records were lost");
-    let frees = lines.events(keeper_pid, RecordEvent::Free);
-    assert_eq!(frees.len(), 40);
-    assert!(frees.iter().all(|f| !f.flags.contains(&Flag::Untracked)), "every free found its allocation");
+    stopped_with_every_free_found(agent, keeper_pid, 40);
 }
 
 /// With the programs using only the table's first 4 slots
@@ -81,10 +76,16 @@ fn allocations_whose_slots_are_taken_go_to_the_hash_map_and_are_freed_exactly() 
     assert_eq!(s.live_spilled, 0, "every spilled allocation freed");
     w.finish();
 
+    stopped_with_every_free_found(agent, pid, 40);
+}
+
+/// Stops `agent`: it exits cleanly, lost no record, and each of `pid`'s
+/// `frees` frees found its allocation.
+fn stopped_with_every_free_found(agent: Agent, pid: u32, frees: usize) {
     let (status, lines) = agent.stop();
     assert!(status.success(), "agent exit: {status}");
     assert_eq!(lines.lost(), 0, "records were lost");
-    let frees = lines.events(pid, RecordEvent::Free);
-    assert_eq!(frees.len(), 40);
-    assert!(frees.iter().all(|f| !f.flags.contains(&Flag::Untracked)), "every free found its allocation");
+    let found = lines.events(pid, RecordEvent::Free);
+    assert_eq!(found.len(), frees);
+    assert!(found.iter().all(|f| !f.flags.contains(&Flag::Untracked)), "every free found its allocation");
 }
