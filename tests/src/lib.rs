@@ -14,6 +14,7 @@ pub mod driver;
 pub mod failed_frees;
 pub mod families;
 pub mod harness;
+pub mod hold;
 pub mod mixed;
 pub mod multicast;
 pub mod no_device;

@@ -22,6 +22,7 @@ use gpumem_common::{
 };
 
 use crate::{
+    account::usage,
     base::{
         atomic::{add_nofetch, compare_exchange, exchange},
         counters::count,
@@ -130,6 +131,29 @@ pub fn take(key: LiveKey, live: &mut LiveAlloc) -> bool {
         }
     }
     take_hashed(key, live)
+}
+
+/// Forgets the entry at `key` in `LIVE` (a VMM handle, or an allocation
+/// kept there) if it is of image `generation` and that image has exited
+/// or exec'd: its charge went at its release, and nothing of its process
+/// will free it. Whether it did. The agent finds such entries (see
+/// families/exit.rs `forget_dead`); the check is made here, at the
+/// moment of the removal. An entry found of another image (the key reused
+/// by a later process of the same id since the agent looked) is put back.
+#[inline(always)]
+pub fn forget_dead(key: LiveKey, generation: u64) -> bool {
+    if usage::image_alive(key.tgid, generation) {
+        return false;
+    }
+    let mut found = LiveAlloc::default();
+    if !take_hashed(key, &mut found) {
+        return false;
+    }
+    if found.generation == generation {
+        return true;
+    }
+    put_back(key, &found);
+    false
 }
 
 /// Puts back an allocation [`take`] took out (the driver refused its

@@ -157,6 +157,18 @@ pub fn uncharge_current(tgid: u32, live: &LiveAlloc) -> Option<Totals> {
     Some(t)
 }
 
+/// Whether image `generation` of process `tgid` is its current one (one
+/// being released counts: its release is under way). A generation of 0
+/// (charged while the usage map was full, or nothing charged: a multicast
+/// handle) counts as current while the process has an entry.
+#[inline(always)]
+pub fn image_alive(tgid: u32, generation: u64) -> bool {
+    match PROC_USAGE.get_ptr(tgid) {
+        Some(p) => generation == 0 || held::image(generation_at(p)) == generation,
+        None => false,
+    }
+}
+
 /// Current totals, without changing them.
 #[inline(always)]
 pub fn current(tgid: u32, cgroup_id: u64) -> Totals {

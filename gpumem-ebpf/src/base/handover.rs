@@ -1,9 +1,7 @@
 //! Whether this build's programs run now: the gate every attached program
 //! passes first (`gpumem_common::handover` has the protocol and why it
 //! loses no hit while one build takes over from another).
-use aya_ebpf::{
-    helpers::bpf_get_current_pid_tgid, macros::raw_tracepoint, programs::RawTracePointContext, EbpfContext,
-};
+use aya_ebpf::{helpers::bpf_get_current_pid_tgid, programs::RawTracePointContext, EbpfContext};
 use gpumem_common::handover::{self, Uprobe};
 
 use crate::maps::{HANDOVER, HANDOVER_MARKS};
@@ -90,12 +88,16 @@ pub fn tracepoint_runs() -> bool {
     word().is_some_and(|w| handover::tracepoint(w, me()))
 }
 
-/// Never attached: the agent runs it (BPF_PROG_TEST_RUN) to store args[0]
-/// as the handover word in one atomic step, which a map update from user
-/// space (a copy of the value) is not. Returns 0, or 1 if the map has no
-/// entry.
-#[raw_tracepoint(tracepoint = "sched_process_exit")]
-pub fn handover_set(ctx: RawTracePointContext) -> i32 {
+crate::base::agent_run::agent_run!(
+    /// Never attached: the agent runs it (BPF_PROG_TEST_RUN) to store
+    /// args[0] as the handover word in one atomic step, which a map update
+    /// from user space (a copy of the value) is not. Returns 0, or 1 if the
+    /// map has no entry.
+    handover_set => set
+);
+
+#[inline(always)]
+fn set(ctx: RawTracePointContext) -> i32 {
     let args = aya_ebpf::EbpfContext::as_ptr(&ctx) as *const u64;
     // SAFETY: args[0] of the context the agent passed in.
     let word = unsafe { *args };

@@ -15,11 +15,11 @@ use aya_ebpf::{
     macros::raw_tracepoint,
     programs::RawTracePointContext,
 };
-use gpumem_common::{event_type, id, PendingKey, Release, PROC_CGROUP_SLOTS};
+use gpumem_common::{event_type, id, ns, LiveKey, PendingKey, Release, PROC_CGROUP_SLOTS};
 
-use super::{declare, pods};
+use super::{declare, pods, vmm};
 use crate::{
-    account::{held, limit_usage, pending, usage},
+    account::{held, limit_usage, live, pending, usage},
     base::{
         atomic::sub,
         bounded,
@@ -130,26 +130,30 @@ fn forget_pending(pid_tgid: u64) -> i32 {
     found
 }
 
-/// Never attached: the agent runs it (BPF_PROG_TEST_RUN) for what a
-/// skipped run of `process_exit` left behind. From 7.0 a tracepoint's
-/// callbacks run preemptible (under SRCU-fast with migration disabled,
-/// kernel commit a46023d5616e), while `__bpf_trace_run` still keeps one
-/// recursion counter per program per CPU (`prog->active`): a run preempted
-/// on a CPU makes the kernel skip the same program's run for every other
-/// task exiting on that CPU meanwhile (counted in `recursion_misses`,
-/// `dropped.skipped_runs`). No attach type for an exit hook is free of
-/// such a check (fentry's trampolines keep the same counter, kprobes a
-/// per-CPU one the agent's own map syscalls hold), so the agent finds
-/// what each skipped run left and this program finishes it, exactly as
-/// the exit would have:
-/// - args[0], a process that is gone while the kernel still counts memory
-///   for it: released, with an `exit` record;
-/// - args[1], a thread (pid_tgid) that is gone while `PENDING` still holds
-///   calls of it: forgotten, what they reserved under limits given back.
-///
-/// Either may be 0 (none). Returns how many calls in flight it forgot.
-#[raw_tracepoint(tracepoint = "sched_process_exit")]
-pub fn release_gone(ctx: RawTracePointContext) -> i32 {
+crate::base::agent_run::agent_run!(
+    /// Never attached: the agent runs it (BPF_PROG_TEST_RUN) for what a
+    /// skipped run of `process_exit` left behind. From 7.0 a tracepoint's
+    /// callbacks run preemptible (under SRCU-fast with migration disabled,
+    /// kernel commit a46023d5616e), while `__bpf_trace_run` still keeps one
+    /// recursion counter per program per CPU (`prog->active`): a run preempted
+    /// on a CPU makes the kernel skip the same program's run for every other
+    /// task exiting on that CPU meanwhile (counted in `recursion_misses`,
+    /// `dropped.skipped_runs`). No attach type for an exit hook is free of
+    /// such a check (fentry's trampolines keep the same counter, kprobes a
+    /// per-CPU one the agent's own map syscalls hold), so the agent finds
+    /// what each skipped run left and this program finishes it, exactly as
+    /// the exit would have:
+    /// - args[0], a process that is gone while the kernel still counts memory
+    ///   for it: released, with an `exit` record;
+    /// - args[1], a thread (pid_tgid) that is gone while `PENDING` still holds
+    ///   calls of it: forgotten, what they reserved under limits given back.
+    ///
+    /// Either may be 0 (none). Returns how many calls in flight it forgot.
+    release_gone => release_gone_run
+);
+
+#[inline(always)]
+fn release_gone_run(ctx: RawTracePointContext) -> i32 {
     let args = aya_ebpf::EbpfContext::as_ptr(&ctx) as *const u64;
     // SAFETY: args[0] and args[1] of the raw tracepoint context the agent
     // passed in (16 bytes).
@@ -163,6 +167,35 @@ pub fn release_gone(ctx: RawTracePointContext) -> i32 {
         return forget_pending(thread);
     }
     0
+}
+
+crate::base::agent_run::agent_run!(
+    /// Never attached: the agent runs it (BPF_PROG_TEST_RUN) for an entry an
+    /// exited or exec'd process image left in a hash map, which its exit
+    /// cannot find (the kernel releases an image's charges, not its entries):
+    /// a VMM handle or an allocation kept in `LIVE`, forgotten if it is still
+    /// of the image args[2] names (account/live.rs `forget_dead`), or a
+    /// mapping in `VMM_MAPPINGS` (vmm.rs `forget_dead_mapping`). Without this
+    /// they stay until their key is reused: `LIVE` and `VMM_MAPPINGS` fill
+    /// over months, and an allocation kept in `LIVE` keeps every free looking
+    /// there. args[0] is the key's tgid and namespace (high half), args[1] its
+    /// address. Returns 1 if the entry was forgotten, else 0.
+    forget_dead => forget_dead_run
+);
+
+#[inline(always)]
+fn forget_dead_run(ctx: RawTracePointContext) -> i32 {
+    let args = aya_ebpf::EbpfContext::as_ptr(&ctx) as *const u64;
+    // SAFETY: args[0] to args[2] of the raw tracepoint context the agent
+    // passed in (24 bytes).
+    let (who, addr, generation) = unsafe { (*args, *args.add(1), *args.add(2)) };
+    let key = LiveKey { tgid: who as u32, ns: (who >> 32) as u32, addr };
+    let forgot = if key.ns == ns::VMM_MAPPING {
+        vmm::forget_dead_mapping(key)
+    } else {
+        live::forget_dead(key, generation)
+    };
+    i32::from(forgot)
 }
 
 /// `cgroup_id`: the record's cgroup (0: the first the process charged).

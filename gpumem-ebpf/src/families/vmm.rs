@@ -26,7 +26,7 @@ use gpumem_common::{
 };
 
 use crate::{
-    account::pending,
+    account::{pending, usage},
     base::{
         atomic::{add_nofetch_u32, fetch_add},
         cookie,
@@ -206,6 +206,22 @@ fn vmm_unmap_return_run(ctx: RetProbeContext) -> u32 {
         gone(api, pid_tgid, change, &last);
     }
     0
+}
+
+/// Forgets the mapping at `key` in `VMM_MAPPINGS` if its process image has
+/// exited or exec'd without unmapping it: the handle mapped there is of an
+/// image that is not its process's current one, or (where the handle's
+/// entry is gone, or never had an image) the process has no usage entry
+/// at all (the agent found it gone: see families/exit.rs `forget_dead`).
+/// Whether it did.
+#[inline(always)]
+pub fn forget_dead_mapping(key: LiveKey) -> bool {
+    // SAFETY: copied out.
+    let Some(handle) = (unsafe { VMM_MAPPINGS.get(key) }).copied() else { return false };
+    let owner = LiveKey { tgid: key.tgid, ns: ns::VMM_HANDLE, addr: handle };
+    // SAFETY: copied out.
+    let image = unsafe { LIVE.get(owner) }.map_or(0, |h| h.generation);
+    !usage::image_alive(key.tgid, image) && VMM_MAPPINGS.remove(key).is_ok()
 }
 
 on_task_stack!(

@@ -233,9 +233,9 @@ impl Agent {
     /// (through `release`, which runs the kernel's release program), then
     /// writes a `dropped` line if any counter moved (while the output fails,
     /// at its first flush that succeeds).
-    pub fn check_health(&mut self, release: impl FnMut(Gone) -> Option<u32>) -> io::Result<()> {
-        self.health.recover_missed_exits(&self.kernel, release);
-        self.health.reclaim.step(&mut self.kernel);
+    pub fn check_health(&mut self, mut release: impl FnMut(Gone) -> Option<u32>) -> io::Result<()> {
+        self.health.recover_missed_exits(&self.kernel, &mut release);
+        self.health.reclaim.step(&mut self.kernel, release);
         let found = self.limits.recover_declared();
         self.say_declarations(found);
         self.limits.forget_gone_containers();

@@ -39,6 +39,8 @@ impl Agent {
             view_rewrites: stats.view_rewrites,
             live_slots_reclaimed: self.health.reclaim.emptied(),
             live_spilled: self.kernel.spilled(),
+            live_entries_forgotten: self.health.reclaim.forgotten().live,
+            vmm_mappings_forgotten: self.health.reclaim.forgotten().mappings,
         }
     }
 

@@ -25,10 +25,24 @@ pub struct KernelMaps {
     live: BpfHashMap<MapData, LiveKey, LiveAlloc>,
     /// Live allocations but VMM handles.
     table: LiveTable,
+    /// VMM mappings: (tgid, mapped address) -> handle.
+    mappings: BpfHashMap<MapData, LiveKey, u64>,
     /// Whether the programs look in `live` for allocations but VMM handles.
     spilled: Array<MapData, u64>,
     /// Every loaded program, for the runs the kernel skipped.
     programs: Vec<ProgramFd>,
+}
+
+/// The hash maps' live entries and the processes' current images
+/// (`KernelMaps::hashed`).
+#[derive(Debug, Default)]
+pub struct Hashed {
+    /// `LIVE`: VMM handles, and allocations the table does not keep.
+    pub live: HashMap<LiveKey, LiveAlloc>,
+    /// `VMM_MAPPINGS`: (tgid, mapped address) -> handle.
+    pub mappings: Vec<(LiveKey, u64)>,
+    /// Each process's current generation (`ProcUsage::generation`).
+    pub current: HashMap<u32, u64>,
 }
 
 /// Kernel counters, summed over CPUs (see `gpumem_common::stat`).
@@ -58,6 +72,7 @@ impl KernelMaps {
             pending: tracer.take_map(map_name::PENDING)?,
             live: tracer.take_map(map_name::LIVE)?,
             table: LiveTable::of(tracer.take_any_map(map_name::LIVE_TABLE)?)?,
+            mappings: tracer.take_map(map_name::VMM_MAPPINGS)?,
             spilled: tracer.take_map(map_name::LIVE_SPILLED)?,
             programs: tracer.program_fds(),
         })
@@ -107,6 +122,18 @@ impl KernelMaps {
     /// exec'd (`LiveTable::reclaim`); how many.
     pub fn reclaim_dead(&self) -> Result<u64, BpfError> {
         self.table.reclaim(|| self.procs.iter().flatten().map(|(tgid, u)| (tgid, u.generation)).collect())
+    }
+
+    /// What the hash maps of live entries hold now, for finding those of
+    /// process images that exited or exec'd (`health/reclaim.rs`): `LIVE`'s
+    /// entries and `VMM_MAPPINGS`'s, then each process's current
+    /// generation, read after them (an image's generation is never used
+    /// again, so an entry of another is dead for good).
+    pub fn hashed(&self) -> Hashed {
+        let live = self.live.iter().flatten().collect();
+        let mappings = self.mappings.iter().flatten().collect();
+        let current = self.procs.iter().flatten().map(|(tgid, u)| (tgid, u.generation)).collect();
+        Hashed { live, mappings, current }
     }
 
     /// Allocations the programs put in `LIVE` because their table slots

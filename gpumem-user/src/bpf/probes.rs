@@ -60,6 +60,10 @@ pub const TRACEPOINTS: &[(&str, &str)] = &[
 /// skipped (see gpumem-ebpf's families/exit.rs).
 pub const RELEASE_GONE: &str = "release_gone";
 
+/// Never attached: run by the agent for an exited image's entries in the
+/// hash maps (see gpumem-ebpf's families/exit.rs).
+pub const FORGET_DEAD: &str = "forget_dead";
+
 /// Never attached: run by the agent to store which build's programs run
 /// (see gpumem-ebpf's base/handover.rs).
 pub const HANDOVER_SET: &str = "handover_set";
@@ -77,7 +81,7 @@ pub fn programs() -> Vec<&'static str> {
     let mut names: Vec<&'static str> = Program::ALL
         .iter()
         .map(|p| p.name())
-        .chain([FLOOR.0, FLOOR.1, RELEASE_GONE, HANDOVER_SET])
+        .chain([FLOOR.0, FLOOR.1, RELEASE_GONE, FORGET_DEAD, HANDOVER_SET])
         .chain(TRACEPOINTS.iter().map(|&(name, _)| name))
         .filter(|&name| name != VIEW_RETURN)
         .collect();

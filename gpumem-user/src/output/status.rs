@@ -78,6 +78,16 @@ pub struct StatusReport {
     /// hash lookup more while there are any).
     #[serde(default)]
     pub live_spilled: u64,
+    /// Entries the kernel forgot from its hash map of live allocations
+    /// (`LIVE`: VMM handles, and allocations kept there) since the agent
+    /// started: of process images that exited or exec'd without freeing
+    /// them.
+    #[serde(default)]
+    pub live_entries_forgotten: u64,
+    /// VMM mappings the kernel forgot since the agent started: of process
+    /// images that exited or exec'd without unmapping them.
+    #[serde(default)]
+    pub vmm_mappings_forgotten: u64,
 }
 
 impl StatusReport {

@@ -59,7 +59,8 @@ enum Scenario {
     Loop,
     /// `--iterations` allocations of `--size` bytes, checkpoint `held`,
     /// free them all, checkpoint `freed`: for the bench's agent memory with
-    /// many live allocations (use `--pause` to hold them).
+    /// many live allocations (use `--pause` to hold them). With `--vmm`,
+    /// each a VMM handle, mapped.
     Hold,
     /// Asks the card's size every way (devices 0, 1) and sizes itself as
     /// JAX does, 75% of the total then half the free (see view.rs).
@@ -119,6 +120,10 @@ struct Args {
     /// cuMemFreeAsync).
     #[arg(long, value_enum)]
     pool: Option<PoolLoop>,
+    /// `hold`: VMM handles (`cuMemCreate`), each mapped, freed by
+    /// `cuMemUnmap` and `cuMemRelease`.
+    #[arg(long)]
+    vmm: bool,
     /// The driver has no device (NVIDIA's library without a GPU): open
     /// none; `loop` then times cuMemAlloc_v2+cuMemFree_v2 pairs that the
     /// driver refuses, through the same entry points.
@@ -154,7 +159,11 @@ fn main() -> anyhow::Result<()> {
         Scenario::Steps => w.steps(),
         Scenario::Deny => w.until_refused(),
         Scenario::Loop => w.bench_loop(),
-        Scenario::Hold => w.hold(),
+        Scenario::Hold => {
+            gpumem_tests::hold::run(&w.driver, &w.truth, (args.iterations, args.size, args.vmm), &|n| {
+                w.checkpoint(n)
+            })
+        }
         Scenario::NoDevice => w.no_device(),
         Scenario::Families => gpumem_tests::families::run(&w.driver, &w.truth, w.ctx, &|n| w.checkpoint(n)),
         Scenario::FailedFrees => gpumem_tests::failed_frees::run(&w.driver, &w.truth, &|n| w.checkpoint(n)),
@@ -288,16 +297,6 @@ impl Workload<'_> {
         };
         println!("{}", serde_json::json!({ "bench": name, "iterations": n, "ns_per_iteration": ns }));
         Ok(())
-    }
-
-    fn hold(&self) -> anyhow::Result<()> {
-        let size = self.args.size;
-        let held: Vec<u64> = (0..self.args.iterations).map(|_| self.alloc(size)).collect::<Result<_, _>>()?;
-        self.checkpoint("held")?;
-        for p in held {
-            self.free(p, size)?;
-        }
-        self.checkpoint("freed")
     }
 
     fn no_device(&self) -> anyhow::Result<()> {

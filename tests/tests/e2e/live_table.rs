@@ -1,7 +1,10 @@
 //! The kernel's live table (gpumem-ebpf's account/live.rs): the slots of
 //! a process that exits holding allocations are emptied by the agent,
 //! exactly as many as it held, while a running process's stay and are
-//! uncharged by its frees.
+//! uncharged by its frees; likewise the entries an exited process leaves
+//! in the hash maps (VMM handles, their mappings, allocations kept there
+//! when their slots were taken) are forgotten by the kernel at the
+//! agent's asking, and a running process's kept.
 use gpumem::output::{Flag, RecordEvent};
 use gpumem_tests::harness::*;
 
@@ -42,7 +45,64 @@ fn an_exited_processs_slots_are_emptied_and_a_running_ones_kept() {
     let keeper_pid = keeper.pid();
     keeper.finish();
 
-    stopped_with_every_free_found(agent, keeper_pid, 40);
+    stopped_with_every_free_found(agent, &[(keeper_pid, 40)]);
+}
+
+/// Processes killed holding allocations in the hash maps: 40 kept in
+/// `LIVE` (with `GPUMEM_LIVE_SLOTS=4`, the table's 4 slots taken by a
+/// running process) and 30 mapped VMM handles. The kernel forgets exactly
+/// their 70 entries and 30 mappings; the running processes' 36 kept
+/// allocations and 10 mapped handles stay, and each of their frees finds
+/// its entry.
+#[test]
+fn an_exited_processs_hash_map_entries_are_forgotten_and_a_running_ones_kept() {
+    if !privileged() {
+        return;
+    }
+    let agent = Agent::start_with_env(&[("GPUMEM_LIVE_SLOTS", "4")], &[]);
+    let hold = |n: &str, vmm: bool| {
+        let mut args = vec!["--scenario", "hold", "--iterations", n, "--pause"];
+        args.extend(if vmm { &["--vmm", "--size", "1048576"][..] } else { &["--size", "4096"] });
+        let mut w = Workload::spawn(&args, None, &[]);
+        let c = w.checkpoint();
+        assert_eq!(c.checkpoint, "held");
+        agent.wait_for_checkpoint(&c);
+        w
+    };
+    let keeper = hold("40", false);
+    let keeper_vmm = hold("10", true);
+    let mut leaver = hold("40", false);
+    let mut leaver_vmm = hold("30", true);
+    assert_eq!(agent.status().live_spilled, 36 + 40, "the table's 4 slots are the keeper's");
+
+    for w in [&mut leaver, &mut leaver_vmm] {
+        let pid = w.pid();
+        w.kill();
+        agent.wait_for_exit(pid);
+    }
+    let s = agent.wait_for_status("the exited processes' 70 entries and 30 mappings forgotten", |s| {
+        s.live_entries_forgotten >= 70 && s.vmm_mappings_forgotten >= 30
+    });
+    assert_eq!(
+        (s.live_entries_forgotten, s.vmm_mappings_forgotten, s.live_spilled),
+        (70, 30, 36),
+        "exactly the exited processes' entries forgotten, the keeper's 36 kept allocations left"
+    );
+    assert_process_holds(&s, keeper.pid(), 40 * 4096);
+    assert_process_holds(&s, keeper_vmm.pid(), 10 << 20);
+
+    let mut freed = Vec::new();
+    for (mut w, frees) in [(keeper, 40), (keeper_vmm, 10)] {
+        w.resume();
+        let c = w.checkpoint();
+        assert_eq!(c.checkpoint, "freed");
+        agent.wait_for_checkpoint(&c);
+        assert_process_holds(&agent.status(), w.pid(), 0);
+        freed.push((w.pid(), frees));
+        w.finish();
+    }
+    assert_eq!(agent.status().live_spilled, 0, "every kept allocation freed");
+    stopped_with_every_free_found(agent, &freed);
 }
 
 /// With the programs using only the table's first 4 slots
@@ -76,16 +136,21 @@ fn allocations_whose_slots_are_taken_go_to_the_hash_map_and_are_freed_exactly() 
     assert_eq!(s.live_spilled, 0, "every spilled allocation freed");
     w.finish();
 
-    stopped_with_every_free_found(agent, pid, 40);
+    stopped_with_every_free_found(agent, &[(pid, 40)]);
 }
 
-/// Stops `agent`: it exits cleanly, lost no record, and each of `pid`'s
-/// `frees` frees found its allocation.
-fn stopped_with_every_free_found(agent: Agent, pid: u32, frees: usize) {
+/// Stops `agent`: it exits cleanly, lost no record, and each process's
+/// frees (pid, how many) found its allocation.
+fn stopped_with_every_free_found(agent: Agent, processes: &[(u32, usize)]) {
     let (status, lines) = agent.stop();
     assert!(status.success(), "agent exit: {status}");
     assert_eq!(lines.lost(), 0, "records were lost");
-    let found = lines.events(pid, RecordEvent::Free);
-    assert_eq!(found.len(), frees);
-    assert!(found.iter().all(|f| !f.flags.contains(&Flag::Untracked)), "every free found its allocation");
+    for &(pid, frees) in processes {
+        let found = lines.events(pid, RecordEvent::Free);
+        assert_eq!(found.len(), frees, "process {pid}'s frees");
+        assert!(
+            found.iter().all(|f| !f.flags.contains(&Flag::Untracked)),
+            "every free of process {pid} found its allocation"
+        );
+    }
 }
