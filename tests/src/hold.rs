@@ -66,14 +66,17 @@ pub fn create_mapped(d: &Driver, bytes: usize) -> anyhow::Result<Mapped> {
     Ok(m)
 }
 
-/// Unmaps and releases `m`: its memory goes at the release.
+/// Unmaps and releases `m` (its memory goes at the release), and frees
+/// its addresses.
 pub fn unmap_release(d: &Driver, m: &Mapped) -> anyhow::Result<()> {
     // SAFETY: as in `create_mapped`.
     unsafe {
         let unmap: unsafe extern "C" fn(u64, usize) -> R = d.sym("cuMemUnmap")?;
         let release: unsafe extern "C" fn(u64) -> R = d.sym("cuMemRelease")?;
+        let unreserve: unsafe extern "C" fn(u64, usize) -> R = d.sym("cuMemAddressFree")?;
         check(unmap(m.va, m.bytes), "cuMemUnmap")?;
         check(release(m.handle), "cuMemRelease")?;
+        check(unreserve(m.va, m.bytes), "cuMemAddressFree")?;
     }
     Ok(())
 }

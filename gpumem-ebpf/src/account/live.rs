@@ -1,6 +1,7 @@
 //! Live allocations by (process, namespace, address): where a charge is
 //! kept from its allocation to its free, so that the free uncharges what
-//! was charged.
+//! was charged. Every insert and removal of the two maps below is made
+//! here; vmm.rs changes a handle's counts in place ([`handle`]).
 //!
 //! Two maps hold them. `LIVE_TABLE` (an open-addressed array,
 //! `gpumem_common::LiveSlot`) takes every allocation but VMM handles: its
@@ -138,11 +139,17 @@ pub fn take(key: LiveKey, live: &mut LiveAlloc) -> bool {
 /// or exec'd: its charge went at its release, and nothing of its process
 /// will free it. Whether it did. The agent finds such entries (see
 /// families/exit.rs `forget_dead`); the check is made here, at the
-/// moment of the removal. An entry found of another image (the key reused
-/// by a later process of the same id since the agent looked) is put back.
+/// moment of the removal: an entry of another image (the key reused by
+/// the process's current image since the agent looked) is left alone, and
+/// one found replaced between the look and the removal is put back. Left
+/// open: a replacement between `take_hashed`'s copy and its removal (a
+/// few instructions) would be removed and not put back, which needs an
+/// exec'd image to reuse the dead entry's address at that moment.
 #[inline(always)]
 pub fn forget_dead(key: LiveKey, generation: u64) -> bool {
-    if usage::image_alive(key.tgid, generation) {
+    // SAFETY: read once, through the checked pointer.
+    let seen = LIVE.get_ptr(key).map(|e| unsafe { (*e).generation });
+    if seen != Some(generation) || usage::image_alive(key.tgid, generation) {
         return false;
     }
     let mut found = LiveAlloc::default();
@@ -152,16 +159,25 @@ pub fn forget_dead(key: LiveKey, generation: u64) -> bool {
     if found.generation == generation {
         return true;
     }
-    put_back(key, &found);
+    keep(key, &found);
     false
 }
 
-/// Puts back an allocation [`take`] took out (the driver refused its
-/// free).
+/// Keeps `live` at `key`, replacing whatever is there: an allocation
+/// [`take`] took out put back (the driver refused its free), a VMM handle
+/// put back changed (a release of one of its references, or of the handle
+/// while still mapped), a multicast handle.
 #[inline(always)]
-pub fn put_back(key: LiveKey, live: &LiveAlloc) {
+pub fn keep(key: LiveKey, live: &LiveAlloc) {
     let mut ignored = LiveAlloc::default();
     let _ = insert(key, live, &mut ignored);
+}
+
+/// The VMM handle's entry at `key`, to change in place (its mappings and
+/// references), where gpumem saw the handle created.
+#[inline(always)]
+pub fn handle(key: LiveKey) -> Option<*mut LiveAlloc> {
+    LIVE.get_ptr_mut(key)
 }
 
 /// The slots in use less one: `LIVE_SLOTS - 1`, or fewer where a test

@@ -86,7 +86,7 @@ fn free_return_run(ctx: RetProbeContext) -> u32 {
     if result != CUDA_SUCCESS {
         // The driver kept the allocation: it is still live and charged.
         if call.found == 1 {
-            live::put_back(key, &call.live);
+            live::keep(key, &call.live);
         }
         return 0;
     }

@@ -8,18 +8,16 @@ use aya_ebpf::{
     helpers::{bpf_get_current_cgroup_id, bpf_get_current_pid_tgid, bpf_probe_read_user},
     programs::{ProbeContext, RetProbeContext},
 };
-use gpumem_common::{event_type, id, kind, ns, stat, Change, LiveAlloc, LiveKey, ReportCall, CUDA_SUCCESS};
+use gpumem_common::{event_type, id, kind, ns, Change, LiveAlloc, LiveKey, ReportCall, CUDA_SUCCESS};
 
 use crate::{
-    account::{pending, usage},
+    account::{live, pending, usage},
     base::{
         cookie::{self, cookie},
-        counters::count,
         records::{emit, Subject},
         task_stack::on_task_stack,
     },
     device::current_device,
-    maps::LIVE,
 };
 
 on_task_stack!(
@@ -139,9 +137,7 @@ fn know_multicast(handle: u64) {
         device: current_device(),
         ..LiveAlloc::default()
     };
-    if LIVE.insert(key, live, 0).is_err() {
-        count(stat::MAP_FULL);
-    }
+    live::keep(key, &live);
 }
 
 /// Sends a record of a reported call (`event_type::CALL`): its handle,

@@ -26,7 +26,7 @@ use gpumem_common::{
 };
 
 use crate::{
-    account::{pending, usage},
+    account::{live, pending, usage},
     base::{
         atomic::{add_nofetch_u32, fetch_add},
         cookie,
@@ -37,7 +37,7 @@ use crate::{
         free::{caller_cgroup, live_key_of, record_free, record_untracked_free, take_live},
         report::report,
     },
-    maps::{LIVE, VMM_MAPPINGS},
+    maps::VMM_MAPPINGS,
 };
 
 /// `cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
@@ -84,9 +84,7 @@ fn vmm_release_return_run(ctx: RetProbeContext) -> u32 {
     if result == CUDA_SUCCESS && call.found == 1 && call.live.retained != 0 {
         // A retained reference given back: the memory has others.
         call.live.retained -= 1;
-        if LIVE.insert(key, call.live, 0).is_err() {
-            count(stat::MAP_FULL);
-        }
+        live::keep(key, &call.live);
         return 0;
     }
     if result != CUDA_SUCCESS || (call.found == 1 && call.live.maps != 0) {
@@ -94,9 +92,7 @@ fn vmm_release_return_run(ctx: RetProbeContext) -> u32 {
         // marked released so that the last unmap uncharges it.
         if call.found == 1 {
             call.live.released = (result == CUDA_SUCCESS) as u32;
-            if LIVE.insert(key, call.live, 0).is_err() {
-                count(stat::MAP_FULL);
-            }
+            live::keep(key, &call.live);
         }
         return 0;
     }
@@ -145,7 +141,7 @@ fn vmm_map_return_run(ctx: RetProbeContext) -> u32 {
     let tgid = (bpf_get_current_pid_tgid() >> 32) as u32;
     // Handles gpumem never saw created (imported, or older than the agent)
     // are not charged here, so their mappings need no counting.
-    if let Some(live) = LIVE.get_ptr_mut(LiveKey { tgid, ns: ns::VMM_HANDLE, addr: call.handle }) {
+    if let Some(live) = live::handle(LiveKey { tgid, ns: ns::VMM_HANDLE, addr: call.handle }) {
         // SAFETY: checked map value pointer.
         unsafe { fetch_add(core::ptr::addr_of_mut!((*live).maps), 1) };
         let map_key = LiveKey { tgid, ns: ns::VMM_MAPPING, addr: call.va };
@@ -189,7 +185,7 @@ fn vmm_unmap_return_run(ctx: RetProbeContext) -> u32 {
     };
     let _ = VMM_MAPPINGS.remove(map_key);
     let key = LiveKey { tgid, ns: ns::VMM_HANDLE, addr: handle };
-    let Some(live) = LIVE.get_ptr_mut(key) else {
+    let Some(live) = live::handle(key) else {
         return 0;
     };
     // SAFETY: checked map value pointer.
@@ -197,11 +193,10 @@ fn vmm_unmap_return_run(ctx: RetProbeContext) -> u32 {
     // SAFETY: as above.
     let released = unsafe { core::ptr::read_volatile(core::ptr::addr_of!((*live).released)) };
     if before == 1 && released == 1 {
-        // SAFETY: copied out before removal.
-        let Some(last) = (unsafe { LIVE.get(key) }).copied() else {
-            return 0;
-        };
-        let _ = LIVE.remove(key);
+        let mut last = LiveAlloc::default();
+        if !live::take(key, &mut last) {
+            return 0; // another thread's unmap or release took it
+        }
         let change = Change { addr: handle, result, ..Change::default() };
         gone(api, pid_tgid, change, &last);
     }
@@ -213,15 +208,23 @@ fn vmm_unmap_return_run(ctx: RetProbeContext) -> u32 {
 /// image that is not its process's current one, or (where the handle's
 /// entry is gone, or never had an image) the process has no usage entry
 /// at all (the agent found it gone: see families/exit.rs `forget_dead`).
-/// Whether it did.
+/// Whether it did. The mapping is read again just before its removal, and
+/// left if it changed (mapped again by the current image); a change in
+/// the few instructions between that read and the removal is not seen.
 #[inline(always)]
 pub fn forget_dead_mapping(key: LiveKey) -> bool {
-    // SAFETY: copied out.
-    let Some(handle) = (unsafe { VMM_MAPPINGS.get(key) }).copied() else { return false };
+    let Some(handle) = mapped(key) else { return false };
     let owner = LiveKey { tgid: key.tgid, ns: ns::VMM_HANDLE, addr: handle };
+    // SAFETY: a checked map value pointer, read once.
+    let image = live::handle(owner).map_or(0, |h| unsafe { (*h).generation });
+    !usage::image_alive(key.tgid, image) && mapped(key) == Some(handle) && VMM_MAPPINGS.remove(key).is_ok()
+}
+
+/// The handle mapped at `key`, if any.
+#[inline(always)]
+fn mapped(key: LiveKey) -> Option<u64> {
     // SAFETY: copied out.
-    let image = unsafe { LIVE.get(owner) }.map_or(0, |h| h.generation);
-    !usage::image_alive(key.tgid, image) && VMM_MAPPINGS.remove(key).is_ok()
+    unsafe { VMM_MAPPINGS.get(key) }.copied()
 }
 
 on_task_stack!(
@@ -246,7 +249,7 @@ fn vmm_retain_return_run(ctx: RetProbeContext) -> u32 {
     };
     let tgid = (bpf_get_current_pid_tgid() >> 32) as u32;
     // Handles gpumem never saw created are not charged here.
-    if let Some(live) = LIVE.get_ptr_mut(LiveKey { tgid, ns: ns::VMM_HANDLE, addr: handle }) {
+    if let Some(live) = live::handle(LiveKey { tgid, ns: ns::VMM_HANDLE, addr: handle }) {
         // SAFETY: checked map value pointer.
         unsafe { add_nofetch_u32(core::ptr::addr_of_mut!((*live).retained), 1) };
     }

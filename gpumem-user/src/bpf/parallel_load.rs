@@ -22,7 +22,7 @@ use super::error::BpfError;
 /// Programs whose verification costs far more than the rest (the shared
 /// allocation return and entry, the exit's release): started first so
 /// that no core is left with one of them at the end.
-const COSTLY_FIRST: &[&str] = &["alloc_return", "alloc_entry", "process_exit", "release_gone"];
+const COSTLY_FIRST: &[&str] = &["alloc_return", "alloc_entry", "process_exit", "release_gone", "forget_dead"];
 
 /// One program to verify.
 pub enum Job<'a> {

@@ -77,7 +77,9 @@ impl Reclaim {
             match (forget(gone), gone) {
                 (Some(1), Gone::Mapping(_)) => self.forgotten.mappings += 1,
                 (Some(1), _) => self.forgotten.live += 1,
-                (Some(_), _) => {} // changed since it was read: judged again at the next sweep
+                // Changed since it was read, or its image's release under
+                // way: judged again at the next sweep.
+                (Some(_), _) => self.due = true,
                 (None, _) => refused += 1,
             }
         }

@@ -62,7 +62,7 @@ fn an_exited_processs_hash_map_entries_are_forgotten_and_a_running_ones_kept() {
     let agent = Agent::start_with_env(&[("GPUMEM_LIVE_SLOTS", "4")], &[]);
     let hold = |n: &str, vmm: bool| {
         let mut args = vec!["--scenario", "hold", "--iterations", n, "--pause"];
-        args.extend(if vmm { &["--vmm", "--size", "1048576"][..] } else { &["--size", "4096"] });
+        args.extend(if vmm { &["--vmm", "--size", "2097152"][..] } else { &["--size", "4096"] });
         let mut w = Workload::spawn(&args, None, &[]);
         let c = w.checkpoint();
         assert_eq!(c.checkpoint, "held");
@@ -89,7 +89,7 @@ fn an_exited_processs_hash_map_entries_are_forgotten_and_a_running_ones_kept() {
         "exactly the exited processes' entries forgotten, the keeper's 36 kept allocations left"
     );
     assert_process_holds(&s, keeper.pid(), 40 * 4096);
-    assert_process_holds(&s, keeper_vmm.pid(), 10 << 20);
+    assert_process_holds(&s, keeper_vmm.pid(), 10 * (2 << 20));
 
     let mut freed = Vec::new();
     for (mut w, frees) in [(keeper, 40), (keeper_vmm, 10)] {
@@ -137,6 +137,74 @@ fn allocations_whose_slots_are_taken_go_to_the_hash_map_and_are_freed_exactly() 
     w.finish();
 
     stopped_with_every_free_found(agent, &[(pid, 40)]);
+}
+
+/// A process that execs (the same pid, a new image) with an allocation
+/// kept in the hash map: the kernel forgets the old image's entry and only
+/// it, the new image's 5 stay and its 2 frees find theirs; at its exit its
+/// 3 left are forgotten too.
+#[test]
+fn an_exec_d_images_hash_map_entries_are_forgotten_and_the_new_images_kept() {
+    if !privileged() {
+        return;
+    }
+    let agent = Agent::start_with_env(&[("GPUMEM_LIVE_SLOTS", "4")], &[]);
+    let mut keeper = fill_table(&agent);
+    let mut w = Workload::spawn(&["--scenario", "exec", "--pause"], None, &[]);
+    let pid = w.pid();
+    agent.wait_for_checkpoint(&w.checkpoint());
+    assert_eq!(agent.status().live_spilled, 1, "the old image's 3 MiB");
+    w.resume();
+    let c = w.checkpoint();
+    assert_eq!((c.checkpoint.as_str(), c.pid, c.allocs), ("allocated", pid, 5));
+    agent.wait_for_checkpoint(&c);
+    let s = agent.wait_for_status("the old image's entry forgotten", |s| s.live_entries_forgotten >= 1);
+    assert_eq!((s.live_entries_forgotten, s.live_spilled), (1, 5), "the old image's, and only it");
+    w.resume();
+    agent.wait_for_checkpoint(&w.checkpoint());
+    w.run_to_end();
+    agent.wait_for_exit(pid);
+    let s = agent.wait_for_status("the new image's 3 left forgotten", |s| s.live_entries_forgotten >= 4);
+    assert_eq!((s.live_entries_forgotten, s.live_spilled), (4, 0));
+    keeper.resume();
+    let keeper_pid = keeper.pid();
+    agent.wait_for_checkpoint(&keeper.checkpoint());
+    keeper.finish();
+    stopped_with_every_free_found(agent, &[(pid, 2), (keeper_pid, 4)]);
+}
+
+/// A running process holding 4 allocations: with `GPUMEM_LIVE_SLOTS=4`,
+/// every slot of the table, so that every other allocation goes to the
+/// hash map.
+fn fill_table(agent: &Agent) -> Workload {
+    let mut keeper =
+        Workload::spawn(&["--scenario", "hold", "--iterations", "4", "--size", "4096", "--pause"], None, &[]);
+    agent.wait_for_checkpoint(&keeper.checkpoint());
+    assert_eq!(agent.status().live_spilled, 0, "the keeper's 4 allocations fill the table");
+    keeper
+}
+
+/// Frees the driver refuses, of allocations kept in the hash map (the
+/// table's 4 slots taken by a running process): each refused free takes
+/// its allocation out at the entry and puts it back at the return, kept in
+/// the hash map again and counted, and the accounting stays exact (the
+/// `trace_exact` scenario's own checks); the 1 MiB the process leaves at
+/// its exit is forgotten.
+#[test]
+fn refused_frees_of_allocations_in_the_hash_map_put_them_back_exactly() {
+    if !privileged() {
+        return;
+    }
+    let agent = Agent::start_with_env(&[("GPUMEM_LIVE_SLOTS", "4")], &[]);
+    let mut keeper = fill_table(&agent);
+    crate::trace_exact::refused_frees_change_nothing(&agent);
+    let s = agent.wait_for_status("the exited process's 1 MiB forgotten", |s| s.live_entries_forgotten >= 1);
+    assert_eq!((s.live_entries_forgotten, s.live_spilled), (1, 0), "its last allocation, and nothing else");
+    keeper.resume();
+    let keeper_pid = keeper.pid();
+    agent.wait_for_checkpoint(&keeper.checkpoint());
+    keeper.finish();
+    stopped_with_every_free_found(agent, &[(keeper_pid, 4)]);
 }
 
 /// Stops `agent`: it exits cleanly, lost no record, and each process's
