@@ -40,8 +40,9 @@ enum Scenario {
     Families,
     /// Frees the driver refuses beside frees it takes (failed_frees.rs).
     FailedFrees,
-    /// Allocate, then exec this program again as `basic` (same pid): the
-    /// new image holds nothing of the old one.
+    /// Allocate (with `--vmm`, also a mapped VMM handle), then exec this
+    /// program again as `basic` (same pid): the new image holds nothing of
+    /// the old one.
     Exec,
     /// `--iterations` allocations of `--size` bytes, a checkpoint after
     /// each (`step-N`), then `done`: for limits, which stop it part way.
@@ -121,7 +122,8 @@ struct Args {
     #[arg(long, value_enum)]
     pool: Option<PoolLoop>,
     /// `hold`: VMM handles (`cuMemCreate`), each mapped, freed by
-    /// `cuMemUnmap` and `cuMemRelease`.
+    /// `cuMemUnmap` and `cuMemRelease`; `exec`: one mapped handle more
+    /// before the exec.
     #[arg(long)]
     vmm: bool,
     /// The driver has no device (NVIDIA's library without a GPU): open
@@ -341,6 +343,10 @@ impl Workload<'_> {
 
     fn exec(&self) -> anyhow::Result<()> {
         self.alloc(3 << 20)?;
+        if self.args.vmm {
+            gpumem_tests::hold::create_mapped(&self.driver, 2 << 20)?;
+            self.truth.allocated_as("vmm", 0, 2 << 20);
+        }
         self.checkpoint("before-exec")?;
         let mut cmd = std::process::Command::new(std::env::current_exe()?);
         cmd.args(["--libcuda", &self.args.libcuda, "--scenario", "basic"]);

@@ -139,38 +139,42 @@ fn allocations_whose_slots_are_taken_go_to_the_hash_map_and_are_freed_exactly() 
     stopped_with_every_free_found(agent, &[(pid, 40)]);
 }
 
-/// A process that execs (the same pid, a new image) with an allocation
-/// kept in the hash map: the kernel forgets the old image's entry and only
-/// it, the new image's 5 stay and its 2 frees find theirs; at its exit its
-/// 3 left are forgotten too.
+/// A process that execs (the same pid, a new image) holding a mapped VMM
+/// handle: the kernel forgets the old image's handle and mapping while
+/// the process runs on with a new image of its own (a current generation
+/// beside the dead one), and the new image's frees find their
+/// allocations.
 #[test]
 fn an_exec_d_images_hash_map_entries_are_forgotten_and_the_new_images_kept() {
     if !privileged() {
         return;
     }
-    let agent = Agent::start_with_env(&[("GPUMEM_LIVE_SLOTS", "4")], &[]);
-    let mut keeper = fill_table(&agent);
-    let mut w = Workload::spawn(&["--scenario", "exec", "--pause"], None, &[]);
+    let agent = Agent::start(&[]);
+    let mut w = Workload::spawn(&["--scenario", "exec", "--vmm", "--pause"], None, &[]);
     let pid = w.pid();
-    agent.wait_for_checkpoint(&w.checkpoint());
-    assert_eq!(agent.status().live_spilled, 1, "the old image's 3 MiB");
+    let before = w.checkpoint();
+    assert_eq!((before.held, before.allocs), ((3 << 20) + (2 << 20), 2));
+    agent.wait_for_checkpoint(&before);
     w.resume();
+    // The new image's truth counts its own calls only.
     let c = w.checkpoint();
     assert_eq!((c.checkpoint.as_str(), c.pid, c.allocs), ("allocated", pid, 5));
-    agent.wait_for_checkpoint(&c);
-    let s = agent.wait_for_status("the old image's entry forgotten", |s| s.live_entries_forgotten >= 1);
-    assert_eq!((s.live_entries_forgotten, s.live_spilled), (1, 5), "the old image's, and only it");
+    agent.wait_for("both images' allocations", |l| l.count(pid, RecordEvent::Alloc) == 2 + 5);
+    let s = agent.wait_for_status("the old image's handle and mapping forgotten", |s| {
+        s.live_entries_forgotten >= 1 && s.vmm_mappings_forgotten >= 1
+    });
+    assert_eq!(
+        (s.live_entries_forgotten, s.vmm_mappings_forgotten),
+        (1, 1),
+        "the old image's, and only they"
+    );
+    assert_process_holds(&s, pid, c.held);
     w.resume();
-    agent.wait_for_checkpoint(&w.checkpoint());
+    assert_eq!(w.checkpoint().frees, 2);
+    agent.wait_for("the new image's frees", |l| l.count(pid, RecordEvent::Free) == 2);
     w.run_to_end();
     agent.wait_for_exit(pid);
-    let s = agent.wait_for_status("the new image's 3 left forgotten", |s| s.live_entries_forgotten >= 4);
-    assert_eq!((s.live_entries_forgotten, s.live_spilled), (4, 0));
-    keeper.resume();
-    let keeper_pid = keeper.pid();
-    agent.wait_for_checkpoint(&keeper.checkpoint());
-    keeper.finish();
-    stopped_with_every_free_found(agent, &[(pid, 2), (keeper_pid, 4)]);
+    stopped_with_every_free_found(agent, &[(pid, 2)]);
 }
 
 /// A running process holding 4 allocations: with `GPUMEM_LIVE_SLOTS=4`,
