@@ -121,9 +121,7 @@ struct Args {
     /// cuMemFreeAsync).
     #[arg(long, value_enum)]
     pool: Option<PoolLoop>,
-    /// `hold`: VMM handles (`cuMemCreate`), each mapped, freed by
-    /// `cuMemUnmap` and `cuMemRelease`; `exec`: one mapped handle more
-    /// before the exec.
+    /// `hold`: mapped VMM handles instead; `exec`: one more, before it.
     #[arg(long)]
     vmm: bool,
     /// The driver has no device (NVIDIA's library without a GPU): open
