@@ -152,7 +152,7 @@ impl Meter<'_> {
             agent_peak_rss_mb: peak_rss_mb(self.pid),
             agent_peak_allocated_mb: peak_allocated_mb(self.pid),
         };
-        eprintln!("xtask: bench {load}: {row:?}");
+        eprintln!("xtask: bench {load}: {row:?}, {lost} of {produced} records lost");
         Ok(row)
     }
 }
