@@ -2,8 +2,8 @@
 //! records, the caller's comm, the drop counters, the attach cookie, the
 //! tail call that keeps each program on its task's stack, the task-local
 //! storage map type, the gate that says which build's programs run (a
-//! takeover), the programs the agent runs itself, and the diagnostic log. Nothing here knows about accounting
-//! or limits.
+//! takeover), the programs the agent runs itself, and the diagnostic log.
+//! Nothing here knows about accounting or limits.
 pub mod agent_run;
 pub mod atomic;
 pub mod comm;

@@ -315,6 +315,7 @@ impl Tracer {
     /// (an `exit` record follows), or a thread's calls in flight. Gives
     /// back the program's result (the calls it forgot), None if the kernel
     /// refused to run it.
+    ///
     /// An image's entry in a hash map (`Gone::Allocation`,
     /// `Gone::Mapping`) goes to `forget_dead` instead, whose result is 1 if
     /// it forgot the entry.
