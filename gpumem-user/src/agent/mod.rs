@@ -235,7 +235,7 @@ impl Agent {
     /// at its first flush that succeeds).
     pub fn check_health(&mut self, mut release: impl FnMut(Gone) -> Option<u32>) -> io::Result<()> {
         self.health.recover_missed_exits(&self.kernel, &mut release);
-        self.health.reclaim.step(&mut self.kernel, release);
+        self.health.reclaim.step(&mut self.kernel);
         let found = self.limits.recover_declared();
         self.say_declarations(found);
         self.limits.forget_gone_containers();

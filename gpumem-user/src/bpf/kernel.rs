@@ -7,12 +7,12 @@ use std::{
 };
 
 use aya::{
-    maps::{Array, HashMap as BpfHashMap, MapData, PerCpuArray},
+    maps::{Array, HashMap as BpfHashMap, IterableMap, MapData, PerCpuArray},
     programs::ProgramFd,
 };
 use gpumem_common::{map_name, ns, spilled, stat, LiveAlloc, LiveKey, Pending, PendingKey, ProcUsage};
 
-use super::{error::BpfError, live_table::LiveTable, Tracer};
+use super::{error::BpfError, hashed::HashedMaps, live_table::LiveTable, Tracer};
 
 /// Handles on the kernel's usage maps.
 pub struct KernelMaps {
@@ -25,24 +25,13 @@ pub struct KernelMaps {
     live: BpfHashMap<MapData, LiveKey, LiveAlloc>,
     /// Live allocations but VMM handles.
     table: LiveTable,
-    /// VMM mappings: (tgid, mapped address) -> handle.
-    mappings: BpfHashMap<MapData, LiveKey, u64>,
+    /// The hash maps' walk and `forget_dead`, on handles of their own,
+    /// until the sweep takes them (`hashed_maps`).
+    hashed: Option<HashedMaps>,
     /// Whether the programs look in `live` for allocations but VMM handles.
     spilled: Array<MapData, u64>,
     /// Every loaded program, for the runs the kernel skipped.
     programs: Vec<ProgramFd>,
-}
-
-/// The hash maps' live entries and the processes' current images
-/// (`KernelMaps::hashed`).
-#[derive(Debug, Default)]
-pub struct Hashed {
-    /// `LIVE`: VMM handles, and allocations the table does not keep.
-    pub live: HashMap<LiveKey, LiveAlloc>,
-    /// `VMM_MAPPINGS`: (tgid, mapped address) -> handle.
-    pub mappings: Vec<(LiveKey, u64)>,
-    /// Each process's current generation (`ProcUsage::generation`).
-    pub current: HashMap<u32, u64>,
 }
 
 /// Kernel counters, summed over CPUs (see `gpumem_common::stat`).
@@ -65,14 +54,17 @@ pub struct Stats {
 
 impl KernelMaps {
     pub fn take(tracer: &mut Tracer) -> Result<Self, BpfError> {
+        let procs: BpfHashMap<MapData, u32, ProcUsage> = tracer.take_map(map_name::PROC_USAGE)?;
+        let live: BpfHashMap<MapData, LiveKey, LiveAlloc> = tracer.take_map(map_name::LIVE)?;
+        let hashed = HashedMaps::take(tracer, live.map(), procs.map())?;
         Ok(Self {
-            procs: tracer.take_map(map_name::PROC_USAGE)?,
+            procs,
             cgroups: tracer.take_map(map_name::CGROUP_USAGE)?,
             stats: tracer.take_map(map_name::STATS)?,
             pending: tracer.take_map(map_name::PENDING)?,
-            live: tracer.take_map(map_name::LIVE)?,
+            live,
             table: LiveTable::of(tracer.take_any_map(map_name::LIVE_TABLE)?)?,
-            mappings: tracer.take_map(map_name::VMM_MAPPINGS)?,
+            hashed: Some(hashed),
             spilled: tracer.take_map(map_name::LIVE_SPILLED)?,
             programs: tracer.program_fds(),
         })
@@ -124,16 +116,10 @@ impl KernelMaps {
         self.table.reclaim(|| self.procs.iter().flatten().map(|(tgid, u)| (tgid, u.generation)).collect())
     }
 
-    /// What the hash maps of live entries hold now, for finding those of
-    /// process images that exited or exec'd (`health/reclaim.rs`): `LIVE`'s
-    /// entries and `VMM_MAPPINGS`'s, then each process's current
-    /// generation, read after them (an image's generation is never used
-    /// again, so an entry of another is dead for good).
-    pub fn hashed(&self) -> Hashed {
-        let live = self.live.iter().flatten().collect();
-        let mappings = self.mappings.iter().flatten().collect();
-        let current = self.procs.iter().flatten().map(|(tgid, u)| (tgid, u.generation)).collect();
-        Hashed { live, mappings, current }
+    /// The hash maps' walk and `forget_dead`, for the sweep's thread
+    /// (`health/reclaim.rs`): Some the first time only.
+    pub fn hashed_maps(&mut self) -> Option<HashedMaps> {
+        self.hashed.take()
     }
 
     /// Allocations the programs put in `LIVE` because their table slots

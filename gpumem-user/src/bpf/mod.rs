@@ -9,6 +9,7 @@ pub mod btf_offset;
 pub mod discover;
 mod error;
 pub mod handover;
+pub mod hashed;
 pub mod kernel;
 mod live_table;
 pub mod log;
@@ -69,22 +70,16 @@ where
         .map_err(|e| BpfError::Program { name, source: Box::new(e) })
 }
 
-/// What an exit left that the kernel did not finish, for the kernel's
-/// programs to finish (`Tracer::release_gone`): what a skipped exit left
-/// (`release_gone`), and an exited or exec'd image's entries in the hash
-/// maps, which no exit finds (`forget_dead`).
+/// What a skipped exit left that the kernel did not finish, for the
+/// kernel's `release_gone` to finish (`Tracer::release_gone`). (An exited
+/// or exec'd image's entries in the hash maps, which no exit finds, are
+/// `hashed::Dead`.)
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Gone {
     /// A process that exited while the kernel still counts memory for it.
     Process(u32),
     /// A thread (pid_tgid) that exited with calls still in flight.
     Thread(u64),
-    /// An entry of `LIVE` (a VMM handle, or an allocation kept there) of
-    /// the process image `generation`, which is not its process's current
-    /// one.
-    Allocation { key: gpumem_common::LiveKey, generation: u64 },
-    /// A mapping in `VMM_MAPPINGS` of a process image that is gone.
-    Mapping(gpumem_common::LiveKey),
 }
 
 /// One attachment this agent owns.
@@ -315,34 +310,13 @@ impl Tracer {
     /// (an `exit` record follows), or a thread's calls in flight. Gives
     /// back the program's result (the calls it forgot), None if the kernel
     /// refused to run it.
-    ///
-    /// An image's entry in a hash map (`Gone::Allocation`,
-    /// `Gone::Mapping`) goes to `forget_dead` instead, whose result is 1 if
-    /// it forgot the entry.
     pub fn release_gone(&self, gone: Gone) -> Option<u32> {
         let mut opts = RawTracePointRunOptions::new();
-        let key_args =
-            |key: gpumem_common::LiveKey| [u64::from(key.tgid) | u64::from(key.ns) << 32, key.addr];
-        let name = match gone {
-            Gone::Process(tgid) => {
-                opts.args[0] = u64::from(tgid);
-                probes::RELEASE_GONE
-            }
-            Gone::Thread(pid_tgid) => {
-                opts.args[1] = pid_tgid;
-                probes::RELEASE_GONE
-            }
-            Gone::Allocation { key, generation } => {
-                [opts.args[0], opts.args[1]] = key_args(key);
-                opts.args[2] = generation;
-                probes::FORGET_DEAD
-            }
-            Gone::Mapping(key) => {
-                [opts.args[0], opts.args[1]] = key_args(key);
-                probes::FORGET_DEAD
-            }
-        };
-        let prog = self.ebpf.program(name).map(<&RawTracePoint>::try_from)?.ok()?;
+        match gone {
+            Gone::Process(tgid) => opts.args[0] = u64::from(tgid),
+            Gone::Thread(pid_tgid) => opts.args[1] = pid_tgid,
+        }
+        let prog = self.ebpf.program(probes::RELEASE_GONE).map(<&RawTracePoint>::try_from)?.ok()?;
         prog.test_run(opts).ok().map(|r| r.return_value)
     }
 

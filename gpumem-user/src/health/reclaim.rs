@@ -1,19 +1,22 @@
 //! Emptying the live table's slots of process images that exited or
 //! exec'd (`KernelMaps::reclaim_dead`), and having the kernel forget
-//! their entries in the hash maps (`KernelMaps::dead_hashed`: VMM handles,
-//! their mappings, allocations kept in `LIVE`): the kernel releases an
+//! their entries in the hash maps (VMM handles, their mappings,
+//! allocations kept in `LIVE`: `bpf/hashed.rs`): the kernel releases an
 //! image's charges at its exit but cannot walk the maps for its entries,
-//! so the agent does, after exits and at most every [`GAP`].
+//! so the agent does, after exits and at most every [`GAP`]. The hash
+//! maps' walk runs on a thread of its own, so that the event loop drains
+//! the ring buffer meanwhile; its counts come back at a later step.
 use std::{
     path::Path,
+    thread::JoinHandle,
     time::{Duration, Instant},
 };
 
 use gpumem_common::{ns, LiveKey};
 
 use crate::bpf::{
-    kernel::{Hashed, KernelMaps},
-    Gone,
+    hashed::{Dead, Hashed, HashedMaps},
+    kernel::KernelMaps,
 };
 
 /// The least time between two sweeps (each maps the table and reads its
@@ -34,6 +37,7 @@ pub struct Reclaim {
     /// Hash-map entries the kernel forgot so far: in `LIVE`, in
     /// `VMM_MAPPINGS`.
     forgotten: Forgotten,
+    walker: Walker,
 }
 
 /// Entries of exited images the kernel forgot.
@@ -45,6 +49,43 @@ pub struct Forgotten {
     pub mappings: u64,
 }
 
+/// Where the hash maps' handles are.
+#[derive(Default)]
+enum Walker {
+    /// Still with the kernel's maps (taken at the first sweep).
+    #[default]
+    Unclaimed,
+    /// Here, between walks.
+    Ready(Box<HashedMaps>),
+    /// Out on a walk's thread, which hands them back.
+    Busy(JoinHandle<(Box<HashedMaps>, Walked)>),
+    /// Gone (no thread could be started, or a walk panicked): the table
+    /// alone is swept; said when it happened.
+    Lost,
+}
+
+impl std::fmt::Debug for Walker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Walker::Unclaimed => "Unclaimed",
+            Walker::Ready(_) => "Ready",
+            Walker::Busy(_) => "Busy",
+            Walker::Lost => "Lost",
+        })
+    }
+}
+
+/// What one walk of the hash maps did.
+#[derive(Debug, Default)]
+struct Walked {
+    forgotten: Forgotten,
+    /// Some entries wait for the next sweep: more than one sweep forgets,
+    /// or changed since they were read.
+    again: bool,
+    /// Entries the kernel refused to run `forget_dead` for.
+    refused: u64,
+}
+
 impl Reclaim {
     /// A process image was released (an `exit` or `exec` record, or an
     /// exit the agent recovered).
@@ -52,11 +93,13 @@ impl Reclaim {
         self.due = true;
     }
 
-    /// Sweeps if an image was released since the last sweep and the last
-    /// was at least [`GAP`] ago; `forget` runs the kernel's program that
-    /// forgets a hash-map entry (`Tracer::release_gone`).
-    pub fn step(&mut self, kernel: &mut KernelMaps, mut forget: impl FnMut(Gone) -> Option<u32>) {
-        if !self.due || self.last.is_some_and(|t| t.elapsed() < GAP) {
+    /// Takes in a finished walk's counts, then sweeps if an image was
+    /// released since the last sweep, the last was at least [`GAP`] ago
+    /// and its walk is done: the table here, the hash maps on a thread.
+    pub fn step(&mut self, kernel: &mut KernelMaps) {
+        self.collect();
+        let walking = matches!(self.walker, Walker::Busy(_));
+        if !self.due || walking || self.last.is_some_and(|t| t.elapsed() < GAP) {
             return;
         }
         (self.due, self.last) = (false, Some(Instant::now()));
@@ -66,28 +109,18 @@ impl Reclaim {
                 tracing::warn!("emptying the live table's slots of exited processes: {e} (tried again later)")
             }
         }
-        let proc_root = Path::new("/proc");
-        let dead =
-            dead(kernel.hashed(), |tgid| super::gone::tasks(proc_root, tgid) == super::gone::Tasks::Gone);
-        if dead.len() > FORGETS_PER_SWEEP {
-            self.due = true; // the rest at the next sweep
+        if matches!(self.walker, Walker::Unclaimed) {
+            self.walker = kernel.hashed_maps().map_or(Walker::Lost, |m| Walker::Ready(Box::new(m)));
         }
-        let mut refused = 0u64;
-        for gone in dead.into_iter().take(FORGETS_PER_SWEEP) {
-            match (forget(gone), gone) {
-                (Some(1), Gone::Mapping(_)) => self.forgotten.mappings += 1,
-                (Some(1), _) => self.forgotten.live += 1,
-                // Changed since it was read, or its image's release under
-                // way: judged again at the next sweep.
-                (Some(_), _) => self.due = true,
-                (None, _) => refused += 1,
+        if let Walker::Ready(maps) = std::mem::replace(&mut self.walker, Walker::Lost) {
+            match std::thread::Builder::new().name("gpumem-sweep".into()).spawn(move || walk(maps)) {
+                Ok(handle) => self.walker = Walker::Busy(handle),
+                Err(e) => tracing::warn!(
+                    "starting the thread that sweeps the hash maps of live entries: {e}; exited \
+                     processes' VMM handles and spilled allocations are no longer forgotten \
+                     (restart the agent)"
+                ),
             }
-        }
-        if refused > 0 {
-            tracing::warn!(
-                "the kernel refused to run the program that forgets exited processes' entries \
-                 ({refused} entries left; tried again after the next exit)"
-            );
         }
         match kernel.forget_old_spill() {
             Ok(true) => tracing::info!(
@@ -97,6 +130,32 @@ impl Reclaim {
             Err(e) => {
                 tracing::warn!("looking for the earlier build's live allocations: {e} (tried again later)")
             }
+        }
+    }
+
+    /// A finished walk's maps back, and its counts added.
+    fn collect(&mut self) {
+        if !matches!(&self.walker, Walker::Busy(h) if h.is_finished()) {
+            return;
+        }
+        let Walker::Busy(handle) = std::mem::replace(&mut self.walker, Walker::Lost) else { return };
+        let Ok((maps, walked)) = handle.join() else {
+            tracing::warn!(
+                "the sweep of the hash maps of live entries failed; exited processes' VMM handles \
+                 and spilled allocations are no longer forgotten (restart the agent)"
+            );
+            return;
+        };
+        self.walker = Walker::Ready(maps);
+        self.forgotten.live += walked.forgotten.live;
+        self.forgotten.mappings += walked.forgotten.mappings;
+        self.due |= walked.again;
+        if walked.refused > 0 {
+            tracing::warn!(
+                "the kernel refused to run the program that forgets exited processes' entries \
+                 ({} entries left; tried again after the next exit)",
+                walked.refused
+            );
         }
     }
 
@@ -111,6 +170,26 @@ impl Reclaim {
     }
 }
 
+/// One walk, on its own thread: reads the hash maps, finds the dead
+/// entries (/proc asked for processes without an image) and has the
+/// kernel forget at most [`FORGETS_PER_SWEEP`] of them.
+fn walk(maps: Box<HashedMaps>) -> (Box<HashedMaps>, Walked) {
+    let proc_root = Path::new("/proc");
+    let dead = dead(maps.read(), |tgid| super::gone::tasks(proc_root, tgid) == super::gone::Tasks::Gone);
+    let mut walked = Walked { again: dead.len() > FORGETS_PER_SWEEP, ..Walked::default() };
+    for entry in dead.into_iter().take(FORGETS_PER_SWEEP) {
+        match (maps.forget(entry), entry) {
+            (Some(1), Dead::Mapping(_)) => walked.forgotten.mappings += 1,
+            (Some(1), _) => walked.forgotten.live += 1,
+            // Changed since it was read, or its image's release under
+            // way: judged again at the next sweep.
+            (Some(_), _) => walked.again = true,
+            (None, _) => walked.refused += 1,
+        }
+    }
+    (maps, walked)
+}
+
 /// The entries in `hashed` that process images which exited or exec'd
 /// left (their charges went at their release, but no exit finds them),
 /// for the kernel to forget (it checks each again as it removes it):
@@ -120,7 +199,7 @@ impl Reclaim {
 /// (generation 0: a multicast handle, one charged while the usage map was
 /// full, a mapping whose handle's entry is gone) goes with its process:
 /// when it has no usage entry and /proc says it is gone (`process_gone`).
-pub fn dead(hashed: Hashed, process_gone: impl Fn(u32) -> bool) -> Vec<Gone> {
+pub fn dead(hashed: Hashed, process_gone: impl Fn(u32) -> bool) -> Vec<Dead> {
     let Hashed { live, mappings, current } = hashed;
     let dead = |tgid: u32, generation: u64| match current.get(&tgid) {
         Some(&now) => generation != 0 && generation != now,
@@ -128,33 +207,27 @@ pub fn dead(hashed: Hashed, process_gone: impl Fn(u32) -> bool) -> Vec<Gone> {
     };
     let image_of = |key: LiveKey, handle: u64| {
         let owner = LiveKey { tgid: key.tgid, ns: ns::VMM_HANDLE, addr: handle };
-        live.get(&owner).map_or(0, |h| h.generation)
+        live.get(&owner).copied().unwrap_or(0)
     };
-    let mut gone: Vec<Gone> = mappings
+    let mut gone: Vec<Dead> = mappings
         .into_iter()
         .filter(|&(key, handle)| dead(key.tgid, image_of(key, handle)))
-        .map(|(key, _)| Gone::Mapping(key))
+        .map(|(key, _)| Dead::Mapping(key))
         .collect();
     gone.extend(
         live.iter()
-            .filter(|(key, a)| dead(key.tgid, a.generation))
-            .map(|(&key, a)| Gone::Allocation { key, generation: a.generation }),
+            .filter(|&(key, &generation)| dead(key.tgid, generation))
+            .map(|(&key, &generation)| Dead::Allocation { key, generation }),
     );
     gone
 }
 
 #[cfg(test)]
 mod tests {
-    use gpumem_common::LiveAlloc;
-
     use super::*;
 
     fn key(tgid: u32, ns: u32, addr: u64) -> LiveKey {
         LiveKey { tgid, ns, addr }
-    }
-
-    fn at(generation: u64) -> LiveAlloc {
-        LiveAlloc { generation, ..LiveAlloc::default() }
     }
 
     #[test]
@@ -162,12 +235,12 @@ mod tests {
         // Process 1 runs image 10 (it exec'd from image 5); process 2 has
         // exited (no usage entry); process 3 runs with nothing charged.
         let live = [
-            (key(1, ns::VMM_HANDLE, 0xa), at(10)),
-            (key(1, ns::VMM_HANDLE, 0xb), at(5)),
-            (key(1, ns::DEVICE_PTR, 0xc), at(5)),
-            (key(2, ns::VMM_HANDLE, 0xd), at(20)),
-            (key(3, ns::VMM_HANDLE, 0xe), at(0)),
-            (key(2, ns::VMM_HANDLE, 0xf), at(0)),
+            (key(1, ns::VMM_HANDLE, 0xa), 10),
+            (key(1, ns::VMM_HANDLE, 0xb), 5),
+            (key(1, ns::DEVICE_PTR, 0xc), 5),
+            (key(2, ns::VMM_HANDLE, 0xd), 20),
+            (key(3, ns::VMM_HANDLE, 0xe), 0),
+            (key(2, ns::VMM_HANDLE, 0xf), 0),
         ];
         let mappings = vec![
             (key(1, ns::VMM_MAPPING, 0x100), 0xa),
@@ -179,22 +252,22 @@ mod tests {
         let hashed =
             Hashed { live: live.into_iter().collect(), mappings, current: [(1, 10)].into_iter().collect() };
         let gone = dead(hashed, |tgid| tgid == 2);
-        let (maps, mut allocations): (Vec<Gone>, Vec<Gone>) =
-            gone.iter().partition(|g| matches!(g, Gone::Mapping(_)));
+        let (maps, mut allocations): (Vec<Dead>, Vec<Dead>) =
+            gone.iter().partition(|g| matches!(g, Dead::Mapping(_)));
         assert_eq!(
             maps,
-            [Gone::Mapping(key(1, ns::VMM_MAPPING, 0x200)), Gone::Mapping(key(2, ns::VMM_MAPPING, 0x300))]
+            [Dead::Mapping(key(1, ns::VMM_MAPPING, 0x200)), Dead::Mapping(key(2, ns::VMM_MAPPING, 0x300))]
         );
-        assert!(gone[..2].iter().all(|g| matches!(g, Gone::Mapping(_))), "mappings first");
+        assert!(gone[..2].iter().all(|g| matches!(g, Dead::Mapping(_))), "mappings first");
         allocations.sort_by_key(|g| match g {
-            Gone::Allocation { key, .. } => key.addr,
+            Dead::Allocation { key, .. } => key.addr,
             _ => 0,
         });
         let expected = [
-            Gone::Allocation { key: key(1, ns::VMM_HANDLE, 0xb), generation: 5 },
-            Gone::Allocation { key: key(1, ns::DEVICE_PTR, 0xc), generation: 5 },
-            Gone::Allocation { key: key(2, ns::VMM_HANDLE, 0xd), generation: 20 },
-            Gone::Allocation { key: key(2, ns::VMM_HANDLE, 0xf), generation: 0 },
+            Dead::Allocation { key: key(1, ns::VMM_HANDLE, 0xb), generation: 5 },
+            Dead::Allocation { key: key(1, ns::DEVICE_PTR, 0xc), generation: 5 },
+            Dead::Allocation { key: key(2, ns::VMM_HANDLE, 0xd), generation: 20 },
+            Dead::Allocation { key: key(2, ns::VMM_HANDLE, 0xf), generation: 0 },
         ];
         assert_eq!(allocations, expected);
     }
