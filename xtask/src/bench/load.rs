@@ -27,6 +27,9 @@ pub struct LoadRow {
     /// Of that peak, what the agent allocated: less its mapped files and
     /// the ring buffer's mapping (see [`peak_allocated_mb`]).
     pub agent_peak_allocated_mb: f64,
+    /// Records the kernel counted lost (the ring buffer full) during the
+    /// load.
+    pub records_lost: u64,
 }
 
 #[derive(Debug)]
@@ -151,6 +154,7 @@ impl Meter<'_> {
             agent_cpu_pct: (cpu_ns(self.pid) - cpu0) as f64 / wall.as_nanos() as f64 * 100.0,
             agent_peak_rss_mb: peak_rss_mb(self.pid),
             agent_peak_allocated_mb: peak_allocated_mb(self.pid),
+            records_lost: lost,
         };
         eprintln!("xtask: bench {load}: {row:?}, {lost} of {produced} records lost");
         Ok(row)
@@ -211,10 +215,13 @@ pub fn measure(b: &Built, quick: bool) -> anyhow::Result<AgentLoad> {
     let saturation_events_per_s = row.events_per_s;
     rows.push(row);
     let live = 100_000;
-    let row = m.measure("100k live", || hold(b, &socket, live))?;
+    let row = m.measure("100k live", || hold(b, &socket, live, Duration::ZERO))?;
     let (agent_rss_mb_100k_live, agent_allocated_mb_100k_live) =
         (row.agent_peak_rss_mb, row.agent_peak_allocated_mb);
     rows.push(row);
+    // The same, with processes exiting beside it: the agent sweeps what
+    // exits leave, and walks the 100k's spill in the hash map each time.
+    rows.push(m.measure("100k live, exits", || hold(b, &socket, live, EXITS_BESIDE))?);
     let ring_mapped_mb = ring_mapped_mb(pid);
     drop(agent);
     let _ = std::fs::remove_file(b.out.join("load.jsonl"));
@@ -231,9 +238,29 @@ pub fn measure(b: &Built, quick: bool) -> anyhow::Result<AgentLoad> {
     })
 }
 
+/// How long the `100k live, exits` load runs short loops beside the held
+/// allocations: more than two of the agent's sweeps (at most one every
+/// 5 s, after exits).
+pub const EXITS_BESIDE: Duration = Duration::from_secs(12);
+
+/// Loops of [`EXIT_PAIRS`] pairs, one after another, for `beside`; the
+/// records they produced.
+fn exits_beside(b: &Built, beside: Duration) -> anyhow::Result<u64> {
+    let (start, mut records) = (Instant::now(), 0);
+    while start.elapsed() < beside {
+        run_all(vec![loop_cmd(b, EXIT_PAIRS, 0)])?;
+        records += 2 * EXIT_PAIRS;
+    }
+    Ok(records)
+}
+
+/// Pairs each process of [`exits_beside`] runs before it exits.
+const EXIT_PAIRS: u64 = 20_000;
+
 /// `live` allocations held until the agent has them all in its ledger,
-/// then freed; returns the records produced.
-fn hold(b: &Built, socket: &Path, live: usize) -> anyhow::Result<u64> {
+/// while short loops run `beside` them (none for a zero), then freed;
+/// returns the records produced.
+fn hold(b: &Built, socket: &Path, live: usize, beside: Duration) -> anyhow::Result<u64> {
     let (records0, lost0) = counters(b, socket)?;
     let mut c = Command::new(&b.workload);
     c.arg("--libcuda").arg(&b.libcuda).args(["--scenario", "hold", "--size", "4096", "--pause"]);
@@ -242,6 +269,7 @@ fn hold(b: &Built, socket: &Path, live: usize) -> anyhow::Result<u64> {
         c.stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().context("starting the hold workload")?;
     let mut stdin = child.stdin.take().context("workload stdin")?;
     let mut lines = BufReader::new(child.stdout.take().context("workload stdout")?).lines();
+    let mut extra = 0;
     for checkpoint in ["held", "freed"] {
         let line = lines.next().context("the hold workload ended early")??;
         if !line.contains(&format!("\"{checkpoint}\"")) {
@@ -249,6 +277,7 @@ fn hold(b: &Built, socket: &Path, live: usize) -> anyhow::Result<u64> {
         }
         if checkpoint == "held" {
             wait_for_records(b, socket, (records0, lost0), live as u64, "100k live")?;
+            extra = exits_beside(b, beside)?;
         }
         writeln!(stdin)?;
     }
@@ -257,5 +286,5 @@ fn hold(b: &Built, socket: &Path, live: usize) -> anyhow::Result<u64> {
     if !status.success() {
         bail!("the hold workload failed: {status}");
     }
-    Ok(2 * live as u64)
+    Ok(2 * live as u64 + extra)
 }

@@ -18,7 +18,7 @@ use super::{
 /// One figure of a row: CPU, peak RSS or allocated.
 type Figure = fn(&LoadRow) -> f64;
 
-const FIGURES: [(&str, Figure); 4] = [
+const FIGURES: [(&str, Figure); 5] = [
     ("agent CPU (% of a core)", |r| r.agent_cpu_pct),
     ("agent CPU per record (µs)", |r| match r.events_per_s > 0.0 {
         true => r.agent_cpu_pct * 1e4 / r.events_per_s,
@@ -26,6 +26,7 @@ const FIGURES: [(&str, Figure); 4] = [
     }),
     ("peak RSS (MB)", |r| r.agent_peak_rss_mb),
     ("allocated (MB)", |r| r.agent_peak_allocated_mb),
+    ("records lost", |r| r.records_lost as f64),
 ];
 
 /// Rows per load, per round: [other, this].

@@ -160,19 +160,25 @@ fn report_md(machine: &str, samples: &Samples, run: &Run, load: &AgentLoad) -> S
 }
 
 fn load_table(load: &AgentLoad) -> String {
-    let mut md = "\nThe agent under load (one agent, streaming JSON Lines to a file):\n\n| load | records/s produced | agent CPU (% of a core) | agent peak RSS (MB) | of it allocated (MB) |\n| --- | --- | --- | --- | --- |\n".to_string();
+    let mut md = "\nThe agent under load (one agent, streaming JSON Lines to a file):\n\n| load | records/s produced | agent CPU (% of a core) | agent peak RSS (MB) | of it allocated (MB) | records lost |\n| --- | --- | --- | --- | --- | --- |\n".to_string();
     for row in &load.rows {
         md += &format!(
-            "| {} | {:.0} | {:.1} | {:.1} | {:.1} |\n",
-            row.load, row.events_per_s, row.agent_cpu_pct, row.agent_peak_rss_mb, row.agent_peak_allocated_mb
+            "| {} | {:.0} | {:.1} | {:.1} | {:.1} | {} |\n",
+            row.load,
+            row.events_per_s,
+            row.agent_cpu_pct,
+            row.agent_peak_rss_mb,
+            row.agent_peak_allocated_mb,
+            row.records_lost
         );
     }
     md + &format!(
-        "\nRecords produced {}, applied by the agent {}, lost in the kernel (counted) {}. The `100k live` row holds {} allocations at once. Peak RSS includes the kernel ring buffer ({} MiB by default) twice, {:.1} MB resident: the kernel maps its pages twice into the agent, for records that wrap. `allocated` is the peak less the pages mapped from files (the binary, libraries, the ring buffer).\n",
+        "\nRecords produced {}, applied by the agent {}, lost in the kernel (counted) {}. The `100k live` rows hold {} allocations at once (`exits`: beside short loops, one process after another, for {} s, so that the agent sweeps what their exits leave while the spill is in the hash map). Peak RSS includes the kernel ring buffer ({} MiB by default) twice, {:.1} MB resident: the kernel maps its pages twice into the agent, for records that wrap. `allocated` is the peak less the pages mapped from files (the binary, libraries, the ring buffer).\n",
         load.produced_records,
         load.delivered_records,
         load.lost_records,
         load.live_allocations,
+        super::load::EXITS_BESIDE.as_secs(),
         gpumem_common::EVENTS_BYTES >> 20,
         load.ring_mapped_mb
     )
