@@ -26,7 +26,7 @@ use gpumem_common::{declare::declaration::Declaration, CUDA_ERROR_OUT_OF_MEMORY}
 
 use self::{denied::Denied, recent::Recent};
 use crate::{
-    bpf::{attach::AttachReport, kernel::KernelMaps, Gone},
+    bpf::{attach::AttachReport, hashed::Dead, kernel::KernelMaps, Gone},
     decode::{decode, Body, Change, Event, Origin, Taken},
     enrich::{devices::Devices, Enricher},
     health::Health,
@@ -230,12 +230,18 @@ impl Agent {
     }
 
     /// The health step: finishes what exits the kernel skipped left
-    /// (through `release`, which runs the kernel's release program), then
+    /// (through `release`, which runs the kernel's release program), has
+    /// the kernel forget what the sweep found exited images left in its
+    /// hash maps (through `forget`, which runs `forget_dead`), then
     /// writes a `dropped` line if any counter moved (while the output fails,
     /// at its first flush that succeeds).
-    pub fn check_health(&mut self, mut release: impl FnMut(Gone) -> Option<u32>) -> io::Result<()> {
+    pub fn check_health(
+        &mut self,
+        mut release: impl FnMut(Gone) -> Option<u32>,
+        forget: impl FnMut(Dead) -> Option<u32>,
+    ) -> io::Result<()> {
         self.health.recover_missed_exits(&self.kernel, &mut release);
-        self.health.reclaim.step(&mut self.kernel);
+        self.health.reclaim.step(&mut self.kernel, forget);
         let found = self.limits.recover_declared();
         self.say_declarations(found);
         self.limits.forget_gone_containers();

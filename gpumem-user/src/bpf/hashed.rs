@@ -1,19 +1,19 @@
 //! The hash maps of live entries (`LIVE`, `VMM_MAPPINGS`) and the
-//! processes' current images (`PROC_USAGE`), on handles of their own, with
-//! the program that forgets an entry of an image that exited or exec'd
-//! (`forget_dead`): what the agent's sweep reads and runs on a thread of
-//! its own (`health/reclaim.rs`). A walk costs two syscalls an entry
-//! (about 120 ms for 34,000 entries, the bench's 100k live allocations'
-//! spill): on the event loop, the ring buffer filled behind it.
+//! processes' current images (`PROC_USAGE`), on handles of their own:
+//! what the agent's sweep reads on a thread of its own
+//! (`health/reclaim.rs`). A walk costs two syscalls an entry (about 120 ms
+//! for 34,000 entries, the bench's 100k live allocations' spill): on the
+//! event loop, the ring buffer filled behind it. The entries found dead go
+//! back to the loop, which has the kernel forget them
+//! (`Tracer::forget_dead`): a second handle on that program would be
+//! opened by its id, which needs CAP_SYS_ADMIN, and the agent runs
+//! without it (the DaemonSet's capabilities).
 use std::{collections::HashMap, os::fd::AsFd};
 
-use aya::{
-    maps::{HashMap as BpfHashMap, Map, MapData},
-    programs::{RawTracePoint, RawTracePointRunOptions, TestRun},
-};
+use aya::maps::{HashMap as BpfHashMap, Map, MapData};
 use gpumem_common::{map_name, LiveAlloc, LiveKey, ProcUsage};
 
-use super::{error::BpfError, probes, Tracer};
+use super::{error::BpfError, Tracer};
 
 /// An entry in the hash maps of a process image that is gone, for the
 /// kernel to forget (`forget_dead`, which checks it again as it removes it).
@@ -41,29 +41,23 @@ pub struct Hashed {
     pub current: HashMap<u32, u64>,
 }
 
-/// Handles of their own on the maps a sweep reads, and on `forget_dead`:
-/// moved to the sweep's thread and back.
+/// Handles of their own on the maps a sweep reads: moved to the sweep's
+/// thread and back.
 pub struct HashedMaps {
     live: BpfHashMap<MapData, LiveKey, LiveAlloc>,
     mappings: BpfHashMap<MapData, LiveKey, u64>,
     procs: BpfHashMap<MapData, u32, ProcUsage>,
-    forget: RawTracePoint,
 }
 
 impl HashedMaps {
     /// Takes `VMM_MAPPINGS` out of the tracer's object, and opens `live`'s
     /// and `procs`' maps (`LIVE`, `PROC_USAGE`, which the agent's other
-    /// readers keep) and `forget_dead` again.
+    /// readers keep) again.
     pub fn take(tracer: &mut Tracer, live: &MapData, procs: &MapData) -> Result<Self, BpfError> {
-        let name = probes::FORGET_DEAD;
-        let program_err = |e| BpfError::Program { name, source: Box::new(e) };
-        let info =
-            tracer.ebpf.program(name).ok_or(BpfError::MissingProgram(name))?.info().map_err(program_err)?;
         Ok(Self {
             live: reopen(map_name::LIVE, live)?,
             mappings: tracer.take_map(map_name::VMM_MAPPINGS)?,
             procs: reopen(map_name::PROC_USAGE, procs)?,
-            forget: RawTracePoint::from_program_info(info, name.into()).map_err(program_err)?,
         })
     }
 
@@ -76,22 +70,6 @@ impl HashedMaps {
         let mappings = self.mappings.iter().flatten().collect();
         let current = self.procs.iter().flatten().map(|(tgid, u)| (tgid, u.generation)).collect();
         Hashed { live, mappings, current }
-    }
-
-    /// Has the kernel forget `dead`: Some(1) if it did, Some(0) where the
-    /// entry changed since it was read (or its image's release is under
-    /// way), None if the kernel refused to run the program.
-    pub fn forget(&self, dead: Dead) -> Option<u32> {
-        let mut opts = RawTracePointRunOptions::new();
-        let key_args = |key: LiveKey| [u64::from(key.tgid) | u64::from(key.ns) << 32, key.addr];
-        match dead {
-            Dead::Allocation { key, generation } => {
-                [opts.args[0], opts.args[1]] = key_args(key);
-                opts.args[2] = generation;
-            }
-            Dead::Mapping(key) => [opts.args[0], opts.args[1]] = key_args(key),
-        }
-        self.forget.test_run(opts).ok().map(|r| r.return_value)
     }
 }
 

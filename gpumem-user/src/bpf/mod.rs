@@ -320,6 +320,25 @@ impl Tracer {
         prog.test_run(opts).ok().map(|r| r.return_value)
     }
 
+    /// Has the kernel forget `dead` (`forget_dead`, which checks it again
+    /// as it removes it): Some(1) if it did, Some(0) where the entry
+    /// changed since it was read (or its image's release is under way),
+    /// None if the kernel refused to run the program.
+    pub fn forget_dead(&self, dead: hashed::Dead) -> Option<u32> {
+        let mut opts = RawTracePointRunOptions::new();
+        let key_args =
+            |key: gpumem_common::LiveKey| [u64::from(key.tgid) | u64::from(key.ns) << 32, key.addr];
+        match dead {
+            hashed::Dead::Allocation { key, generation } => {
+                [opts.args[0], opts.args[1]] = key_args(key);
+                opts.args[2] = generation;
+            }
+            hashed::Dead::Mapping(key) => [opts.args[0], opts.args[1]] = key_args(key),
+        }
+        let prog = self.ebpf.program(probes::FORGET_DEAD).map(<&RawTracePoint>::try_from)?.ok()?;
+        prog.test_run(opts).ok().map(|r| r.return_value)
+    }
+
     /// A handle on program `name`, where it is loaded.
     pub fn program_fd(&self, name: &str) -> Option<aya::programs::ProgramFd> {
         self.ebpf.program(name)?.fd().ok()?.try_clone().ok()

@@ -5,7 +5,8 @@
 //! image's charges at its exit but cannot walk the maps for its entries,
 //! so the agent does, after exits and at most every [`GAP`]. The hash
 //! maps' walk runs on a thread of its own, so that the event loop drains
-//! the ring buffer meanwhile; its counts come back at a later step.
+//! the ring buffer meanwhile; the dead entries it found come back at a
+//! later step, where the kernel is asked to forget them.
 use std::{
     path::Path,
     thread::JoinHandle,
@@ -57,8 +58,9 @@ enum Walker {
     Unclaimed,
     /// Here, between walks.
     Ready(Box<HashedMaps>),
-    /// Out on a walk's thread, which hands them back.
-    Busy(JoinHandle<(Box<HashedMaps>, Walked)>),
+    /// Out on a walk's thread, which hands them back with the dead
+    /// entries it found.
+    Busy(JoinHandle<(Box<HashedMaps>, Vec<Dead>)>),
     /// Gone (no thread could be started, or a walk panicked): the table
     /// alone is swept; said when it happened.
     Lost,
@@ -75,17 +77,6 @@ impl std::fmt::Debug for Walker {
     }
 }
 
-/// What one walk of the hash maps did.
-#[derive(Debug, Default)]
-struct Walked {
-    forgotten: Forgotten,
-    /// Some entries wait for the next sweep: more than one sweep forgets,
-    /// or changed since they were read.
-    again: bool,
-    /// Entries the kernel refused to run `forget_dead` for.
-    refused: u64,
-}
-
 impl Reclaim {
     /// A process image was released (an `exit` or `exec` record, or an
     /// exit the agent recovered).
@@ -93,11 +84,13 @@ impl Reclaim {
         self.due = true;
     }
 
-    /// Takes in a finished walk's counts, then sweeps if an image was
-    /// released since the last sweep, the last was at least [`GAP`] ago
-    /// and its walk is done: the table here, the hash maps on a thread.
-    pub fn step(&mut self, kernel: &mut KernelMaps) {
-        self.collect();
+    /// Has the kernel forget what a finished walk found dead (`forget`
+    /// runs `forget_dead`: `Tracer::forget_dead`), then sweeps if an image
+    /// was released since the last sweep, the last was at least [`GAP`]
+    /// ago and its walk is done: the table here, the hash maps on a
+    /// thread.
+    pub fn step(&mut self, kernel: &mut KernelMaps, forget: impl FnMut(Dead) -> Option<u32>) {
+        self.collect(forget);
         let walking = matches!(self.walker, Walker::Busy(_));
         if !self.due || walking || self.last.is_some_and(|t| t.elapsed() < GAP) {
             return;
@@ -133,13 +126,15 @@ impl Reclaim {
         }
     }
 
-    /// A finished walk's maps back, and its counts added.
-    fn collect(&mut self) {
+    /// A finished walk's maps back, and at most [`FORGETS_PER_SWEEP`] of
+    /// the dead entries it found forgotten (a program run each, a few
+    /// microseconds).
+    fn collect(&mut self, mut forget: impl FnMut(Dead) -> Option<u32>) {
         if !matches!(&self.walker, Walker::Busy(h) if h.is_finished()) {
             return;
         }
         let Walker::Busy(handle) = std::mem::replace(&mut self.walker, Walker::Lost) else { return };
-        let Ok((maps, walked)) = handle.join() else {
+        let Ok((maps, dead)) = handle.join() else {
             tracing::warn!(
                 "the sweep of the hash maps of live entries failed; exited processes' VMM handles \
                  and spilled allocations are no longer forgotten (restart the agent)"
@@ -147,14 +142,24 @@ impl Reclaim {
             return;
         };
         self.walker = Walker::Ready(maps);
-        self.forgotten.live += walked.forgotten.live;
-        self.forgotten.mappings += walked.forgotten.mappings;
-        self.due |= walked.again;
-        if walked.refused > 0 {
+        if dead.len() > FORGETS_PER_SWEEP {
+            self.due = true; // the rest at the next sweep
+        }
+        let mut refused = 0u64;
+        for entry in dead.into_iter().take(FORGETS_PER_SWEEP) {
+            match (forget(entry), entry) {
+                (Some(1), Dead::Mapping(_)) => self.forgotten.mappings += 1,
+                (Some(1), _) => self.forgotten.live += 1,
+                // Changed since it was read, or its image's release under
+                // way: judged again at the next sweep.
+                (Some(_), _) => self.due = true,
+                (None, _) => refused += 1,
+            }
+        }
+        if refused > 0 {
             tracing::warn!(
                 "the kernel refused to run the program that forgets exited processes' entries \
-                 ({} entries left; tried again after the next exit)",
-                walked.refused
+                 ({refused} entries left; tried again after the next exit)"
             );
         }
     }
@@ -170,24 +175,12 @@ impl Reclaim {
     }
 }
 
-/// One walk, on its own thread: reads the hash maps, finds the dead
-/// entries (/proc asked for processes without an image) and has the
-/// kernel forget at most [`FORGETS_PER_SWEEP`] of them.
-fn walk(maps: Box<HashedMaps>) -> (Box<HashedMaps>, Walked) {
+/// One walk, on its own thread: reads the hash maps and finds the dead
+/// entries (/proc asked for processes without an image).
+fn walk(maps: Box<HashedMaps>) -> (Box<HashedMaps>, Vec<Dead>) {
     let proc_root = Path::new("/proc");
     let dead = dead(maps.read(), |tgid| super::gone::tasks(proc_root, tgid) == super::gone::Tasks::Gone);
-    let mut walked = Walked { again: dead.len() > FORGETS_PER_SWEEP, ..Walked::default() };
-    for entry in dead.into_iter().take(FORGETS_PER_SWEEP) {
-        match (maps.forget(entry), entry) {
-            (Some(1), Dead::Mapping(_)) => walked.forgotten.mappings += 1,
-            (Some(1), _) => walked.forgotten.live += 1,
-            // Changed since it was read, or its image's release under
-            // way: judged again at the next sweep.
-            (Some(_), _) => walked.again = true,
-            (None, _) => walked.refused += 1,
-        }
-    }
-    (maps, walked)
+    (maps, dead)
 }
 
 /// The entries in `hashed` that process images which exited or exec'd

@@ -161,7 +161,9 @@ pub async fn run(s: &mut State, args: &RunArgs, mut signals: Signals) -> anyhow:
                 }
                 _ = health.tick() => {
                     let tracer = &s.tracer;
-                    s.agent.check_health(|gone| tracer.release_gone(gone)).context("writing records")?;
+                    s.agent
+                        .check_health(|gone| tracer.release_gone(gone), |dead| tracer.forget_dead(dead))
+                        .context("writing records")?;
                 }
                 _ = rescan.tick(), if args.rescan_every().is_some() => setup::attach_new(&mut s.tracer, &mut s.agent, &mut s.rescan, &args.libcuda),
                 _ = usage.tick(), if args.interval.is_some() => s.drained(ring)?.write_usage().context("writing records")?,

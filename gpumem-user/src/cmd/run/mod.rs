@@ -114,7 +114,11 @@ fn stop(mut state: event_loop::State, args: &RunArgs) -> anyhow::Result<()> {
             event_loop::drain(state.ring.get_mut(), &mut state.agent)?;
         }
     }
-    state.agent.check_health(|gone| state.tracer.release_gone(gone)).context("writing records")?;
+    let tracer = &state.tracer;
+    state
+        .agent
+        .check_health(|gone| tracer.release_gone(gone), |dead| tracer.forget_dead(dead))
+        .context("writing records")?;
     state.agent.stop_holding().context("writing records")?;
     state.agent.write_usage().context("writing the final usage records")?;
     match state.tracer.pins() {
