@@ -13,7 +13,7 @@ use std::{collections::HashMap, os::fd::AsFd};
 use aya::maps::{HashMap as BpfHashMap, Map, MapData};
 use gpumem_common::{map_name, LiveAlloc, LiveKey, ProcUsage};
 
-use super::{error::BpfError, Tracer};
+use super::error::BpfError;
 
 /// An entry in the hash maps of a process image that is gone, for the
 /// kernel to forget (`forget_dead`, which checks it again as it removes it).
@@ -50,13 +50,17 @@ pub struct HashedMaps {
 }
 
 impl HashedMaps {
-    /// Takes `VMM_MAPPINGS` out of the tracer's object, and opens `live`'s
-    /// and `procs`' maps (`LIVE`, `PROC_USAGE`, which the agent's other
-    /// readers keep) again.
-    pub fn take(tracer: &mut Tracer, live: &MapData, procs: &MapData) -> Result<Self, BpfError> {
+    /// Handles of their own on `live` and `procs` (`LIVE`, `PROC_USAGE`,
+    /// which the agent's other readers keep), and `mappings`
+    /// (`VMM_MAPPINGS`, which nothing else reads).
+    pub fn new(
+        live: &MapData,
+        procs: &MapData,
+        mappings: BpfHashMap<MapData, LiveKey, u64>,
+    ) -> Result<Self, BpfError> {
         Ok(Self {
             live: reopen(map_name::LIVE, live)?,
-            mappings: tracer.take_map(map_name::VMM_MAPPINGS)?,
+            mappings,
             procs: reopen(map_name::PROC_USAGE, procs)?,
         })
     }

@@ -25,8 +25,8 @@ pub struct KernelMaps {
     live: BpfHashMap<MapData, LiveKey, LiveAlloc>,
     /// Live allocations but VMM handles.
     table: LiveTable,
-    /// The hash maps' walk and `forget_dead`, on handles of their own,
-    /// until the sweep takes them (`hashed_maps`).
+    /// The hash maps' walk, on handles of its own, until the sweep takes
+    /// them (`hashed_maps`).
     hashed: Option<HashedMaps>,
     /// Whether the programs look in `live` for allocations but VMM handles.
     spilled: Array<MapData, u64>,
@@ -56,7 +56,7 @@ impl KernelMaps {
     pub fn take(tracer: &mut Tracer) -> Result<Self, BpfError> {
         let procs: BpfHashMap<MapData, u32, ProcUsage> = tracer.take_map(map_name::PROC_USAGE)?;
         let live: BpfHashMap<MapData, LiveKey, LiveAlloc> = tracer.take_map(map_name::LIVE)?;
-        let hashed = HashedMaps::take(tracer, live.map(), procs.map())?;
+        let hashed = HashedMaps::new(live.map(), procs.map(), tracer.take_map(map_name::VMM_MAPPINGS)?)?;
         Ok(Self {
             procs,
             cgroups: tracer.take_map(map_name::CGROUP_USAGE)?,
@@ -116,7 +116,7 @@ impl KernelMaps {
         self.table.reclaim(|| self.procs.iter().flatten().map(|(tgid, u)| (tgid, u.generation)).collect())
     }
 
-    /// The hash maps' walk and `forget_dead`, for the sweep's thread
+    /// The hash maps' walk, for the sweep's thread
     /// (`health/reclaim.rs`): Some the first time only.
     pub fn hashed_maps(&mut self) -> Option<HashedMaps> {
         self.hashed.take()

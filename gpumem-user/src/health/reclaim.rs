@@ -90,9 +90,13 @@ impl Reclaim {
     /// ago and its walk is done: the table here, the hash maps on a
     /// thread.
     pub fn step(&mut self, kernel: &mut KernelMaps, forget: impl FnMut(Dead) -> Option<u32>) {
+        let forgotten = self.forgotten.live;
         self.collect(forget);
         let walking = matches!(self.walker, Walker::Busy(_));
         if !self.due || walking || self.last.is_some_and(|t| t.elapsed() < GAP) {
+            if self.forgotten.live > forgotten {
+                old_spill(kernel); // the earlier build's last may have gone
+            }
             return;
         }
         (self.due, self.last) = (false, Some(Instant::now()));
@@ -115,15 +119,7 @@ impl Reclaim {
                 ),
             }
         }
-        match kernel.forget_old_spill() {
-            Ok(true) => tracing::info!(
-                "the earlier build's live allocations are all gone: the table alone is looked in"
-            ),
-            Ok(false) => {}
-            Err(e) => {
-                tracing::warn!("looking for the earlier build's live allocations: {e} (tried again later)")
-            }
-        }
+        old_spill(kernel);
     }
 
     /// A finished walk's maps back, and at most [`FORGETS_PER_SWEEP`] of
@@ -172,6 +168,20 @@ impl Reclaim {
     /// Slots emptied so far.
     pub fn emptied(&self) -> u64 {
         self.emptied
+    }
+}
+
+/// Clears the mark that has the programs look in `LIVE` for an earlier
+/// build's allocations once none is left (`KernelMaps::forget_old_spill`).
+fn old_spill(kernel: &mut KernelMaps) {
+    match kernel.forget_old_spill() {
+        Ok(true) => {
+            tracing::info!("the earlier build's live allocations are all gone: the table alone is looked in")
+        }
+        Ok(false) => {}
+        Err(e) => {
+            tracing::warn!("looking for the earlier build's live allocations: {e} (tried again later)")
+        }
     }
 }
 

@@ -15,7 +15,7 @@ use super::{
     setup::{alternately, median, Built},
 };
 
-/// One figure of a row: CPU, peak RSS or allocated.
+/// One figure of a row: CPU, peak RSS, allocated or records lost.
 type Figure = fn(&LoadRow) -> f64;
 
 const FIGURES: [(&str, Figure); 5] = [
