@@ -92,12 +92,18 @@ impl Reclaim {
     pub fn step(&mut self, kernel: &mut KernelMaps, forget: impl FnMut(Dead) -> Option<u32>) {
         let forgotten = self.forgotten.live;
         self.collect(forget);
+        // After a sweep, or forgets: the earlier build's last may have gone.
+        if self.sweep(kernel) || self.forgotten.live > forgotten {
+            old_spill(kernel);
+        }
+    }
+
+    /// Sweeps if an image was released since the last sweep, the last was
+    /// at least [`GAP`] ago and its walk is done; whether it did.
+    fn sweep(&mut self, kernel: &mut KernelMaps) -> bool {
         let walking = matches!(self.walker, Walker::Busy(_));
         if !self.due || walking || self.last.is_some_and(|t| t.elapsed() < GAP) {
-            if self.forgotten.live > forgotten {
-                old_spill(kernel); // the earlier build's last may have gone
-            }
-            return;
+            return false;
         }
         (self.due, self.last) = (false, Some(Instant::now()));
         match kernel.reclaim_dead() {
@@ -119,7 +125,7 @@ impl Reclaim {
                 ),
             }
         }
-        old_spill(kernel);
+        true
     }
 
     /// A finished walk's maps back, and at most [`FORGETS_PER_SWEEP`] of
