@@ -26,10 +26,15 @@ use gpumem_common::{declare::declaration::Declaration, CUDA_ERROR_OUT_OF_MEMORY}
 
 use self::{denied::Denied, recent::Recent};
 use crate::{
-    bpf::{attach::AttachReport, hashed::Dead, kernel::KernelMaps, Gone},
+    bpf::{
+        attach::AttachReport,
+        hashed::{Dead, HashedMaps},
+        kernel::KernelMaps,
+        Gone,
+    },
     decode::{decode, Body, Change, Event, Origin, Taken},
     enrich::{devices::Devices, Enricher},
-    health::Health,
+    health::{reclaim::Reclaim, Health},
     holders::{About, HolderLookup, Sources},
     ledger::Ledger,
     limits::{policy::config::Policy, Held, Limits},
@@ -61,10 +66,11 @@ pub struct Agent {
 }
 
 impl Agent {
-    /// `ledger`: empty, or what an adopted earlier agent's maps held.
+    /// `(kernel, hashed)`: `KernelMaps::take`'s; `ledger`: empty, or what
+    /// an adopted earlier agent's maps held.
     pub fn new(
         sink: Records,
-        kernel: KernelMaps,
+        (kernel, hashed): (KernelMaps, HashedMaps),
         limits: Limits,
         ledger: Ledger,
         attached: &[AttachReport],
@@ -74,7 +80,7 @@ impl Agent {
             enricher: Enricher::default(),
             devices: Devices::open(),
             limits,
-            health: Health::default(),
+            health: Health::new(Reclaim::new(hashed)),
             kernel,
             sink,
             libraries: Vec::new(),

@@ -49,6 +49,12 @@ pub struct HashedMaps {
     procs: BpfHashMap<MapData, u32, ProcUsage>,
 }
 
+impl std::fmt::Debug for HashedMaps {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HashedMaps").finish_non_exhaustive()
+    }
+}
+
 impl HashedMaps {
     /// Handles of their own on `live` and `procs` (`LIVE`, `PROC_USAGE`,
     /// which the agent's other readers keep), and `mappings`

@@ -25,9 +25,6 @@ pub struct KernelMaps {
     live: BpfHashMap<MapData, LiveKey, LiveAlloc>,
     /// Live allocations but VMM handles.
     table: LiveTable,
-    /// The hash maps' walk, on handles of its own, until the sweep takes
-    /// them (`hashed_maps`).
-    hashed: Option<HashedMaps>,
     /// Whether the programs look in `live` for allocations but VMM handles.
     spilled: Array<MapData, u64>,
     /// Every loaded program, for the runs the kernel skipped.
@@ -53,21 +50,23 @@ pub struct Stats {
 }
 
 impl KernelMaps {
-    pub fn take(tracer: &mut Tracer) -> Result<Self, BpfError> {
+    /// The maps the agent reads, and handles of their own on the hash
+    /// maps of live entries, for the sweep's thread (`health/reclaim.rs`).
+    pub fn take(tracer: &mut Tracer) -> Result<(Self, HashedMaps), BpfError> {
         let procs: BpfHashMap<MapData, u32, ProcUsage> = tracer.take_map(map_name::PROC_USAGE)?;
         let live: BpfHashMap<MapData, LiveKey, LiveAlloc> = tracer.take_map(map_name::LIVE)?;
         let hashed = HashedMaps::new(live.map(), procs.map(), tracer.take_map(map_name::VMM_MAPPINGS)?)?;
-        Ok(Self {
+        let maps = Self {
             procs,
             cgroups: tracer.take_map(map_name::CGROUP_USAGE)?,
             stats: tracer.take_map(map_name::STATS)?,
             pending: tracer.take_map(map_name::PENDING)?,
             live,
             table: LiveTable::of(tracer.take_any_map(map_name::LIVE_TABLE)?)?,
-            hashed: Some(hashed),
             spilled: tracer.take_map(map_name::LIVE_SPILLED)?,
             programs: tracer.program_fds(),
-        })
+        };
+        Ok((maps, hashed))
     }
 
     /// Bytes held per process, as the kernel counts them.
@@ -114,12 +113,6 @@ impl KernelMaps {
     /// exec'd (`LiveTable::reclaim`); how many.
     pub fn reclaim_dead(&self) -> Result<u64, BpfError> {
         self.table.reclaim(|| self.procs.iter().flatten().map(|(tgid, u)| (tgid, u.generation)).collect())
-    }
-
-    /// The hash maps' walk, for the sweep's thread
-    /// (`health/reclaim.rs`): Some the first time only.
-    pub fn hashed_maps(&mut self) -> Option<HashedMaps> {
-        self.hashed.take()
     }
 
     /// Allocations the programs put in `LIVE` because their table slots

@@ -48,6 +48,11 @@ struct Reported {
 }
 
 impl Health {
+    /// Counting from nothing, sweeping with `reclaim`.
+    pub fn new(reclaim: reclaim::Reclaim) -> Self {
+        Self { reclaim, ..Self::default() }
+    }
+
     /// A record applied.
     pub fn applied(&mut self) {
         self.records += 1;

@@ -5,10 +5,13 @@
 //! image's charges at its exit but cannot walk the maps for its entries,
 //! so the agent does, after exits and at most every [`GAP`]. The hash
 //! maps' walk runs on a thread of its own, so that the event loop drains
-//! the ring buffer meanwhile; the dead entries it found come back at a
-//! later step, where the kernel is asked to forget them.
+//! the ring buffer meanwhile; the dead entries it found come back to the
+//! loop, which has the kernel forget them a batch a step
+//! ([`FORGETS_PER_STEP`]), for the same reason.
 use std::{
+    collections::VecDeque,
     path::Path,
+    sync::Arc,
     thread::JoinHandle,
     time::{Duration, Instant},
 };
@@ -24,21 +27,35 @@ use crate::bpf::{
 /// 5.8 MB: a few milliseconds).
 pub const GAP: Duration = Duration::from_secs(5);
 
-/// The most hash-map entries one sweep has the kernel forget (a program
-/// run each, a few microseconds): the rest wait for the next sweep.
-pub const FORGETS_PER_SWEEP: usize = 1 << 16;
+/// The most hash-map entries one health step has the kernel forget (a
+/// program run each, 1.5 to 4.5 µs on the bench's host: about 6 to 18 ms
+/// of the event loop a step); the rest wait for the next steps, and no
+/// walk starts before they are done.
+pub const FORGETS_PER_STEP: usize = 1 << 12;
 
 #[derive(Debug, Default)]
 pub struct Reclaim {
     /// An image was released since the last sweep.
     due: bool,
     last: Option<Instant>,
+    /// A sweep asked for a walk of the hash maps, not started yet (one
+    /// under way, dead entries still to forget, or no thread could be
+    /// started).
+    walk_due: bool,
     /// Slots emptied so far.
     emptied: u64,
     /// Hash-map entries the kernel forgot so far: in `LIVE`, in
     /// `VMM_MAPPINGS`.
     forgotten: Forgotten,
-    walker: Walker,
+    /// Handles of their own on the hash maps, shared with a walk's thread
+    /// (a walk that panics leaves them here for the next); None in an
+    /// agent with no kernel maps (unit tests).
+    maps: Option<Arc<HashedMaps>>,
+    /// The walk under way, on its thread.
+    walk: Option<JoinHandle<Vec<Dead>>>,
+    /// Dead entries the last walk found, not yet forgotten, in its order
+    /// (mappings first).
+    dead: VecDeque<Dead>,
 }
 
 /// Entries of exited images the kernel forgot.
@@ -50,119 +67,112 @@ pub struct Forgotten {
     pub mappings: u64,
 }
 
-/// Where the hash maps' handles are.
-#[derive(Default)]
-enum Walker {
-    /// Still with the kernel's maps (taken at the first sweep).
-    #[default]
-    Unclaimed,
-    /// Here, between walks.
-    Ready(Box<HashedMaps>),
-    /// Out on a walk's thread, which hands them back with the dead
-    /// entries it found.
-    Busy(JoinHandle<(Box<HashedMaps>, Vec<Dead>)>),
-    /// Gone (no thread could be started, or a walk panicked): the table
-    /// alone is swept; said when it happened.
-    Lost,
-}
-
-impl std::fmt::Debug for Walker {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            Walker::Unclaimed => "Unclaimed",
-            Walker::Ready(_) => "Ready",
-            Walker::Busy(_) => "Busy",
-            Walker::Lost => "Lost",
-        })
-    }
-}
-
 impl Reclaim {
+    /// Sweeps with `maps` for the hash maps' walks.
+    pub fn new(maps: HashedMaps) -> Self {
+        Self { maps: Some(Arc::new(maps)), ..Self::default() }
+    }
+
     /// A process image was released (an `exit` or `exec` record, or an
     /// exit the agent recovered).
     pub fn released(&mut self) {
         self.due = true;
     }
 
-    /// Has the kernel forget what a finished walk found dead (`forget`
-    /// runs `forget_dead`: `Tracer::forget_dead`), then sweeps if an image
-    /// was released since the last sweep, the last was at least [`GAP`]
-    /// ago and its walk is done: the table here, the hash maps on a
-    /// thread.
+    /// Takes in what a finished walk found dead and has the kernel forget
+    /// at most [`FORGETS_PER_STEP`] of what is waiting (`forget` runs
+    /// `forget_dead`: `Tracer::forget_dead`); sweeps the table if an image
+    /// was released since the last sweep and the last was at least [`GAP`]
+    /// ago; then starts a walk of the hash maps on a thread if a sweep
+    /// asked for one, none is under way and nothing is left to forget.
     pub fn step(&mut self, kernel: &mut KernelMaps, forget: impl FnMut(Dead) -> Option<u32>) {
+        self.collect();
         let forgotten = self.forgotten.live;
-        self.collect(forget);
+        self.forget_some(forget);
+        let swept = self.sweep(kernel);
+        self.start_walk();
         // After a sweep, or forgets: the earlier build's last may have gone.
-        if self.sweep(kernel) || self.forgotten.live > forgotten {
+        if swept || self.forgotten.live > forgotten {
             old_spill(kernel);
         }
     }
 
-    /// Sweeps if an image was released since the last sweep, the last was
-    /// at least [`GAP`] ago and its walk is done; whether it did.
+    /// Sweeps the table if an image was released since the last sweep and
+    /// the last was at least [`GAP`] ago, and asks for a walk of the hash
+    /// maps; whether it did.
     fn sweep(&mut self, kernel: &mut KernelMaps) -> bool {
-        let walking = matches!(self.walker, Walker::Busy(_));
-        if !self.due || walking || self.last.is_some_and(|t| t.elapsed() < GAP) {
+        if !self.due || self.last.is_some_and(|t| t.elapsed() < GAP) {
             return false;
         }
-        (self.due, self.last) = (false, Some(Instant::now()));
+        (self.due, self.last, self.walk_due) = (false, Some(Instant::now()), true);
         match kernel.reclaim_dead() {
             Ok(n) => self.emptied += n,
             Err(e) => {
                 tracing::warn!("emptying the live table's slots of exited processes: {e} (tried again later)")
             }
         }
-        if matches!(self.walker, Walker::Unclaimed) {
-            self.walker = kernel.hashed_maps().map_or(Walker::Lost, |m| Walker::Ready(Box::new(m)));
-        }
-        if let Walker::Ready(maps) = std::mem::replace(&mut self.walker, Walker::Lost) {
-            match std::thread::Builder::new().name("gpumem-sweep".into()).spawn(move || walk(maps)) {
-                Ok(handle) => self.walker = Walker::Busy(handle),
-                Err(e) => tracing::warn!(
-                    "starting the thread that sweeps the hash maps of live entries: {e}; exited \
-                     processes' VMM handles and spilled allocations are no longer forgotten \
-                     (restart the agent)"
-                ),
-            }
-        }
         true
     }
 
-    /// A finished walk's maps back, and at most [`FORGETS_PER_SWEEP`] of
-    /// the dead entries it found forgotten (a program run each, a few
-    /// microseconds).
-    fn collect(&mut self, mut forget: impl FnMut(Dead) -> Option<u32>) {
-        if !matches!(&self.walker, Walker::Busy(h) if h.is_finished()) {
+    /// Starts the walk a sweep asked for, once the last is done and its
+    /// dead entries are forgotten.
+    fn start_walk(&mut self) {
+        if !self.walk_due || self.walk.is_some() || !self.dead.is_empty() {
             return;
         }
-        let Walker::Busy(handle) = std::mem::replace(&mut self.walker, Walker::Lost) else { return };
-        let Ok((maps, dead)) = handle.join() else {
-            tracing::warn!(
-                "the sweep of the hash maps of live entries failed; exited processes' VMM handles \
-                 and spilled allocations are no longer forgotten (restart the agent)"
-            );
-            return;
-        };
-        self.walker = Walker::Ready(maps);
-        if dead.len() > FORGETS_PER_SWEEP {
-            self.due = true; // the rest at the next sweep
+        let Some(maps) = self.maps.clone() else { return };
+        self.walk_due = false;
+        match std::thread::Builder::new().name("gpumem-sweep".into()).spawn(move || walk(&maps)) {
+            Ok(handle) => self.walk = Some(handle),
+            Err(e) => tracing::warn!(
+                "starting the thread that sweeps the hash maps of live entries: {e}; exited \
+                 processes' VMM handles and spilled allocations are left in them until the next \
+                 sweep (after the next exit) starts one"
+            ),
         }
-        let mut refused = 0u64;
-        for entry in dead.into_iter().take(FORGETS_PER_SWEEP) {
+    }
+
+    /// A finished walk's dead entries, queued to be forgotten.
+    fn collect(&mut self) {
+        if !self.walk.as_ref().is_some_and(JoinHandle::is_finished) {
+            return;
+        }
+        match self.walk.take().map(JoinHandle::join) {
+            Some(Ok(dead)) => self.dead.extend(dead),
+            Some(Err(_)) => {
+                self.due = true;
+                tracing::warn!(
+                    "the sweep of the hash maps of live entries failed (its thread panicked); \
+                     tried again at the next sweep"
+                );
+            }
+            None => {}
+        }
+    }
+
+    /// Has the kernel forget at most [`FORGETS_PER_STEP`] of the dead
+    /// entries waiting, in the walk's order (a program run each).
+    fn forget_some(&mut self, mut forget: impl FnMut(Dead) -> Option<u32>) {
+        for _ in 0..FORGETS_PER_STEP {
+            let Some(entry) = self.dead.pop_front() else { return };
             match (forget(entry), entry) {
                 (Some(1), Dead::Mapping(_)) => self.forgotten.mappings += 1,
                 (Some(1), _) => self.forgotten.live += 1,
                 // Changed since it was read, or its image's release under
                 // way: judged again at the next sweep.
                 (Some(_), _) => self.due = true,
-                (None, _) => refused += 1,
+                (None, _) => {
+                    // The rest would be refused too: the next sweep (after
+                    // the next exit) finds them again.
+                    let left = 1 + self.dead.len();
+                    self.dead.clear();
+                    tracing::warn!(
+                        "the kernel refused to run the program that forgets exited processes' \
+                         entries ({left} entries left; tried again after the next exit)"
+                    );
+                    return;
+                }
             }
-        }
-        if refused > 0 {
-            tracing::warn!(
-                "the kernel refused to run the program that forgets exited processes' entries \
-                 ({refused} entries left; tried again after the next exit)"
-            );
         }
     }
 
@@ -193,10 +203,9 @@ fn old_spill(kernel: &mut KernelMaps) {
 
 /// One walk, on its own thread: reads the hash maps and finds the dead
 /// entries (/proc asked for processes without an image).
-fn walk(maps: Box<HashedMaps>) -> (Box<HashedMaps>, Vec<Dead>) {
+fn walk(maps: &HashedMaps) -> Vec<Dead> {
     let proc_root = Path::new("/proc");
-    let dead = dead(maps.read(), |tgid| super::gone::tasks(proc_root, tgid) == super::gone::Tasks::Gone);
-    (maps, dead)
+    dead(maps.read(), |tgid| super::gone::tasks(proc_root, tgid) == super::gone::Tasks::Gone)
 }
 
 /// The entries in `hashed` that process images which exited or exec'd
@@ -237,6 +246,38 @@ mod tests {
 
     fn key(tgid: u32, ns: u32, addr: u64) -> LiveKey {
         LiveKey { tgid, ns, addr }
+    }
+
+    #[test]
+    fn forgets_go_a_batch_a_step_in_the_walks_order_and_a_refusal_leaves_the_rest_to_the_next_sweep() {
+        let mut r = Reclaim::default();
+        let n = FORGETS_PER_STEP as u64 + 10;
+        let entry = |i: u64| match i {
+            0..5 => Dead::Mapping(key(1, ns::VMM_MAPPING, i)),
+            _ => Dead::Allocation { key: key(1, ns::VMM_HANDLE, i), generation: 5 },
+        };
+        r.dead.extend((0..n).map(entry));
+        let mut asked = Vec::new();
+        r.forget_some(|d| {
+            asked.push(d);
+            Some(1)
+        });
+        assert!(asked.iter().copied().eq((0..FORGETS_PER_STEP as u64).map(entry)), "in order, a batch");
+        let forgotten = Forgotten { live: FORGETS_PER_STEP as u64 - 5, mappings: 5 };
+        assert_eq!((r.forgotten(), r.dead.len(), r.due), (forgotten, 10, false));
+
+        // Changed since the walk (0: not forgotten): judged at the next sweep.
+        r.forget_some(|_| Some(0));
+        assert_eq!((r.forgotten(), r.dead.len(), r.due), (forgotten, 0, true));
+
+        // Refused: nothing forgotten, nothing left waiting.
+        r.dead.extend((0..3).map(entry));
+        let mut runs = 0;
+        r.forget_some(|_| {
+            runs += 1;
+            None
+        });
+        assert_eq!((runs, r.forgotten(), r.dead.len()), (1, forgotten, 0));
     }
 
     #[test]

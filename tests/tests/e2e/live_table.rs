@@ -48,10 +48,11 @@ fn an_exited_processs_slots_are_emptied_and_a_running_ones_kept() {
     stopped_with_every_free_found(agent, &[(keeper_pid, 40)]);
 }
 
-/// Processes killed holding allocations in the hash maps: 40 kept in
+/// Processes killed holding allocations in the hash maps: 4,100 kept in
 /// `LIVE` (with `GPUMEM_LIVE_SLOTS=4`, the table's 4 slots taken by a
 /// running process) and 30 mapped VMM handles. The kernel forgets exactly
-/// their 70 entries and 30 mappings; the running processes' 36 kept
+/// their 4,130 entries and 30 mappings, over two health steps (more than
+/// the 4,096 a step, `health/reclaim.rs`); the running processes' 36 kept
 /// allocations and 10 mapped handles stay, and each of their frees finds
 /// its entry.
 #[test]
@@ -71,21 +72,21 @@ fn an_exited_processs_hash_map_entries_are_forgotten_and_a_running_ones_kept() {
     };
     let keeper = hold("40", false);
     let keeper_vmm = hold("10", true);
-    let mut leaver = hold("40", false);
+    let mut leaver = hold("4100", false);
     let mut leaver_vmm = hold("30", true);
-    assert_eq!(agent.status().live_spilled, 36 + 40, "the table's 4 slots are the keeper's");
+    assert_eq!(agent.status().live_spilled, 36 + 4100, "the table's 4 slots are the keeper's");
 
     for w in [&mut leaver, &mut leaver_vmm] {
         let pid = w.pid();
         w.kill();
         agent.wait_for_exit(pid);
     }
-    let s = agent.wait_for_status("the exited processes' 70 entries and 30 mappings forgotten", |s| {
-        s.live_entries_forgotten >= 70 && s.vmm_mappings_forgotten >= 30
+    let s = agent.wait_for_status("the exited processes' 4,130 entries and 30 mappings forgotten", |s| {
+        s.live_entries_forgotten >= 4130 && s.vmm_mappings_forgotten >= 30
     });
     assert_eq!(
         (s.live_entries_forgotten, s.vmm_mappings_forgotten, s.live_spilled),
-        (70, 30, 36),
+        (4130, 30, 36),
         "exactly the exited processes' entries forgotten, the keeper's 36 kept allocations left"
     );
     assert_process_holds(&s, keeper.pid(), 40 * 4096);

@@ -153,7 +153,7 @@ fn start(
         );
     }
     let bpf_log = args.bpf_log.then(|| tracer.take_log()).transpose()?;
-    let kernel = KernelMaps::take(&mut tracer)?;
+    let (kernel, hashed) = KernelMaps::take(&mut tracer)?;
     let adopted = tracer.pins().is_some_and(|p| p.adopted());
     let held = match adopted {
         true => kernel.held(),
@@ -191,7 +191,7 @@ fn start(
     // until the AsyncFd (which owns the Ring) is dropped.
     let ring = unsafe { AsyncFd::register_with_interest(ring, Interest::READABLE) }
         .map_err(|e| anyhow::anyhow!("watching the ring buffer: {e}"))?;
-    let agent = Agent::new(sink, kernel, limits, ledger, &attached);
+    let agent = Agent::new(sink, (kernel, hashed), limits, ledger, &attached);
     Ok(event_loop::State { agent, tracer, ring, bpf_log, rescan: Default::default() })
 }
 
