@@ -91,8 +91,9 @@ impl Reclaim {
         self.forget_some(forget);
         let swept = self.sweep(kernel);
         self.start_walk();
-        // After a sweep, or forgets: the earlier build's last may have gone.
-        if swept || self.forgotten.live > forgotten {
+        // After a sweep, or a walk's last forgets: the earlier build's last
+        // may have gone (a look at `LIVE`'s keys: once a walk, not a step).
+        if swept || (self.forgotten.live > forgotten && self.dead.is_empty()) {
             old_spill(kernel);
         }
     }
