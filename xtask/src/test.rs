@@ -32,8 +32,10 @@ fn cargo_test(args: &[&str], envs: &[(&str, &std::ffi::OsStr)], tally: &mut Tall
 }
 
 pub fn test() -> anyhow::Result<()> {
+    let mut took = Phases::default();
     println!("== lint");
     crate::lint::lint()?;
+    took.ended("lint");
     // The matrix runs as root only. Its lanes are read before anything is
     // built (a bad GPUMEM_VM_LANES is refused at once), its guests' build
     // comes before any test runs (a failure to build says so at once, not
@@ -41,14 +43,45 @@ pub fn test() -> anyhow::Result<()> {
     let lanes = is_root().then(crate::vm::lanes).transpose()?;
     let built = build()?;
     let guest = lanes.map(|n| build_profile(crate::vm::PROFILE).map(|b| (b, n))).transpose()?;
+    took.ended("build");
     let mut tally = Tally::default();
     println!("== unit tests");
     let mut unit_args = host_crate_args();
     unit_args.extend(["--lib", "--bins"]);
     let unit_ok = cargo_test(&unit_args, &[], &mut tally)?;
+    took.ended("unit tests");
     println!("== deployment files (deploy/): systemd-analyze, Kubernetes schemas");
     let deploy_ok = crate::deploy::check_all(Some(&built.agent), &mut tally);
+    took.ended("deployment files");
     let fuzz_ok = fuzz_briefly(&mut tally);
+    took.ended("fuzz");
+    let e2e_ok = end_to_end(&built, &mut tally, &mut took)?;
+    took.ended("privileged end-to-end tests");
+    let vm_ok = if let Some((guest, lanes)) = &guest {
+        println!("== the kernel matrix under QEMU");
+        let results = crate::vm::matrix(guest, &[], &crate::vm::Selection::default(), *lanes)?;
+        report_matrix(&results, &mut tally)
+    } else {
+        println!("SKIPPED the kernel matrix: booting kernels and loading eBPF in them needs root");
+        tally.skipped += 1;
+        true
+    };
+    took.ended("kernel matrix");
+    took.say();
+    let skipped = if tally.skipped > 0 { format!(", {} skipped", tally.skipped) } else { String::new() };
+    println!("{} passed, {} failed{skipped}", tally.passed, tally.failed);
+    if !unit_ok || !deploy_ok || !fuzz_ok || !e2e_ok || !vm_ok || tally.failed > 0 {
+        anyhow::bail!("tests failed");
+    }
+    if tally.runs == 0 {
+        anyhow::bail!("no test ran");
+    }
+    Ok(())
+}
+
+/// The privileged end-to-end suite on the host, one test at a time, with
+/// what it needs set up first; Ok(true) when cargo succeeded.
+fn end_to_end(built: &crate::artifacts::Built, tally: &mut Tally, took: &mut Phases) -> anyhow::Result<bool> {
     println!("== privileged end-to-end tests (one thread)");
     if !is_root() {
         println!("xtask: not root: the privileged tests will print SKIPPED; run `sudo cargo xtask test` to run them");
@@ -62,7 +95,8 @@ pub fn test() -> anyhow::Result<()> {
     let podman = container_runtime()?.into_os_string();
     let [image_archive, image_tag, next_archive] = agent_images()?;
     let tmux = crate::util::ensure_tool("tmux", "tmux")?.into_os_string();
-    let e2e_ok = cargo_test(
+    took.ended("the e2e suite's set-up (drivers, Prometheus, podman, images)");
+    cargo_test(
         &["-p", "gpumem-tests", "--test", "e2e", "--", "--test-threads=1"],
         &[
             ("GPUMEM_PYTHON", &python),
@@ -74,26 +108,36 @@ pub fn test() -> anyhow::Result<()> {
             ("GPUMEM_IMAGE_NEXT", &next_archive),
             ("GPUMEM_TMUX", &tmux),
         ],
-        &mut tally,
-    )?;
-    let vm_ok = if let Some((guest, lanes)) = &guest {
-        println!("== the kernel matrix under QEMU");
-        let results = crate::vm::matrix(guest, &[], &crate::vm::Selection::default(), *lanes)?;
-        report_matrix(&results, &mut tally)
-    } else {
-        println!("SKIPPED the kernel matrix: booting kernels and loading eBPF in them needs root");
-        tally.skipped += 1;
-        true
-    };
-    let skipped = if tally.skipped > 0 { format!(", {} skipped", tally.skipped) } else { String::new() };
-    println!("{} passed, {} failed{skipped}", tally.passed, tally.failed);
-    if !unit_ok || !deploy_ok || !fuzz_ok || !e2e_ok || !vm_ok || tally.failed > 0 {
-        anyhow::bail!("tests failed");
+        tally,
+    )
+}
+
+/// How long each phase of the run took, said at its end (CI's whole run
+/// should stay under 45 minutes: this says where the time went).
+struct Phases {
+    since: std::time::Instant,
+    took: Vec<(&'static str, std::time::Duration)>,
+}
+
+impl Default for Phases {
+    fn default() -> Self {
+        Self { since: std::time::Instant::now(), took: Vec::new() }
     }
-    if tally.runs == 0 {
-        anyhow::bail!("no test ran");
+}
+
+impl Phases {
+    /// The phase `name` ended now.
+    fn ended(&mut self, name: &'static str) {
+        let now = std::time::Instant::now();
+        self.took.push((name, now - self.since));
+        self.since = now;
     }
-    Ok(())
+
+    fn say(&self) {
+        let total: std::time::Duration = self.took.iter().map(|(_, d)| *d).sum();
+        let each: Vec<String> = self.took.iter().map(|(n, d)| format!("{n} {} s", d.as_secs())).collect();
+        println!("xtask: {} s in all: {}", total.as_secs(), each.join(", "));
+    }
 }
 
 /// Every fuzz target for a few seconds (`GPUMEM_FUZZ_SECONDS`, 10 by
