@@ -40,26 +40,35 @@ pub struct Image {
 
 /// `cargo xtask image`.
 pub fn image() -> anyhow::Result<Image> {
-    let built = build_profile("release")?;
+    image_of("release")
+}
+
+/// The image of the agent built in Cargo profile `profile`.
+fn image_of(profile: &str) -> anyhow::Result<Image> {
+    let built = build_profile(profile)?;
     assemble(&built.agent, None)
 }
 
 /// The image of this source, and one of another build (`-next` tagged): the
-/// same code with the eBPF object's build note `next`. The noted build
-/// comes first, so the release agent left in target/release is the plain
-/// one.
-pub fn upgrade_pair() -> anyhow::Result<(Image, Image)> {
+/// same code with the eBPF object's build note `next`; both of the agent
+/// built in Cargo profile `profile` (`cargo xtask image --next`: release;
+/// `cargo xtask test`: the kernel matrix's, optimised with debug
+/// assertions, which that run builds anyway: a release build's
+/// dependencies cost it five minutes more). The noted build comes first,
+/// so the agent left in the profile's directory is the plain one.
+pub fn upgrade_pair(profile: &str) -> anyhow::Result<(Image, Image)> {
     setup()?;
     run(cmd("cargo")
         .current_dir(root())
-        .args(["build", "--release", "-p", "gpumem-user", "--bin", "gpumem"])
+        .args(["build", "-p", "gpumem-user", "--bin", "gpumem"])
+        .args(crate::artifacts::profile_args(profile))
         .env("GPUMEM_BUILD_NOTE", NEXT))
     .context("building the agent with the build note")?;
     let noted = target_dir().join("image-next.gpumem");
-    fs::copy(target_dir().join("release/gpumem"), &noted)
+    fs::copy(target_dir().join(profile).join("gpumem"), &noted)
         .with_context(|| format!("keeping the noted agent as {}", noted.display()))?;
     let next = assemble(&noted, Some(NEXT))?;
-    Ok((image()?, next))
+    Ok((image_of(profile)?, next))
 }
 
 /// The build note of [`upgrade_pair`]'s second image.

@@ -222,7 +222,7 @@ fn main() -> std::process::ExitCode {
         Cmd::GpuKit => gpu_kit::gpu_kit(),
         Cmd::Fuzz { seconds, targets, save } => fuzz::fuzz(seconds, &targets, save).map(drop),
         Cmd::Image { next: false } => image::image().map(drop),
-        Cmd::Image { next: true } => image::upgrade_pair().map(drop),
+        Cmd::Image { next: true } => image::upgrade_pair("release").map(drop),
         Cmd::Soak { minutes, seed, round_seconds } => soak::soak(minutes, seed, round_seconds),
         Cmd::Vm { kernels, tests, repeat } => test::vm_only(&kernels, &vm::Selection { tests, repeat }),
     };

@@ -170,7 +170,7 @@ fn agent_images() -> anyhow::Result<[std::ffi::OsString; 3]> {
     if !is_root() {
         return Ok(Default::default());
     }
-    let (image, next) = crate::image::upgrade_pair()?;
+    let (image, next) = crate::image::upgrade_pair(crate::vm::PROFILE)?;
     Ok([image.archive.into_os_string(), image.tag.into(), next.archive.into_os_string()])
 }
 

@@ -73,6 +73,14 @@ pub fn provided(var: &str, provides: &str) -> Option<std::ffi::OsString> {
     value
 }
 
+/// Whether the tests run in the kernel matrix's guests, under QEMU's
+/// emulation (`GPUMEM_EMULATED`, set by their /init), where everything
+/// takes ten to fifty times as long as on the host: a test that repeats a
+/// race check many times repeats it fewer times there.
+pub fn emulated() -> bool {
+    std::env::var_os("GPUMEM_EMULATED").is_some_and(|v| v == "1")
+}
+
 /// None when this kernel lets uprobe programs write registers (what the
 /// deny action needs), else the reason `gpumem probe` gives.
 pub fn register_write_refusal() -> Option<String> {

@@ -34,8 +34,8 @@ pub use self::{
     cgroup::Cgroup,
     daemonset::{DaemonSet, Mount},
     env::{
-        multi_link_refusal, paths, privileged, provided, register_write_refusal, scratch, skip, test_name,
-        user_write_refusal, Paths,
+        emulated, multi_link_refusal, paths, privileged, provided, register_write_refusal, scratch, skip,
+        test_name, user_write_refusal, Paths,
     },
     kubelet::{Driver, KubePod, KubeletLogs},
     links::{link_exists, links_of, BpfLink},

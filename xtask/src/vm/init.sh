@@ -7,6 +7,9 @@ export PATH=/bin HOME=/root CARGO_TARGET_DIR=/t RUST_BACKTRACE=1
 # The profile the agent, the workload and the tests were built in
 # (xtask/src/vm/mod.rs: PROFILE); the tests find them under /t/PROFILE.
 export GPUMEM_BUILD_PROFILE="$(/bin/busybox cat /etc/gpumem-profile)"
+# Under QEMU's emulation: the tests that repeat a race check many times
+# repeat it fewer times here (tests/src/harness/env.rs: `emulated`).
+export GPUMEM_EMULATED=1
 mount -t proc proc /proc
 mount -t sysfs sysfs /sys
 mount -t devtmpfs dev /dev
