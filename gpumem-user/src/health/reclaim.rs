@@ -135,19 +135,16 @@ impl Reclaim {
 
     /// A finished walk's dead entries, queued to be forgotten.
     fn collect(&mut self) {
-        if !self.walk.as_ref().is_some_and(JoinHandle::is_finished) {
-            return;
-        }
-        match self.walk.take().map(JoinHandle::join) {
-            Some(Ok(dead)) => self.dead.extend(dead),
-            Some(Err(_)) => {
+        let Some(walk) = self.walk.take_if(|w| w.is_finished()) else { return };
+        match walk.join() {
+            Ok(dead) => self.dead.extend(dead),
+            Err(_) => {
                 self.due = true;
                 tracing::warn!(
                     "the sweep of the hash maps of live entries failed (its thread panicked); \
                      tried again at the next sweep"
                 );
             }
-            None => {}
         }
     }
 
