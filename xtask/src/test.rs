@@ -55,18 +55,26 @@ pub fn test() -> anyhow::Result<()> {
     took.ended("deployment files");
     let fuzz_ok = fuzz_briefly(&mut tally);
     took.ended("fuzz");
-    let e2e_ok = end_to_end(&built, &mut tally, &mut took)?;
-    took.ended("privileged end-to-end tests");
-    let vm_ok = if let Some((guest, lanes)) = &guest {
-        println!("== the kernel matrix under QEMU");
-        let results = crate::vm::matrix(guest, &[], &crate::vm::Selection::default(), *lanes)?;
-        report_matrix(&results, &mut tally)
-    } else {
-        println!("SKIPPED the kernel matrix: booting kernels and loading eBPF in them needs root");
-        tally.skipped += 1;
-        true
+    let (e2e_ok, matrix) = end_to_end(&built, guest.as_ref(), &mut tally, &mut took)?;
+    let vm_ok = match matrix {
+        Some(matrix) => {
+            let results = matrix.join().expect("the kernel matrix's thread panicked")?;
+            took.ended("the kernel matrix, after the host's suite");
+            println!("== the kernel matrix under QEMU (beside the host's suite)");
+            for r in &results {
+                r.console.iter().for_each(|l| println!("{l}"));
+                if !r.ok() {
+                    println!("{}", r.where_console());
+                }
+            }
+            report_matrix(&results, &mut tally)
+        }
+        None => {
+            println!("SKIPPED the kernel matrix: booting kernels and loading eBPF in them needs root");
+            tally.skipped += 1;
+            true
+        }
     };
-    took.ended("kernel matrix");
     took.say();
     let skipped = if tally.skipped > 0 { format!(", {} skipped", tally.skipped) } else { String::new() };
     println!("{} passed, {} failed{skipped}", tally.passed, tally.failed);
@@ -79,9 +87,25 @@ pub fn test() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The kernel matrix, running on a thread of its own.
+type Matrix = std::thread::JoinHandle<anyhow::Result<Vec<crate::vm::KernelResult>>>;
+
 /// The privileged end-to-end suite on the host, one test at a time, with
-/// what it needs set up first; Ok(true) when cargo succeeded.
-fn end_to_end(built: &crate::artifacts::Built, tally: &mut Tally, took: &mut Phases) -> anyhow::Result<bool> {
+/// what it needs set up first, and beside it the kernel matrix (`guest`:
+/// its build and lanes; None where it cannot run): whether cargo
+/// succeeded, and the matrix's thread, to join.
+///
+/// The host's suite keeps about a sixth of this machine's CPU busy (it
+/// waits on the agent, its drains and its workloads' pacing), and the
+/// matrix's guests are CPU-bound: side by side, the matrix takes what the
+/// suite leaves. Both are prepared first (every fetch and build), so
+/// nothing but the tests and the guests runs meanwhile.
+fn end_to_end(
+    built: &crate::artifacts::Built,
+    guest: Option<&(crate::artifacts::Built, usize)>,
+    tally: &mut Tally,
+    took: &mut Phases,
+) -> anyhow::Result<(bool, Option<Matrix>)> {
     println!("== privileged end-to-end tests (one thread)");
     if !is_root() {
         println!("xtask: not root: the privileged tests will print SKIPPED; run `sudo cargo xtask test` to run them");
@@ -95,8 +119,30 @@ fn end_to_end(built: &crate::artifacts::Built, tally: &mut Tally, took: &mut Pha
     let podman = container_runtime()?.into_os_string();
     let [image_archive, image_tag, next_archive] = agent_images()?;
     let tmux = crate::util::ensure_tool("tmux", "tmux")?.into_os_string();
-    took.ended("the e2e suite's set-up (drivers, Prometheus, podman, images)");
-    cargo_test(
+    // Compiled now, so that the compile does not take the guests' CPU.
+    crate::util::run(cmd("cargo").current_dir(root()).args([
+        "test",
+        "-p",
+        "gpumem-tests",
+        "--test",
+        "e2e",
+        "--no-run",
+    ]))
+    .context("building the end-to-end test binary")?;
+    took.ended("the e2e suite's set-up (drivers, Prometheus, podman, images, the test binary)");
+    let matrix = match guest {
+        Some((guest, lanes)) => {
+            let prepared = crate::vm::prepare(guest, &[], &crate::vm::Selection::default())?;
+            took.ended("the kernel matrix's set-up (kernels, test binary, initramfs)");
+            println!("== the kernel matrix under QEMU, beside the host's suite (its lines come after it)");
+            let lanes = *lanes;
+            Some(std::thread::spawn(move || prepared.run(lanes, false)))
+        }
+        None => None,
+    };
+    // An error here still waits for the matrix below: its guests are not
+    // left running.
+    let ok = cargo_test(
         &["-p", "gpumem-tests", "--test", "e2e", "--", "--test-threads=1"],
         &[
             ("GPUMEM_PYTHON", &python),
@@ -110,6 +156,12 @@ fn end_to_end(built: &crate::artifacts::Built, tally: &mut Tally, took: &mut Pha
         ],
         tally,
     )
+    .unwrap_or_else(|e| {
+        println!("FAILED the privileged end-to-end tests: {e:#}");
+        false
+    });
+    took.ended("privileged end-to-end tests (the kernel matrix beside them)");
+    Ok((ok, matrix))
 }
 
 /// How long each phase of the run took, said at its end (CI's whole run

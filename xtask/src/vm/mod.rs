@@ -75,10 +75,11 @@ pub const PROFILE: &str = "matrix";
 
 /// How long one kernel's boot and suites may take. With debug builds
 /// 6.1 took 594 to 1,005 s in clean-clone CI runs (a 2-core VM whose speed
-/// moves by half between hours); with the matrix profile 526 s alone and
-/// 686 s beside 6.12. 20 minutes keeps a slow hour from failing the
-/// matrix, within CI's 90.
-const PER_KERNEL: Duration = Duration::from_secs(20 * 60);
+/// moves by half between hours); with the matrix profile 526 s alone,
+/// 686 s beside 6.12, 1,000 s in CI beside 6.12 and 6.18. `cargo xtask
+/// test` runs the first two kernels beside the host's suite as well: 30
+/// minutes keeps a slow hour from failing the matrix, within CI's 90.
+const PER_KERNEL: Duration = Duration::from_secs(30 * 60);
 
 /// One kernel's outcome.
 pub struct KernelResult {
@@ -91,9 +92,18 @@ pub struct KernelResult {
     pub register_writes: Option<bool>,
     /// Whether `gpumem probe` found user memory writes (view=limit).
     pub user_writes: Option<bool>,
+    /// The guest's lines, where they were not echoed as they came.
+    pub console: Vec<String>,
+    /// Where the whole console is kept.
+    pub log: PathBuf,
 }
 
 impl KernelResult {
+    /// Where to read the whole console (said of a kernel that failed).
+    pub fn where_console(&self) -> String {
+        format!("[{}] the whole console is in {}", self.series, self.log.display())
+    }
+
     pub fn ok(&self) -> bool {
         self.finished && self.tally.failed == 0 && self.tally.passed > 0
     }
@@ -205,8 +215,8 @@ fn initrd(built: &Built, busybox: PathBuf, selection: &Selection, dir: &Path) ->
 /// the kernel failed before any test ran: nothing of ours was tried), and
 /// says why with the console's last lines, which would otherwise be lost
 /// with the machine.
-fn boot(k: &kernels::Kernel, initrd: &Path, log: &Path) -> anyhow::Result<qemu::Boot> {
-    let first = qemu::boot(k, initrd, log, PER_KERNEL)?;
+fn boot(k: &kernels::Kernel, initrd: &Path, log: &Path, echo: bool) -> anyhow::Result<qemu::Boot> {
+    let first = qemu::boot(k, initrd, log, PER_KERNEL, echo)?;
     if first.started() || first.timed_out {
         return Ok(first);
     }
@@ -223,7 +233,7 @@ fn boot(k: &kernels::Kernel, initrd: &Path, log: &Path) -> anyhow::Result<qemu::
     };
     say(&first, "the guest never reached /init");
     println!("[{tag}] booting it once more");
-    let again = qemu::boot(k, initrd, log, PER_KERNEL)?;
+    let again = qemu::boot(k, initrd, log, PER_KERNEL, echo)?;
     if !again.started() {
         say(&again, "again it never reached /init");
     }
@@ -244,14 +254,31 @@ pub fn lanes() -> anyhow::Result<usize> {
 }
 
 /// Runs the matrix (only the columns named in `only`, if any), `lanes`
-/// kernels at a time (see [`lanes`]), and returns one result per kernel,
-/// in the matrix's order.
+/// kernels at a time (see [`lanes`]), echoing each guest's lines as they
+/// come, and returns one result per kernel, in the matrix's order.
 pub fn matrix(
     built: &Built,
     only: &[String],
     selection: &Selection,
     lanes: usize,
 ) -> anyhow::Result<Vec<KernelResult>> {
+    prepare(built, only, selection)?.run(lanes, true)
+}
+
+/// The matrix ready to boot: its kernels fetched, its initramfs built
+/// (with copies of the build's binaries: a later build changes nothing in
+/// it). It owns what it needs, so that it can run on a thread of its own
+/// beside other work ([`Prepared::run`]).
+pub struct Prepared {
+    kernels: Vec<kernels::Kernel>,
+    initrd: PathBuf,
+    dir: PathBuf,
+}
+
+/// Fetches what the matrix needs (QEMU, busybox, the kernels, NVIDIA's
+/// library) and builds its initramfs, for the columns named in `only`
+/// (all if none).
+pub fn prepare(built: &Built, only: &[String], selection: &Selection) -> anyhow::Result<Prepared> {
     ensure_tool("qemu-system-x86_64", "qemu-system-x86")?;
     let busybox = ensure_tool("busybox", "busybox-static")?;
     let kernels: Vec<_> = kernels::kernels()?
@@ -263,35 +290,49 @@ pub fn matrix(
     }
     let dir = target_dir().join("vm");
     let initrd = initrd(built, busybox, selection, &dir)?;
-    let lanes = lanes.min(kernels.len());
-    println!("xtask: {} kernel(s), {lanes} at a time", kernels.len());
-    let queue = std::sync::Mutex::new(kernels.into_iter().enumerate());
-    let mut results: Vec<(usize, KernelResult)> = std::thread::scope(|s| {
-        let lane = || -> anyhow::Result<Vec<(usize, KernelResult)>> {
-            let mut done = Vec::new();
-            loop {
-                let Some((i, k)) = queue.lock().unwrap().next() else { return Ok(done) };
-                done.push((i, run_kernel(k, &initrd, &dir)?));
-            }
-        };
-        let handles: Vec<_> = (0..lanes).map(|_| s.spawn(lane)).collect();
-        handles
-            .into_iter()
-            .map(|h| h.join().expect("a matrix lane panicked"))
-            .collect::<anyhow::Result<Vec<_>>>()
-    })?
-    .into_iter()
-    .flatten()
-    .collect();
-    results.sort_by_key(|(i, _)| *i);
-    Ok(results.into_iter().map(|(_, r)| r).collect())
+    Ok(Prepared { kernels, initrd, dir })
+}
+
+impl Prepared {
+    /// Boots the kernels, `lanes` at a time. With `echo`, each guest's
+    /// lines are printed as they come; without, they are kept in its
+    /// result ([`KernelResult::console`]) for the caller to print when its
+    /// own output is done.
+    pub fn run(self, lanes: usize, echo: bool) -> anyhow::Result<Vec<KernelResult>> {
+        let Self { kernels, initrd, dir } = self;
+        let lanes = lanes.min(kernels.len());
+        println!("xtask: {} kernel(s), {lanes} at a time", kernels.len());
+        let queue = std::sync::Mutex::new(kernels.into_iter().enumerate());
+        let mut results: Vec<(usize, KernelResult)> = std::thread::scope(|s| {
+            let lane = || -> anyhow::Result<Vec<(usize, KernelResult)>> {
+                let mut done = Vec::new();
+                loop {
+                    let Some((i, k)) = queue.lock().unwrap().next() else { return Ok(done) };
+                    done.push((i, run_kernel(k, &initrd, &dir, echo)?));
+                }
+            };
+            let handles: Vec<_> = (0..lanes).map(|_| s.spawn(lane)).collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().expect("a matrix lane panicked"))
+                .collect::<anyhow::Result<Vec<_>>>()
+        })?
+        .into_iter()
+        .flatten()
+        .collect();
+        results.sort_by_key(|(i, _)| *i);
+        Ok(results.into_iter().map(|(_, r)| r).collect())
+    }
 }
 
 /// Boots one kernel with `initrd` and reads its result from the console.
-fn run_kernel(k: kernels::Kernel, initrd: &Path, dir: &Path) -> anyhow::Result<KernelResult> {
-    println!("== kernel {} ({}) under QEMU", k.series, k.release);
+fn run_kernel(k: kernels::Kernel, initrd: &Path, dir: &Path, echo: bool) -> anyhow::Result<KernelResult> {
+    let header = format!("== kernel {} ({}) under QEMU", k.series, k.release);
+    if echo {
+        println!("{header}");
+    }
     let log = dir.join(format!("{}.log", k.series));
-    let boot = boot(&k, initrd, &log)?;
+    let boot = boot(&k, initrd, &log, echo)?;
     let mut tally = Tally::default();
     let (mut writes, mut user_writes) = (None, None);
     for l in &boot.lines {
@@ -312,9 +353,11 @@ fn run_kernel(k: kernels::Kernel, initrd: &Path, dir: &Path) -> anyhow::Result<K
         wall: boot.wall,
         register_writes: writes,
         user_writes,
+        console: if echo { Vec::new() } else { [vec![header], boot.echoed].concat() },
+        log,
     };
-    if !r.ok() {
-        println!("[{}] the whole console is in {}", k.series, log.display());
+    if echo && !r.ok() {
+        println!("{}", r.where_console());
     }
     Ok(r)
 }

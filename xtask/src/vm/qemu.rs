@@ -21,6 +21,10 @@ fn smp() -> String {
 pub struct Boot {
     /// Every console line.
     pub lines: Vec<String>,
+    /// The guest's own lines (from its first GPUMEM-VM- line on), each
+    /// after the kernel's tag and the seconds since the boot: what
+    /// [`boot`] echoes, kept for a caller that did not echo them.
+    pub echoed: Vec<String>,
     /// The guest said it finished (`GPUMEM-VM-END`).
     pub finished: bool,
     pub timed_out: bool,
@@ -78,12 +82,13 @@ fn console(child: &mut Child) -> mpsc::Receiver<String> {
     rx
 }
 
-/// Boots `vmlinuz` with `initrd`, echoing the guest's own output (from
-/// its first GPUMEM-VM- line on) to stdout prefixed with `tag` and the
-/// seconds since the boot, and keeping the whole console in `log`, each
-/// line after the seconds it arrived at (a test's line arrives when it
-/// ends: the gaps are the tests' times). Kills the guest after `limit`.
-pub fn boot(k: &Kernel, initrd: &Path, log: &Path, limit: Duration) -> anyhow::Result<Boot> {
+/// Boots `vmlinuz` with `initrd`, keeping the guest's own output (from
+/// its first GPUMEM-VM- line on) prefixed with `tag` and the seconds since
+/// the boot (echoed to stdout as it comes if `echo`), and the whole
+/// console in `log`, each line after the seconds it arrived at (a test's
+/// line arrives when it ends: the gaps are the tests' times). Kills the
+/// guest after `limit`.
+pub fn boot(k: &Kernel, initrd: &Path, log: &Path, limit: Duration, echo: bool) -> anyhow::Result<Boot> {
     let start = Instant::now();
     let tag = k.series;
     let mut child = spawn(k, initrd)?;
@@ -91,21 +96,26 @@ pub fn boot(k: &Kernel, initrd: &Path, log: &Path, limit: Duration) -> anyhow::R
     let mut file = std::fs::File::create(log).with_context(|| format!("creating {}", log.display()))?;
     let mut boot = Boot {
         lines: Vec::new(),
+        echoed: Vec::new(),
         finished: false,
         timed_out: false,
         wall: Duration::ZERO,
         status: String::new(),
     };
-    let mut echo = false;
+    let mut guest = false;
     loop {
         let left = limit.saturating_sub(start.elapsed());
         match rx.recv_timeout(left) {
             Ok(line) => {
                 let at = start.elapsed().as_secs_f64();
                 writeln!(file, "{at:7.1} {line}")?;
-                echo |= line.starts_with("GPUMEM-VM-");
-                if echo {
-                    println!("[{tag} {at:4.0} s] {line}");
+                guest |= line.starts_with("GPUMEM-VM-");
+                if guest {
+                    let line = format!("[{tag} {at:4.0} s] {line}");
+                    if echo {
+                        println!("{line}");
+                    }
+                    boot.echoed.push(line);
                 }
                 boot.finished |= line.starts_with("GPUMEM-VM-END");
                 boot.lines.push(line);
