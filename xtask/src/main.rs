@@ -90,8 +90,9 @@ enum Cmd {
         cgroup_depth: u32,
     },
     /// Lint, build, then run the unit tests, the deployment files' checks,
-    /// the privileged end-to-end tests on this kernel and the limit and
-    /// tracing suites on the kernel matrix under QEMU; ends with an
+    /// the privileged end-to-end tests on this kernel and, beside them, the
+    /// limit and tracing suites on the kernel matrix under QEMU (its lines
+    /// printed after the host's); ends with an
     /// `N passed, N failed` line.
     Test,
     /// Only the deployment files' checks (also part of `test`): the example
