@@ -44,20 +44,55 @@ pub fn fuzz(seconds: u32, only: &[String], save: bool) -> anyhow::Result<Vec<Run
             bail!("no fuzz target `{t}`: the targets are {}", TARGETS.join(", "));
         }
     }
-    let bins = build()?;
+    prepare()?;
+    let bins = build(None)?;
     let mut runs = Vec::new();
     for target in TARGETS.into_iter().filter(|t| only.is_empty() || only.iter().any(|o| o == t)) {
         let r = run_one(&bins, target, seconds)?;
-        println!(
-            "fuzz {:<14} {:>10} inputs in {seconds} s, coverage {} edges / {} features, corpus {}",
-            r.target, r.execs, r.cov, r.features, r.corpus
-        );
+        println!("{}", r.line(seconds));
         if save {
             merge(&bins, target)?;
         }
         runs.push(r);
     }
     Ok(runs)
+}
+
+/// What fuzzing beside other work gives back: each target's run and the
+/// lines [`fuzz`] would have printed, or the first failure.
+pub type Beside = std::thread::JoinHandle<anyhow::Result<(Vec<Run>, Vec<String>)>>;
+
+/// Every target for `seconds`, as [`fuzz`] runs them, on a thread of its
+/// own beside other work (`cargo xtask test`): what this machine lacks for
+/// it is installed first, here, saying so; then the thread builds the
+/// targets at the lowest priority (`nice -n 19`: the work beside it keeps
+/// the CPU it wants), its build's output kept in target/fuzz/build.log,
+/// and runs each target. Nothing is printed meanwhile.
+pub fn beside(seconds: u32) -> anyhow::Result<Beside> {
+    prepare()?;
+    let log = target_dir().join("fuzz/build.log");
+    Ok(std::thread::spawn(move || {
+        let started = std::time::Instant::now();
+        let bins = build(Some(&log))?;
+        let mut lines = vec![format!(
+            "xtask: fuzz targets built in {} s at the lowest priority (nice 19) beside the tests; the build's output is in {}",
+            started.elapsed().as_secs(),
+            log.display()
+        )];
+        let mut runs = Vec::new();
+        for target in TARGETS {
+            let r = run_one(&bins, target, seconds)?;
+            lines.push(r.line(seconds));
+            runs.push(r);
+        }
+        Ok((runs, lines))
+    }))
+}
+
+/// The nightly toolchain and cargo-fuzz, installed where missing.
+fn prepare() -> anyhow::Result<()> {
+    crate::setup::nightly_sysroot()?;
+    ensure_cargo_fuzz()
 }
 
 /// cargo-fuzz, installed with cargo if missing.
@@ -72,17 +107,32 @@ fn ensure_cargo_fuzz() -> anyhow::Result<()> {
 }
 
 /// Builds every target (nightly, address sanitizer, the agent without
-/// its eBPF object): the directory of the binaries.
-fn build() -> anyhow::Result<PathBuf> {
-    crate::setup::nightly_sysroot()?;
-    ensure_cargo_fuzz()?;
+/// its eBPF object): the directory of the binaries. Given `niced`, the
+/// build runs under `nice -n 19` with its output in that file.
+fn build(niced: Option<&Path>) -> anyhow::Result<PathBuf> {
     let dir = root().join("fuzz");
-    run(cmd("rustup")
-        .args(["run", "nightly", "cargo", "fuzz", "build", "--fuzz-dir"])
+    let mut c = match niced {
+        Some(_) => {
+            let mut c = cmd("nice");
+            c.args(["-n", "19", "rustup"]);
+            c
+        }
+        None => cmd("rustup"),
+    };
+    c.args(["run", "nightly", "cargo", "fuzz", "build", "--fuzz-dir"])
         .arg(&dir)
         .current_dir(root())
-        .env("AYA_BUILD_SKIP", "1"))
-    .context("building the fuzz targets")?;
+        .env("AYA_BUILD_SKIP", "1");
+    match niced {
+        None => run(&mut c).context("building the fuzz targets")?,
+        Some(log) => {
+            fs::create_dir_all(log.parent().expect("the log is in a directory"))?;
+            let file = fs::File::create(log).with_context(|| format!("making {}", log.display()))?;
+            c.stdin(std::process::Stdio::null()).stdout(file.try_clone()?).stderr(file);
+            run(&mut c)
+                .with_context(|| format!("building the fuzz targets: its output is in {}", log.display()))?
+        }
+    }
     Ok(dir.join("target/x86_64-unknown-linux-gnu/release"))
 }
 
@@ -120,6 +170,16 @@ fn run_one(bins: &Path, target: &'static str, seconds: u32) -> anyhow::Result<Ru
         );
     }
     Ok(parse_run(target, &log))
+}
+
+impl Run {
+    /// The line said of it, after a run of `seconds`.
+    fn line(&self, seconds: u32) -> String {
+        format!(
+            "fuzz {:<14} {:>10} inputs in {seconds} s, coverage {} edges / {} features, corpus {}",
+            self.target, self.execs, self.cov, self.features, self.corpus
+        )
+    }
 }
 
 /// Merges the inputs found into the kept seeds: only those that add

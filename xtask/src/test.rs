@@ -1,6 +1,6 @@
 //! `cargo xtask test`: unit tests, the deployment files' checks, then the
-//! privileged end-to-end tests as root with one test thread, then one
-//! summary line.
+//! privileged end-to-end tests as root with one test thread, and beside
+//! them the fuzz targets and the kernel matrix, then one summary line.
 use std::{
     io::{BufRead, BufReader},
     process::Stdio,
@@ -53,9 +53,12 @@ pub fn test() -> anyhow::Result<()> {
     println!("== deployment files (deploy/): systemd-analyze, Kubernetes schemas");
     let deploy_ok = crate::deploy::check_all(Some(&built.agent), &mut tally);
     took.ended("deployment files");
-    let fuzz_ok = fuzz_briefly(&mut tally);
-    took.ended("fuzz");
-    let (e2e_ok, matrix) = end_to_end(&built, guest.as_ref(), &mut tally, &mut took)?;
+    let fuzz = fuzz_beside(&mut tally);
+    let e2e = end_to_end(&built, guest.as_ref(), &mut tally, &mut took);
+    // Joined even when the set-up failed: its build is not left running.
+    let fuzz_ok = fuzz.is_some_and(|f| fuzz_joined(f, &mut tally));
+    took.ended("the fuzz targets, after the host's suite");
+    let (e2e_ok, matrix) = e2e?;
     let vm_ok = match matrix {
         Some(matrix) => {
             let results = matrix.join().expect("the kernel matrix's thread panicked")?;
@@ -193,13 +196,29 @@ impl Phases {
 }
 
 /// Every fuzz target for a few seconds (`GPUMEM_FUZZ_SECONDS`, 10 by
-/// default), each a test in the tally: a crash fails it, saying how to
-/// replay it.
-fn fuzz_briefly(tally: &mut Tally) -> bool {
+/// default), built and run on a thread of its own beside the tests, the
+/// build at the lowest priority ([`crate::fuzz::beside`]): the build
+/// needs about 700 core-seconds, and the host's suite and the matrix's
+/// guests leave about that much idle. None (a failure counted) where what
+/// it needs could not be installed.
+fn fuzz_beside(tally: &mut Tally) -> Option<crate::fuzz::Beside> {
     let seconds = std::env::var("GPUMEM_FUZZ_SECONDS").ok().and_then(|s| s.parse().ok()).unwrap_or(10);
-    println!("== fuzz targets, {seconds} s each (cargo xtask fuzz)");
-    match crate::fuzz::fuzz(seconds, &[], false) {
-        Ok(runs) => {
+    println!("== fuzz targets, {seconds} s each (cargo xtask fuzz), beside the tests: their lines come after the host's suite");
+    crate::fuzz::beside(seconds)
+        .inspect_err(|e| {
+            println!("FAILED fuzzing: {e:#}");
+            tally.failed += 1;
+        })
+        .ok()
+}
+
+/// Waits for the fuzz targets' thread and prints what it said, each
+/// target a test in the tally: a crash fails it, saying how to replay it.
+fn fuzz_joined(fuzz: crate::fuzz::Beside, tally: &mut Tally) -> bool {
+    println!("== fuzz targets (beside the tests)");
+    match fuzz.join().expect("the fuzz targets' thread panicked") {
+        Ok((runs, lines)) => {
+            lines.iter().for_each(|l| println!("{l}"));
             tally.passed += runs.len() as u64;
             true
         }
