@@ -91,9 +91,9 @@ enum Cmd {
     },
     /// Lint, build, then run the unit tests, the deployment files' checks,
     /// the privileged end-to-end tests on this kernel and, beside them, the
-    /// limit and tracing suites on the kernel matrix under QEMU (its lines
-    /// printed after the host's); ends with an
-    /// `N passed, N failed` line.
+    /// fuzz targets (built at the lowest priority) and the limit and
+    /// tracing suites on the kernel matrix under QEMU (their lines printed
+    /// after the host's); ends with an `N passed, N failed` line.
     Test,
     /// Only the deployment files' checks (also part of `test`): the example
     /// limits file, the systemd unit and the DaemonSet against the agent's
@@ -169,9 +169,10 @@ enum Cmd {
     },
     /// Only the kernel matrix: boot stock Debian kernels (6.1, 6.12, 6.18,
     /// sid's newest) under QEMU and run the limit and tracing suites in each,
-    /// built in the profile `matrix` (optimised, debug checks kept). Two
-    /// kernels boot at a time (GPUMEM_VM_LANES), each with two CPUs
-    /// (GPUMEM_VM_SMP); each console is kept in target/vm/<column>.log.
+    /// built in the profile `matrix` (optimised, debug checks kept). As many
+    /// kernels boot at a time as the memory available holds at 4 GiB each,
+    /// up to the four (GPUMEM_VM_LANES), each with two CPUs (GPUMEM_VM_SMP);
+    /// each console is kept in target/vm/<column>.log.
     Vm {
         /// Only these columns (repeatable): 6.1, 6.12, 6.18, sid.
         #[arg(long = "kernel")]

@@ -76,10 +76,12 @@ pub const PROFILE: &str = "matrix";
 /// How long one kernel's boot and suites may take. With debug builds
 /// 6.1 took 594 to 1,005 s in clean-clone CI runs (a 2-core VM whose speed
 /// moves by half between hours); with the matrix profile 526 s alone,
-/// 686 s beside 6.12, 1,000 s in CI beside 6.12 and 6.18. `cargo xtask
-/// test` runs the first two kernels beside the host's suite as well: 30
+/// 686 s beside 6.12, 1,076 s in CI beside another guest and the host's
+/// suite. With four lanes all four kernels run at once (on a reduced
+/// selection 6.1 took 1.4 times as long as two at a time), beside the
+/// host's suite and the fuzz targets' build in `cargo xtask test`: 40
 /// minutes keeps a slow hour from failing the matrix, within CI's 90.
-const PER_KERNEL: Duration = Duration::from_secs(30 * 60);
+const PER_KERNEL: Duration = Duration::from_secs(40 * 60);
 
 /// One kernel's outcome.
 pub struct KernelResult {
@@ -240,17 +242,39 @@ fn boot(k: &kernels::Kernel, initrd: &Path, log: &Path, echo: bool) -> anyhow::R
     Ok(again)
 }
 
-/// How many kernels boot at once: GPUMEM_VM_LANES, else 2. A guest keeps
-/// about 60% of its two emulated CPUs busy (the tests pace workloads and
-/// wait on the agent's 100 ms drains), so two guests side by side finish
-/// sooner than one after the other even on a host of two cores.
+/// How many kernels boot at once: GPUMEM_VM_LANES, else as many as the
+/// memory available holds at 4 GiB a guest, up to 4 (the matrix's
+/// columns). A guest keeps about 60% of its two emulated CPUs busy (the
+/// tests pace workloads and wait on the agent's drains), so guests side
+/// by side finish sooner than one after the other even on a host of two
+/// cores: on a reduced selection, the four kernels took 194 s four at a
+/// time against about 235 s two at a time.
 pub fn lanes() -> anyhow::Result<usize> {
     match std::env::var("GPUMEM_VM_LANES") {
-        Err(_) => Ok(2),
+        Err(_) => Ok(lanes_for(available_memory())),
         Ok(v) => v.parse::<usize>().ok().filter(|n| *n > 0).with_context(|| {
             format!("GPUMEM_VM_LANES={v:?}: give how many kernels may boot at once, 1 or more")
         }),
     }
+}
+
+/// What one guest takes: its 3 GiB (`qemu::spawn`) and QEMU's own.
+const GUEST_MEMORY: u64 = 4 << 30;
+
+/// The lanes `available` bytes of memory hold: 1 to 4.
+fn lanes_for(available: Option<u64>) -> usize {
+    // Unknown: the two that every machine this runs on has held.
+    let Some(bytes) = available else { return 2 };
+    (bytes / GUEST_MEMORY).clamp(1, 4) as usize
+}
+
+/// The memory this machine has available (`MemAvailable` in
+/// /proc/meminfo), if it says.
+fn available_memory() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = text.lines().find_map(|l| l.strip_prefix("MemAvailable:"))?;
+    let kib: u64 = line.trim().strip_suffix("kB")?.trim().parse().ok()?;
+    Some(kib * 1024)
 }
 
 /// Runs the matrix (only the columns named in `only`, if any), `lanes`
@@ -360,4 +384,18 @@ fn run_kernel(k: kernels::Kernel, initrd: &Path, dir: &Path, echo: bool) -> anyh
         println!("{}", r.where_console());
     }
     Ok(r)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{lanes_for, GUEST_MEMORY};
+
+    #[test]
+    fn lanes_follow_the_memory_available_up_to_the_four_columns() {
+        assert_eq!(lanes_for(None), 2);
+        assert_eq!(lanes_for(Some(0)), 1);
+        assert_eq!(lanes_for(Some(GUEST_MEMORY * 3 - 1)), 2);
+        assert_eq!(lanes_for(Some(GUEST_MEMORY * 3)), 3);
+        assert_eq!(lanes_for(Some(22 << 30)), 4);
+    }
 }

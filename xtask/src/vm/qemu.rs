@@ -45,10 +45,13 @@ impl Boot {
     }
 }
 
-/// QEMU booting `k` with `initrd`, its console on stdout.
+/// QEMU booting `k` with `initrd`, its console on stdout, at a lower
+/// priority (`nice -n 5`: what runs beside the guests, the host's suite in
+/// `cargo xtask test`, waits less on them; alone they have every CPU).
 fn spawn(k: &Kernel, initrd: &Path) -> anyhow::Result<Child> {
     let append = format!("console=ttyS0 panic=-1 rdinit=/init loglevel=4 {}", k.args);
-    Command::new("qemu-system-x86_64")
+    Command::new("nice")
+        .args(["-n", "5", "qemu-system-x86_64"])
         .args(["-accel", "tcg", "-cpu", k.cpu, "-smp", &smp(), "-m", "3072"])
         .args(["-nographic", "-no-reboot", "-monitor", "none", "-serial", "stdio"])
         .arg("-kernel")
