@@ -5,8 +5,11 @@
 //! serial console (`qemu`).
 mod initramfs;
 mod kernels;
+mod lanes;
 mod python;
 mod qemu;
+
+pub use lanes::lanes;
 
 use std::{
     path::{Path, PathBuf},
@@ -242,41 +245,6 @@ fn boot(k: &kernels::Kernel, initrd: &Path, log: &Path, echo: bool) -> anyhow::R
     Ok(again)
 }
 
-/// How many kernels boot at once: GPUMEM_VM_LANES, else as many as the
-/// memory available holds at 4 GiB a guest, up to 4 (the matrix's
-/// columns). A guest keeps about 60% of its two emulated CPUs busy (the
-/// tests pace workloads and wait on the agent's drains), so guests side
-/// by side finish sooner than one after the other even on a host of two
-/// cores: on a reduced selection, the four kernels took 194 s four at a
-/// time against about 235 s two at a time.
-pub fn lanes() -> anyhow::Result<usize> {
-    match std::env::var("GPUMEM_VM_LANES") {
-        Err(_) => Ok(lanes_for(available_memory())),
-        Ok(v) => v.parse::<usize>().ok().filter(|n| *n > 0).with_context(|| {
-            format!("GPUMEM_VM_LANES={v:?}: give how many kernels may boot at once, 1 or more")
-        }),
-    }
-}
-
-/// What one guest takes: its 3 GiB (`qemu::spawn`) and QEMU's own.
-const GUEST_MEMORY: u64 = 4 << 30;
-
-/// The lanes `available` bytes of memory hold: 1 to 4.
-fn lanes_for(available: Option<u64>) -> usize {
-    // Unknown: the two that every machine this runs on has held.
-    let Some(bytes) = available else { return 2 };
-    (bytes / GUEST_MEMORY).clamp(1, 4) as usize
-}
-
-/// The memory this machine has available (`MemAvailable` in
-/// /proc/meminfo), if it says.
-fn available_memory() -> Option<u64> {
-    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let line = text.lines().find_map(|l| l.strip_prefix("MemAvailable:"))?;
-    let kib: u64 = line.trim().strip_suffix("kB")?.trim().parse().ok()?;
-    Some(kib * 1024)
-}
-
 /// Runs the matrix (only the columns named in `only`, if any), `lanes`
 /// kernels at a time (see [`lanes`]), echoing each guest's lines as they
 /// come, and returns one result per kernel, in the matrix's order.
@@ -384,18 +352,4 @@ fn run_kernel(k: kernels::Kernel, initrd: &Path, dir: &Path, echo: bool) -> anyh
         println!("{}", r.where_console());
     }
     Ok(r)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::{lanes_for, GUEST_MEMORY};
-
-    #[test]
-    fn lanes_follow_the_memory_available_up_to_the_four_columns() {
-        assert_eq!(lanes_for(None), 2);
-        assert_eq!(lanes_for(Some(0)), 1);
-        assert_eq!(lanes_for(Some(GUEST_MEMORY * 3 - 1)), 2);
-        assert_eq!(lanes_for(Some(GUEST_MEMORY * 3)), 3);
-        assert_eq!(lanes_for(Some(22 << 30)), 4);
-    }
 }
