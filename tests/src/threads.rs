@@ -3,7 +3,7 @@
 //! another thread than the allocation's.
 use std::sync::{
     atomic::{AtomicBool, Ordering},
-    Arc, Mutex,
+    Arc, Condvar, Mutex,
 };
 
 use crate::{
@@ -39,17 +39,28 @@ pub struct Threads {
 impl Threads {
     /// Runs the threads with `ctx` current on each; returns what they left
     /// allocated.
+    ///
+    /// The threads end together: each, its calls made (or failed), waits
+    /// until every other has made its own before it exits, so that no
+    /// thread's exit (what the kernel keeps for the thread goes with it)
+    /// comes before another thread's last call, however the scheduler ran
+    /// them (on a loaded host one thread may make all its calls before the
+    /// next is first run).
     pub fn run(&self, driver: &Arc<Driver>, truth: &Arc<Truth>, ctx: usize) -> anyhow::Result<Vec<Held>> {
         let pool: Arc<Mutex<Vec<Held>>> = Arc::default();
+        let finished = Arc::new(Finished::new(self.threads));
         let handles: Vec<_> = (0..self.threads)
             .map(|t| {
                 let (driver, truth, pool) = (driver.clone(), truth.clone(), pool.clone());
+                let finished = finished.clone();
                 let (iterations, device, mix) = (self.iterations, self.device, self.mix);
                 let until = self.until.clone();
                 let going = move || until.as_ref().is_none_or(|u| !u.load(Ordering::Relaxed));
                 let mut pace = Pace::new(self.rate, self.threads);
                 let mut rng = Rng(self.seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ (t as u64 + 1));
                 std::thread::spawn(move || -> anyhow::Result<()> {
+                    // Dropped at the thread's end, whatever its result.
+                    let _end = Arrival(finished);
                     driver.set_current(ctx)?;
                     let forever = iterations == 0;
                     for _ in (0..iterations).chain((0..).take_while(|_| forever && going())) {
@@ -94,6 +105,41 @@ impl Threads {
         }
         let left = std::mem::take(&mut *pool.lock().unwrap());
         Ok(left)
+    }
+}
+
+/// How many of a run's threads have finished their calls, for each to
+/// wait on the others (see [`Threads::run`]).
+struct Finished {
+    threads: usize,
+    count: Mutex<usize>,
+    all: Condvar,
+}
+
+impl Finished {
+    fn new(threads: usize) -> Self {
+        Self { threads, count: Mutex::new(0), all: Condvar::new() }
+    }
+
+    /// This thread has finished: waits until every thread has.
+    fn arrive_and_wait(&self) {
+        // Nothing panics holding the lock; a poisoned one is used as is.
+        let mut count = self.count.lock().unwrap_or_else(|e| e.into_inner());
+        *count += 1;
+        self.all.notify_all();
+        while *count < self.threads {
+            count = self.all.wait(count).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+}
+
+/// A thread's arrival at its end, at its drop: on every path out of the
+/// thread, a failure's or a panic's too, so that no thread is left waiting.
+struct Arrival(Arc<Finished>);
+
+impl Drop for Arrival {
+    fn drop(&mut self) {
+        self.0.arrive_and_wait();
     }
 }
 

@@ -120,10 +120,11 @@ fn a_full_calls_in_flight_map_leaves_every_limit_reservation_settled() {
     }
     // A call a limit reserved bytes for is kept in `PENDING` (a thread
     // killed inside it must give them back). One entry: the first thread's
-    // call takes it, kept until that thread exits, and the other threads'
-    // find it full. Their calls are then kept in their own task storage,
-    // so their returns commit what was reserved at the driver's size; a
-    // reservation nothing kept would stay counted under the limit forever.
+    // call takes it, kept until that thread exits (the workload's threads
+    // end together), and the other threads' find it full. Their calls are
+    // then kept in their own task storage, so their returns commit what
+    // was reserved at the driver's size; a reservation nothing kept would
+    // stay counted under the limit forever.
     let cg = Cgroup::create("pending-full");
     let target = format!("cgroup:{}", cg.path);
     let limit = format!("{target}=1TiB,action=audit");
