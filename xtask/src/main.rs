@@ -169,10 +169,10 @@ enum Cmd {
     },
     /// Only the kernel matrix: boot stock Debian kernels (6.1, 6.12, 6.18,
     /// sid's newest) under QEMU and run the limit and tracing suites in each,
-    /// built in the profile `matrix` (optimised, debug checks kept). As many
-    /// kernels boot at a time as the memory available holds at 4 GiB each,
-    /// up to the four (GPUMEM_VM_LANES), each with two CPUs (GPUMEM_VM_SMP);
-    /// each console is kept in target/vm/<column>.log.
+    /// built in the profile `matrix` (optimised, debug checks kept). One kernel
+    /// boots at a time per CPU of this machine, as the memory available
+    /// holds at 4 GiB each, up to the four (GPUMEM_VM_LANES), each with two
+    /// CPUs (GPUMEM_VM_SMP); each console is kept in target/vm/<column>.log.
     Vm {
         /// Only these columns (repeatable): 6.1, 6.12, 6.18, sid.
         #[arg(long = "kernel")]

@@ -80,10 +80,9 @@ pub const PROFILE: &str = "matrix";
 /// 6.1 took 594 to 1,005 s in clean-clone CI runs (a 2-core VM whose speed
 /// moves by half between hours); with the matrix profile 526 s alone,
 /// 686 s beside 6.12, 1,076 s in CI beside another guest and the host's
-/// suite. With four lanes all four kernels run at once (on a reduced
-/// selection 6.1 took 1.4 times as long as two at a time), beside the
-/// host's suite and the fuzz targets' build in `cargo xtask test`: 40
-/// minutes keeps a slow hour from failing the matrix, within CI's 90.
+/// suite. `cargo xtask test` also builds the fuzz targets beside the
+/// guests (at a lower priority): 40 minutes keeps a slow hour from
+/// failing the matrix, within CI's 90.
 const PER_KERNEL: Duration = Duration::from_secs(40 * 60);
 
 /// One kernel's outcome.
@@ -184,8 +183,11 @@ fn guest_files(built: &Built, busybox: PathBuf) -> anyhow::Result<Vec<(PathBuf, 
         (built.workload.clone(), format!("{g}/{PROFILE}/gpumem-workload")),
         (built.first_alloc.clone(), format!("{g}/{PROFILE}/first-alloc")),
         (built.workload.with_file_name("as-user"), format!("{g}/{PROFILE}/as-user")),
-        (built.libcuda.clone(), format!("{g}/simcuda/libcuda.so.1")),
-        (built.libcuda.with_file_name("libnvidia-ml.so.1"), format!("{g}/simcuda/libnvidia-ml.so.1")),
+        (built.libcuda.clone(), format!("{g}/{PROFILE}/simcuda/libcuda.so.1")),
+        (
+            built.libcuda.with_file_name("libnvidia-ml.so.1"),
+            format!("{g}/{PROFILE}/simcuda/libnvidia-ml.so.1"),
+        ),
         (nvidia.path, "nvidia/libcuda.so.1".to_string()),
         (test_binary()?, "tests/e2e".to_string()),
     ])
