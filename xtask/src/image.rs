@@ -57,6 +57,16 @@ fn image_of(profile: &str) -> anyhow::Result<Image> {
 /// dependencies cost it five minutes more). The noted build comes first,
 /// so the agent left in the profile's directory is the plain one.
 pub fn upgrade_pair(profile: &str) -> anyhow::Result<(Image, Image)> {
+    let noted = noted_agent(profile)?;
+    pair(&build_profile(profile)?.agent, &noted)
+}
+
+/// Builds the agent with the build note `next` in Cargo profile `profile`
+/// and keeps it (target/image-next.gpumem): its path. The profile's
+/// directory then holds the noted agent until the next plain build, which
+/// recompiles the agent's crate (about 100 s in the matrix's profile):
+/// `cargo xtask test` makes it first, before its own build.
+pub fn noted_agent(profile: &str) -> anyhow::Result<PathBuf> {
     setup()?;
     run(cmd("cargo")
         .current_dir(root())
@@ -67,8 +77,13 @@ pub fn upgrade_pair(profile: &str) -> anyhow::Result<(Image, Image)> {
     let noted = target_dir().join("image-next.gpumem");
     fs::copy(target_dir().join(profile).join("gpumem"), &noted)
         .with_context(|| format!("keeping the noted agent as {}", noted.display()))?;
-    let next = assemble(&noted, Some(NEXT))?;
-    Ok((image_of(profile)?, next))
+    Ok(noted)
+}
+
+/// The images of `agent` and of the `noted` agent ([`noted_agent`]).
+pub fn pair(agent: &Path, noted: &Path) -> anyhow::Result<(Image, Image)> {
+    let next = assemble(noted, Some(NEXT))?;
+    Ok((assemble(agent, None)?, next))
 }
 
 /// The build note of [`upgrade_pair`]'s second image.

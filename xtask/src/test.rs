@@ -9,9 +9,10 @@ use std::{
 use anyhow::Context;
 
 use crate::{
-    artifacts::{build, build_profile},
+    artifacts::build_profile,
     tally::Tally,
     util::{cmd, host_crate_args, is_root, root, target_dir},
+    vm::PROFILE,
 };
 
 /// Runs `cargo test ARGS`, echoing its output and counting results; Ok(true)
@@ -37,24 +38,27 @@ pub fn test() -> anyhow::Result<()> {
     crate::lint::lint()?;
     took.ended("lint");
     // The matrix runs as root only. Its lanes are read before anything is
-    // built (a bad GPUMEM_VM_LANES is refused at once), its guests' build
-    // comes before any test runs (a failure to build says so at once, not
-    // after the host's suite).
+    // built (a bad GPUMEM_VM_LANES is refused at once).
     let lanes = is_root().then(crate::vm::lanes).transpose()?;
-    let built = build()?;
-    let guest = lanes.map(|n| build_profile(crate::vm::PROFILE).map(|b| (b, n))).transpose()?;
+    // Everything is built once, in the matrix's profile (optimised, debug
+    // assertions and overflow checks kept): the host's tests and the
+    // guests' run the same binaries. The upgrade test's noted agent comes
+    // first (root only): built after, it would leave the noted agent's
+    // crate to be compiled once more for the plain one.
+    let noted = is_root().then(|| crate::image::noted_agent(PROFILE)).transpose()?;
+    let built = build_profile(PROFILE)?;
     took.ended("build");
     let mut tally = Tally::default();
     println!("== unit tests");
     let mut unit_args = host_crate_args();
-    unit_args.extend(["--lib", "--bins"]);
+    unit_args.extend(["--lib", "--bins", "--profile", PROFILE]);
     let unit_ok = cargo_test(&unit_args, &[], &mut tally)?;
     took.ended("unit tests");
     println!("== deployment files (deploy/): systemd-analyze, Kubernetes schemas");
     let deploy_ok = crate::deploy::check_all(Some(&built.agent), &mut tally);
     took.ended("deployment files");
     let fuzz = fuzz_beside(&mut tally);
-    let e2e = end_to_end(&built, guest.as_ref(), &mut tally, &mut took);
+    let e2e = end_to_end(&built, noted.as_deref(), lanes, &mut tally, &mut took);
     // Joined even when the set-up failed: its build is not left running.
     let fuzz_ok = fuzz.is_some_and(|f| fuzz_joined(f, &mut tally));
     took.ended("the fuzz targets, after the host's suite");
@@ -94,9 +98,10 @@ pub fn test() -> anyhow::Result<()> {
 type Matrix = std::thread::JoinHandle<anyhow::Result<Vec<crate::vm::KernelResult>>>;
 
 /// The privileged end-to-end suite on the host, one test at a time, with
-/// what it needs set up first, and beside it the kernel matrix (`guest`:
-/// its build and lanes; None where it cannot run): whether cargo
-/// succeeded, and the matrix's thread, to join.
+/// what it needs set up first (the images assembled from `built`'s agent
+/// and the `noted` one), and beside it the kernel matrix (its `lanes`;
+/// None where it cannot run): whether cargo succeeded, and the matrix's
+/// thread, to join.
 ///
 /// The host's suite keeps about a sixth of this machine's CPU busy (it
 /// waits on the agent, its drains and its workloads' pacing), and the
@@ -105,7 +110,8 @@ type Matrix = std::thread::JoinHandle<anyhow::Result<Vec<crate::vm::KernelResult
 /// nothing but the tests and the guests runs meanwhile.
 fn end_to_end(
     built: &crate::artifacts::Built,
-    guest: Option<&(crate::artifacts::Built, usize)>,
+    noted: Option<&std::path::Path>,
+    lanes: Option<usize>,
     tally: &mut Tally,
     took: &mut Phases,
 ) -> anyhow::Result<(bool, Option<Matrix>)> {
@@ -120,7 +126,7 @@ fn end_to_end(
     let nvidia = crate::nvidia::path_list(&nvidia);
     let prometheus = crate::prometheus::server()?.into_os_string();
     let podman = container_runtime()?.into_os_string();
-    let [image_archive, image_tag, next_archive] = agent_images()?;
+    let [image_archive, image_tag, next_archive] = agent_images(&built.agent, noted)?;
     let tmux = crate::util::ensure_tool("tmux", "tmux")?.into_os_string();
     // Compiled now, so that the compile does not take the guests' CPU.
     crate::util::run(cmd("cargo").current_dir(root()).args([
@@ -130,15 +136,16 @@ fn end_to_end(
         "--test",
         "e2e",
         "--no-run",
+        "--profile",
+        PROFILE,
     ]))
     .context("building the end-to-end test binary")?;
     took.ended("the e2e suite's set-up (drivers, Prometheus, podman, images, the test binary)");
-    let matrix = match guest {
-        Some((guest, lanes)) => {
-            let prepared = crate::vm::prepare(guest, &[], &crate::vm::Selection::default())?;
-            took.ended("the kernel matrix's set-up (kernels, test binary, initramfs)");
+    let matrix = match lanes {
+        Some(lanes) => {
+            let prepared = crate::vm::prepare(built, &[], &crate::vm::Selection::default())?;
+            took.ended("the kernel matrix's set-up (kernels, initramfs)");
             println!("== the kernel matrix under QEMU, beside the host's suite (its lines come after it)");
-            let lanes = *lanes;
             Some(std::thread::spawn(move || prepared.run(lanes, false)))
         }
         None => None,
@@ -146,8 +153,9 @@ fn end_to_end(
     // An error here still waits for the matrix below: its guests are not
     // left running.
     let ok = cargo_test(
-        &["-p", "gpumem-tests", "--test", "e2e", "--", "--test-threads=1"],
+        &["-p", "gpumem-tests", "--test", "e2e", "--profile", PROFILE, "--", "--test-threads=1"],
         &[
+            ("GPUMEM_BUILD_PROFILE", std::ffi::OsStr::new(PROFILE)),
             ("GPUMEM_PYTHON", &python),
             ("GPUMEM_NVIDIA_LIBCUDA", &nvidia),
             ("GPUMEM_PROMETHEUS", &prometheus),
@@ -235,13 +243,17 @@ fn fuzz_joined(fuzz: crate::fuzz::Beside, tally: &mut Tally) -> bool {
 /// container test.
 /// The agent's own image, run as the DaemonSet runs it (the `daemonset`
 /// suites): its archive and its name, and the archive of the image of
-/// another build an upgrade replaces it with; built as root, as the
-/// privileged tests run (empty otherwise: they skip).
-fn agent_images() -> anyhow::Result<[std::ffi::OsString; 3]> {
-    if !is_root() {
+/// another build an upgrade replaces it with (`noted`, see
+/// [`crate::image::noted_agent`]); assembled as root, as the privileged
+/// tests run (empty otherwise: they skip).
+fn agent_images(
+    agent: &std::path::Path,
+    noted: Option<&std::path::Path>,
+) -> anyhow::Result<[std::ffi::OsString; 3]> {
+    let Some(noted) = noted.filter(|_| is_root()) else {
         return Ok(Default::default());
-    }
-    let (image, next) = crate::image::upgrade_pair(crate::vm::PROFILE)?;
+    };
+    let (image, next) = crate::image::pair(agent, noted)?;
     Ok([image.archive.into_os_string(), image.tag.into(), next.archive.into_os_string()])
 }
 

@@ -15,16 +15,19 @@ pub struct Paths {
 }
 
 /// The agent and workload come from `target/<GPUMEM_BUILD_PROFILE>`
-/// (`debug` when unset; the kernel matrix's guests set the profile they
-/// were built in), the simulated driver from `target/simcuda`.
+/// (`debug` when unset; `cargo xtask test` and the kernel matrix's guests
+/// set the profile they were built in), the simulated driver from
+/// `target/simcuda` (a debug build's) or from the profile's `simcuda`.
 pub fn paths() -> Paths {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf();
     let target =
         std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| root.join("target"));
-    let profile = target.join(std::env::var_os("GPUMEM_BUILD_PROFILE").unwrap_or_else(|| "debug".into()));
+    let name = std::env::var_os("GPUMEM_BUILD_PROFILE").unwrap_or_else(|| "debug".into());
+    let profile = target.join(&name);
+    let simcuda = if name == "debug" { target.join("simcuda") } else { profile.join("simcuda") };
     let p = Paths {
         agent: profile.join("gpumem"),
-        libcuda: target.join("simcuda/libcuda.so.1"),
+        libcuda: simcuda.join("libcuda.so.1"),
         workload: profile.join("gpumem-workload"),
         first_alloc: profile.join("first-alloc"),
         as_user: profile.join("as-user"),
