@@ -46,12 +46,26 @@ pub fn fuzz(seconds: u32, only: &[String], save: bool) -> anyhow::Result<Vec<Run
     }
     prepare()?;
     let bins = build(None)?;
+    let targets = TARGETS.into_iter().filter(|t| only.is_empty() || only.iter().any(|o| o == t));
+    run_all(&bins, targets, seconds, save, |line| println!("{line}"))
+}
+
+/// Runs each of `targets` for `seconds` (merging what it found into the
+/// seeds if `save`), saying each run's line to `say`; stops at the first
+/// failure.
+fn run_all(
+    bins: &Path,
+    targets: impl Iterator<Item = &'static str>,
+    seconds: u32,
+    save: bool,
+    mut say: impl FnMut(String),
+) -> anyhow::Result<Vec<Run>> {
     let mut runs = Vec::new();
-    for target in TARGETS.into_iter().filter(|t| only.is_empty() || only.iter().any(|o| o == t)) {
-        let r = run_one(&bins, target, seconds)?;
-        println!("{}", r.line(seconds));
+    for target in targets {
+        let r = run_one(bins, target, seconds)?;
+        say(r.line(seconds));
         if save {
-            merge(&bins, target)?;
+            merge(bins, target)?;
         }
         runs.push(r);
     }
@@ -79,12 +93,7 @@ pub fn beside(seconds: u32) -> anyhow::Result<Beside> {
             started.elapsed().as_secs(),
             log.display()
         )];
-        let mut runs = Vec::new();
-        for target in TARGETS {
-            let r = run_one(&bins, target, seconds)?;
-            lines.push(r.line(seconds));
-            runs.push(r);
-        }
+        let runs = run_all(&bins, TARGETS.into_iter(), seconds, false, |line| lines.push(line))?;
         Ok((runs, lines))
     }))
 }

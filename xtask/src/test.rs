@@ -250,7 +250,7 @@ fn agent_images(
     agent: &std::path::Path,
     noted: Option<&std::path::Path>,
 ) -> anyhow::Result<[std::ffi::OsString; 3]> {
-    let Some(noted) = noted.filter(|_| is_root()) else {
+    let Some(noted) = noted else {
         return Ok(Default::default());
     };
     let (image, next) = crate::image::pair(agent, noted)?;
