@@ -5,6 +5,8 @@
 //! the kernel's usage maps. The ring buffer reader lives with the agent's
 //! event loop (`cmd::run`); the limit maps are written by `limits`.
 pub mod attach;
+#[cfg(test)]
+mod back_edges;
 pub mod btf_offset;
 pub mod discover;
 mod error;
