@@ -35,8 +35,9 @@
 //! time), so no store between them loses a run.
 
 /// Bumped whenever a shared map's layout or meaning changes: a build
-/// takes over only from one of the same layout.
-pub const LAYOUT: u64 = 3;
+/// takes over only from one of the same layout. 4: the live table's
+/// slots chosen by region, pages side by side (`live_slot`).
+pub const LAYOUT: u64 = 4;
 
 const PHASE_SHIFT: u32 = 62;
 const OLD_SHIFT: u32 = 31;

@@ -58,19 +58,29 @@ pub fn insert(key: LiveKey, live: &LiveAlloc, stale: &mut LiveAlloc) -> Put {
     let mut free: *mut LiveSlot = core::ptr::null_mut();
     let mut other: *mut LiveSlot = core::ptr::null_mut();
     let mut free_state = 0;
-    for i in 0..LIVE_PROBES {
-        let Some(slot) = slot_at(first.wrapping_add(i)) else { continue };
-        let state = state_of(slot);
-        let tag = state & slot_state::TAG;
-        if tag == slot_state::FULL && key_of(slot) == key && swap(slot, state, &key, live, stale) {
-            return Put::Replaced;
-        }
-        if tag == slot_state::EMPTY {
-            if free.is_null() {
-                (free, free_state) = (slot, state);
-            } else if other.is_null() {
-                other = slot;
+    // Tested at its end: as a `for` loop LLVM laid it out with the body's
+    // last instruction falling through into the test, a back edge kernel
+    // 6.1 refuses ("back-edge from insn"); gpumem-user's bpf/back_edges.rs
+    // checks the objects for any such edge.
+    let mut i = 0;
+    loop {
+        if let Some(slot) = slot_at(first.wrapping_add(i)) {
+            let state = state_of(slot);
+            let tag = state & slot_state::TAG;
+            if tag == slot_state::FULL && key_of(slot) == key && swap(slot, state, &key, live, stale) {
+                return Put::Replaced;
             }
+            if tag == slot_state::EMPTY {
+                if free.is_null() {
+                    (free, free_state) = (slot, state);
+                } else if other.is_null() {
+                    other = slot;
+                }
+            }
+        }
+        i += 1;
+        if i == LIVE_PROBES {
+            break;
         }
     }
     let found = spilled() && take_hashed(key, stale);
