@@ -46,13 +46,19 @@ fn check(code: &[u8]) -> Result<(), String> {
 
 #[test]
 fn every_uprobe_program_begins_with_the_tail_call_that_keeps_it_on_its_tasks_stack() {
+    each_object(|_, object| check_object(object));
+}
+
+/// Runs `check` on both built objects, the plain one and the one with
+/// `--bpf-log`'s logging (named "plain" and "logging"); says SKIPPED where
+/// the agent was built without them.
+pub(super) fn each_object(check: impl Fn(&str, &[u8])) {
     if super::OBJECT.is_empty() {
         println!("SKIPPED: this agent was built without its eBPF object (see build.rs)");
         return;
     }
-    // Both objects: the plain one, and the one with `--bpf-log`'s logging.
-    for object in [super::OBJECT, super::OBJECT_LOG] {
-        check_object(object);
+    for (which, object) in [("plain", super::OBJECT), ("logging", super::OBJECT_LOG)] {
+        check(which, object);
     }
 }
 

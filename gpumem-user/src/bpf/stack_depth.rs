@@ -143,12 +143,8 @@ impl Functions {
 
 #[test]
 fn every_program_with_its_deepest_chain_of_calls_fits_the_kernels_stack() {
-    if super::OBJECT.is_empty() {
-        println!("SKIPPED: this agent was built without its eBPF object (see build.rs)");
-        return;
-    }
     let uprobes: Vec<&str> = gpumem_common::program::Program::ALL.iter().map(|p| p.name()).collect();
-    for (which, object) in [("plain", super::OBJECT), ("logging", super::OBJECT_LOG)] {
+    super::stack_check::each_object(|which, object| {
         let f = Functions::of(object);
         for p in &uprobes {
             assert!(f.programs.iter().any(|q| q == p), "{which} object: program {p} not found");
@@ -161,7 +157,7 @@ fn every_program_with_its_deepest_chain_of_calls_fits_the_kernels_stack() {
                 chain.join(" -> ")
             );
         }
-    }
+    });
 }
 
 #[test]
