@@ -38,6 +38,10 @@
 /// takes over only from one of the same layout. 4: the live table's
 /// slots chosen by region, pages side by side (`live_slot`).
 pub const LAYOUT: u64 = 4;
+/// The layout before 4: the same maps, the live table's slots by a hash of
+/// the whole address (`live_slot_scattered`). A build of layout 4 takes
+/// its state over and keeps placing slots so, as long as the table lives.
+pub const SCATTERED_SLOTS_LAYOUT: u64 = 3;
 
 const PHASE_SHIFT: u32 = 62;
 const OLD_SHIFT: u32 = 31;

@@ -102,6 +102,17 @@ pub const fn live_slot(key: &LiveKey) -> u32 {
     start.wrapping_add(page << 1 | in_page << RUN_SHIFT) & (LIVE_SLOTS - 1)
 }
 
+/// The first slot for `key` in a table made by a build of the layout
+/// before slots by region (`handover::SCATTERED_SLOTS_LAYOUT`): Fibonacci
+/// hashing of the whole address with the process and namespace. A build
+/// that takes such a table over keeps placing keys so, or its frees would
+/// look for the old build's allocations in other slots.
+pub const fn live_slot_scattered(key: &LiveKey) -> u32 {
+    let salt = ((key.tgid as u64) << 32 | key.ns as u64).rotate_left(29);
+    let h = (key.addr ^ salt).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    (h >> (64 - LIVE_SLOTS.trailing_zeros())) as u32
+}
+
 // SAFETY: repr(C), integers only, no padding (88 bytes, asserted below).
 #[cfg(feature = "user")]
 unsafe impl aya::Pod for LiveSlot {}
@@ -219,7 +230,9 @@ mod tests {
     #[test]
     fn the_process_and_namespace_change_the_slot() {
         let key = LiveKey { tgid: 7, ns: crate::maps::ns::DEVICE_PTR, addr: 0x7f00_0020_0000 };
-        assert_ne!(live_slot(&key), live_slot(&LiveKey { tgid: 8, ..key }));
-        assert_ne!(live_slot(&key), live_slot(&LiveKey { ns: crate::maps::ns::HOST_PTR, ..key }));
+        for slot in [live_slot, live_slot_scattered] {
+            assert_ne!(slot(&key), slot(&LiveKey { tgid: 8, ..key }));
+            assert_ne!(slot(&key), slot(&LiveKey { ns: crate::maps::ns::HOST_PTR, ..key }));
+        }
     }
 }

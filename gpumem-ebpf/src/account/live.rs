@@ -19,7 +19,8 @@
 //! a reader's look and its claim is not claimed.
 use aya_ebpf::bindings::BPF_NOEXIST;
 use gpumem_common::{
-    live_slot, ns, slot_state, spilled, stat, LiveAlloc, LiveKey, LiveSlot, LIVE_PROBES, LIVE_SLOTS,
+    live_slot, live_slot_scattered, ns, slot_state, spilled, stat, LiveAlloc, LiveKey, LiveSlot, LIVE_PROBES,
+    LIVE_SLOTS,
 };
 
 use crate::{
@@ -52,7 +53,7 @@ pub fn insert(key: LiveKey, live: &LiveAlloc, stale: &mut LiveAlloc) -> Put {
     if key.ns == ns::VMM_HANDLE {
         return insert_hashed(key, live, stale);
     }
-    let first = live_slot(&key);
+    let first = first_slot(&key);
     // Two empty slots, so that losing one to another CPU's insert does not
     // send this one to the hash map.
     let mut free: *mut LiveSlot = core::ptr::null_mut();
@@ -126,7 +127,7 @@ pub fn insert(key: LiveKey, live: &LiveAlloc, stale: &mut LiveAlloc) -> Put {
 #[inline(always)]
 pub fn take(key: LiveKey, live: &mut LiveAlloc) -> bool {
     if key.ns != ns::VMM_HANDLE {
-        let first = live_slot(&key);
+        let first = first_slot(&key);
         for i in 0..LIVE_PROBES {
             let Some(slot) = slot_at(first.wrapping_add(i)) else { continue };
             let state = state_of(slot);
@@ -195,6 +196,24 @@ pub fn handle(key: LiveKey) -> Option<*mut LiveAlloc> {
 /// Read-only data: the verifier knows it.
 #[no_mangle]
 static LIVE_MASK: u32 = LIVE_SLOTS - 1;
+
+/// 1 where a key's first slot is by region (`live_slot`); 0 where the
+/// table was made by a build of the layout before (taken over, see
+/// `gpumem_common::handover::SCATTERED_SLOTS_LAYOUT`) and its slots are
+/// placed as that build placed them. Read-only data the loader sets: the
+/// verifier knows it, and never walks the other placement.
+#[no_mangle]
+static LIVE_SLOTS_BY_REGION: u8 = 1;
+
+#[inline(always)]
+fn first_slot(key: &LiveKey) -> u32 {
+    // SAFETY: a read of read-only data the loader set.
+    if unsafe { core::ptr::read_volatile(&LIVE_SLOTS_BY_REGION) } != 0 {
+        live_slot(key)
+    } else {
+        live_slot_scattered(key)
+    }
+}
 
 #[inline(always)]
 fn slot_at(index: u32) -> Option<*mut LiveSlot> {

@@ -65,7 +65,7 @@ impl Tracer {
             return Ok(());
         }
         if now == Handover::default() {
-            let ours = Handover { word: handover::steady(build), layout: super::takeover::layout() };
+            let ours = Handover { word: handover::steady(build), layout: super::takeover::fresh_layout() };
             return array.set(0, ours, 0).map_err(|e| BpfError::Handover(format!("writing HANDOVER: {e}")));
         }
         Err(BpfError::Handover(format!(

@@ -189,7 +189,8 @@ impl Tracer {
                 .transpose()?,
             _ => None,
         };
-        let settings = object::Settings { options, task_calls: task_calls.is_ok(), build };
+        let slots_by_region = takeover::table_slots_by_region(pins.as_ref());
+        let settings = object::Settings { options, task_calls: task_calls.is_ok(), build, slots_by_region };
         let ebpf = object::load(object, &settings, pins.as_ref(), &maps).map_err(|e| {
             // The old build's maps pinned again under this build's
             // directory: nothing of a failed takeover stays.

@@ -42,6 +42,9 @@ pub struct Settings {
     pub task_calls: bool,
     /// The build's tag (`persist::tag`).
     pub build: u32,
+    /// The live table places a key's first slot by region (else as the
+    /// layout before did: `takeover::table_slots_by_region`).
+    pub slots_by_region: bool,
 }
 
 /// Creates (or opens, where pinned) the maps and readies the programs of
@@ -59,6 +62,7 @@ pub fn load(
     // runs that fallback on purpose): the helper then too.
     let comm = if s.task_calls { super::btf_offset::task_comm().unwrap_or(0) } else { 0 };
     let live_mask = live_slots_for_a_test(pins.is_some()) - 1;
+    let by_region = u8::from(s.slots_by_region);
     let mut loader = EbpfLoader::new();
     loader
         // TASK_CALLS: aya has no type for task storage, and needs none
@@ -69,6 +73,7 @@ pub fn load(
         .override_global("TASK_COMM_OFFSET", &comm, true)
         .override_global("BUILD", &s.build, true)
         .override_global("LIVE_MASK", &live_mask, true)
+        .override_global("LIVE_SLOTS_BY_REGION", &by_region, true)
         .map_max_entries(gpumem_common::map_name::EVENTS, s.options.ring_bytes);
     if s.options.bpf_log {
         loader.override_global(aya_log::LEVEL, &log::LEVEL, true);

@@ -55,9 +55,14 @@ const NEW_MAPS: &[&str] = &[
 /// the order the protocol relies on). A fresh map records it; a takeover
 /// requires the old build's to equal it.
 pub fn layout() -> u64 {
+    layout_of(handover::LAYOUT)
+}
+
+/// [`layout`] with the shared maps' layout `base`.
+fn layout_of(base: u64) -> u64 {
     let mut bytes: Vec<u8> = Vec::new();
     let mut eat = |b: &[u8]| bytes.extend(b.iter().copied().chain([0xff]));
-    eat(&handover::LAYOUT.to_le_bytes());
+    eat(&base.to_le_bytes());
     eat(&super::placement::VERSION.to_le_bytes());
     eat(&gpumem_common::cookie::pack(0x1234, 0x56, 0x78_9abc).to_le_bytes());
     for p in super::probes::probes() {
@@ -67,6 +72,60 @@ pub fn layout() -> u64 {
         eat(p.ret.unwrap_or_default().as_bytes());
     }
     super::persist::fnv1a(bytes)
+}
+
+/// Whether a table of the state recorded as `layout` (the `HANDOVER`
+/// map's, written when its maps were made) places its slots by region:
+/// Some(true) for this build's layout, Some(false) for the layout before
+/// (`handover::SCATTERED_SLOTS_LAYOUT`, the same probes and maps, the
+/// slots placed by the whole address), None for any other.
+pub fn slots_by_region(layout: u64) -> Option<bool> {
+    if layout == self::layout() {
+        Some(true)
+    } else if layout == layout_of(handover::SCATTERED_SLOTS_LAYOUT) {
+        Some(false)
+    } else {
+        None
+    }
+}
+
+/// The layout a fresh `HANDOVER` map records: this build's, or the one
+/// before where `GPUMEM_LAYOUT_FOR_A_TEST=3` asks (a testing aid: the
+/// agent then makes its state as a build of layout 3 did, slots placed by
+/// the whole address, for a test of a takeover from one).
+pub fn fresh_layout() -> u64 {
+    match std::env::var("GPUMEM_LAYOUT_FOR_A_TEST") {
+        Ok(v) if v == handover::SCATTERED_SLOTS_LAYOUT.to_string() => {
+            tracing::warn!(
+                "GPUMEM_LAYOUT_FOR_A_TEST={v}: a testing aid, the state made as layout {v} made it"
+            );
+            layout_of(handover::SCATTERED_SLOTS_LAYOUT)
+        }
+        Ok(v) => {
+            tracing::warn!("GPUMEM_LAYOUT_FOR_A_TEST={v:?} is not 3: ignored");
+            layout()
+        }
+        Err(_) => layout(),
+    }
+}
+
+/// Whether the live table under `pins` (carried from another build, or
+/// this build's own from an earlier run) or, where none is pinned yet,
+/// the one this agent makes places its slots by region.
+pub fn table_slots_by_region(pins: Option<&Pins>) -> bool {
+    let recorded = pins
+        .and_then(|p| word::read(&p.map(map_name::HANDOVER)).ok())
+        .map(|(_, h)| h.layout)
+        .filter(|&l| l != 0);
+    let by_region = slots_by_region(recorded.unwrap_or_else(fresh_layout)).unwrap_or(true);
+    if !by_region {
+        tracing::info!(
+            "the live table was made by a build of layout {}: its slots stay placed as that build placed them \
+             (a fresh start, after `gpumem detach`, places them by region)",
+            handover::SCATTERED_SLOTS_LAYOUT
+        );
+    }
+    by_region
 }
 
 /// A takeover under way: the old build and where its pins are.
@@ -123,7 +182,7 @@ pub fn prepare(
     };
     let tag = super::persist::tag(old);
     let (_, state) = word::read(&from.join("maps").join(map_name::HANDOVER)).map_err(&refuse)?;
-    if state.layout != layout() {
+    if slots_by_region(state.layout).is_none() {
         return Err(refuse(format!(
             "its maps, probe table or probe sites differ from this build's (layout {:#x}, this build's {:#x})",
             state.layout,
@@ -214,4 +273,20 @@ fn carried_maps(maps: &Path, object: &[u8], ring_bytes: u32) -> Result<Vec<Strin
         }
     }
     Ok(carried)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// This build's state places slots by region, the layout before's by
+    /// the whole address; any other layout is not taken over.
+    #[test]
+    fn the_recorded_layout_says_how_the_live_table_places_its_slots() {
+        assert_eq!(slots_by_region(layout()), Some(true));
+        assert_eq!(slots_by_region(layout_of(handover::SCATTERED_SLOTS_LAYOUT)), Some(false));
+        assert_eq!(slots_by_region(layout_of(2)), None);
+        assert_eq!(slots_by_region(0), None);
+        assert_ne!(layout(), layout_of(handover::SCATTERED_SLOTS_LAYOUT));
+    }
 }
