@@ -47,7 +47,7 @@ impl Tracer {
             stop_at("joining", "");
             return Ok(());
         }
-        let build = self.build;
+        let (build, fresh_layout) = (self.build, self.fresh_layout);
         let mut array = self.handover_map()?;
         let now = array.get(&0, 0).map_err(|e| BpfError::Handover(format!("reading HANDOVER: {e}")))?;
         if now.word == handover::steady(build) {
@@ -65,7 +65,7 @@ impl Tracer {
             return Ok(());
         }
         if now == Handover::default() {
-            let ours = Handover { word: handover::steady(build), layout: super::takeover::fresh_layout() };
+            let ours = Handover { word: handover::steady(build), layout: fresh_layout };
             return array.set(0, ours, 0).map_err(|e| BpfError::Handover(format!("writing HANDOVER: {e}")));
         }
         Err(BpfError::Handover(format!(

@@ -122,6 +122,9 @@ pub struct Tracer {
     build: u32,
     /// Another build's pinned state being taken over (`takeover`).
     takeover: Option<takeover::Takeover>,
+    /// The layout a `HANDOVER` map this agent finds empty records
+    /// (`takeover::fresh_layout`, read once at open).
+    fresh_layout: u64,
     _tracepoint_links: Vec<RawTracePointLinkId>,
     /// What the running kernel emulates at a probe site (see `site`).
     emulation: Emulation,
@@ -189,7 +192,8 @@ impl Tracer {
                 .transpose()?,
             _ => None,
         };
-        let slots_by_region = takeover::table_slots_by_region(pins.as_ref());
+        let fresh_layout = takeover::fresh_layout();
+        let slots_by_region = takeover::table_slots_by_region(pins.as_ref(), fresh_layout);
         let settings = object::Settings { options, task_calls: task_calls.is_ok(), build, slots_by_region };
         let ebpf = object::load(object, &settings, pins.as_ref(), &maps).map_err(|e| {
             // The old build's maps pinned again under this build's
@@ -208,6 +212,7 @@ impl Tracer {
             pins,
             build,
             takeover,
+            fresh_layout,
             _tracepoint_links: Vec::new(),
             emulation: Emulation::current(),
             view_refusal: Some("the programs are not loaded yet".into()),

@@ -111,13 +111,14 @@ pub fn fresh_layout() -> u64 {
 
 /// Whether the live table under `pins` (carried from another build, or
 /// this build's own from an earlier run) or, where none is pinned yet,
-/// the one this agent makes places its slots by region.
-pub fn table_slots_by_region(pins: Option<&Pins>) -> bool {
+/// the one this agent makes (recorded as `fresh`, [`fresh_layout`])
+/// places its slots by region.
+pub fn table_slots_by_region(pins: Option<&Pins>, fresh: u64) -> bool {
     let recorded = pins
         .and_then(|p| word::read(&p.map(map_name::HANDOVER)).ok())
         .map(|(_, h)| h.layout)
         .filter(|&l| l != 0);
-    let by_region = slots_by_region(recorded.unwrap_or_else(fresh_layout)).unwrap_or(true);
+    let by_region = slots_by_region(recorded.unwrap_or(fresh)).unwrap_or(true);
     if !by_region {
         tracing::info!(
             "the live table was made by a build of layout {}: its slots stay placed as that build placed them \
