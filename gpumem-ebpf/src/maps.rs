@@ -33,6 +33,14 @@ pub static EVENTS: RingBuf = RingBuf::with_byte_size(EVENTS_BYTES, 0);
 #[map]
 pub static WAKE_AT: PerCpuArray<u64> = PerCpuArray::with_max_entries(1, 0);
 
+/// A process's first usage entry as `PROC_USAGE` gets it: all zero but
+/// its generation, written before each insert (account/usage.rs). Built
+/// in map memory, not on the stack: there its 144 bytes made
+/// `alloc_return`'s deepest calls 496 of the verifier's 512 bytes. Each
+/// build's own: not carried over.
+#[map]
+pub static PROC_FRESH: PerCpuArray<ProcUsage> = PerCpuArray::with_max_entries(1, 0);
+
 /// Each thread's call between entry and return, where most calls are
 /// kept (account/pending.rs): in the thread's task storage, freed with it.
 #[btf_map]

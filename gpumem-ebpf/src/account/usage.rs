@@ -14,7 +14,7 @@ use crate::{
         bounded,
         counters::count,
     },
-    maps::{CGROUP_USAGE, PROC_USAGE},
+    maps::{CGROUP_USAGE, PROC_FRESH, PROC_USAGE},
 };
 
 /// The value at `key`, created as `init` when absent (a full map counted).
@@ -54,12 +54,24 @@ fn proc_entry(tgid: u32) -> Option<*mut ProcUsage> {
 /// caller, its 144 bytes were zeroed and the clock read at every charge
 /// (28 ns a pair), and where built only when missing, its stack slots,
 /// written on one path, kept the verifier from pruning (45,169 -> 65,081
-/// instructions for `alloc_return`).
+/// instructions for `alloc_return`). The value is built in this CPU's
+/// `PROC_FRESH` (on the stack its 144 bytes took `alloc_return`'s deepest
+/// calls to 496 of the verifier's 512), whose other fields stay zero. A
+/// task preempted between the write and the insert may insert the
+/// generation another process's first charge wrote there meanwhile: a
+/// time as fresh, and still not that of this process's image before
+/// (whose release came before this charge), which is what matters.
 #[inline(never)]
 fn new_proc(tgid: u32) {
-    // SAFETY: plain helper call.
-    let fresh = ProcUsage { generation: unsafe { bpf_ktime_get_ns() } | 1, ..ProcUsage::default() };
-    let _ = PROC_USAGE.insert(tgid, fresh, u64::from(BPF_NOEXIST));
+    let Some(fresh) = PROC_FRESH.get_ptr_mut(0) else { return };
+    // SAFETY: a checked map value pointer; the helper call is plain.
+    // The value is passed by reference, as the map memory it is: by value
+    // (what clippy asks for) it would be copied to the stack again.
+    #[allow(clippy::needless_borrows_for_generic_args)]
+    unsafe {
+        core::ptr::write_volatile(core::ptr::addr_of_mut!((*fresh).generation), bpf_ktime_get_ns() | 1);
+        let _ = PROC_USAGE.insert(tgid, &*fresh, u64::from(BPF_NOEXIST));
+    }
 }
 
 /// Totals after a charge or uncharge, the cgroup slot used, and the

@@ -15,9 +15,10 @@ use super::persist::{word, PersistError, Pins};
 
 /// Maps each build has of its own, never carried: the empty program array
 /// every uprobe program tail-calls (it holds only programs of the attach
-/// type it first held), the programs' log, and when each CPU last woke
-/// the agent (each build's programs space their own wake-ups).
-const OWN_MAPS: &[&str] = &["TASK_STACK", "AYA_LOGS", "WAKE_AT"];
+/// type it first held), the programs' log, when each CPU last woke the
+/// agent (each build's programs space their own wake-ups), and the
+/// per-CPU place a process's first usage entry is built in.
+const OWN_MAPS: &[&str] = &["TASK_STACK", "AYA_LOGS", "WAKE_AT", "PROC_FRESH"];
 
 /// Maps this build creates fresh where the old build has none: builds
 /// before task storage kept every call in flight in `PENDING`, which is
