@@ -79,9 +79,15 @@ pub fn verify<R: Send>(
     // Popped from the back: the costly ones go last in the vector.
     jobs.sort_by_key(Job::cost);
     let workers = cores().min(jobs.len());
-    let done = on_threads(jobs, workers, |job| match job {
-        Job::Object(name, prog) => (name, load_one(prog).map(|()| None)),
-        Job::Insns(name, insns) => (name, Ok(Some(load(name, &insns)))),
+    let done = on_threads(jobs, workers, |job| {
+        let started = std::time::Instant::now();
+        let done = match job {
+            Job::Object(name, prog) => (name, load_one(prog).map(|()| None)),
+            Job::Insns(name, insns) => (name, Ok(Some(load(name, &insns)))),
+        };
+        // GPUMEM_LOG=debug: where start-up's time goes, program by program.
+        tracing::debug!("loaded {} in {:.1} ms", done.0, started.elapsed().as_secs_f64() * 1e3);
+        done
     });
     let mut loaded = Vec::new();
     let mut failures = Vec::new();
