@@ -12,24 +12,24 @@
 //! the lookups would say. A thread whose context was set before this
 //! build ran (a takeover from a build without `TASK_CTX`) or whose storage
 //! the kernel could not give is read from `THREAD_CTX`, as before.
-use aya_ebpf::helpers::bpf_get_current_pid_tgid;
 use gpumem_common::{CtxKey, ThreadCtx, DEVICE_UNKNOWN};
 
 use crate::{
-    base::{self, atomic::add_nofetch},
+    base::{self, atomic::add_nofetch, task::Task},
     maps::{CTX_DEVICE, CTX_DEVICE_GENERATION, TASK_CTX, THREAD_CTX},
 };
 
-/// The device of the calling thread's current context, if known.
+/// The device of the calling thread's (`task`'s) current context, if
+/// known.
 #[inline(always)]
-pub fn current_device() -> u32 {
-    if let Some(t) = TASK_CTX.existing() {
+pub fn current_device(task: Task) -> u32 {
+    if let Some(t) = TASK_CTX.existing(task) {
         // SAFETY: checked map value pointer, the current task's own.
         unsafe {
             if (*t).known == 1 {
                 let generation = base::generation(&CTX_DEVICE_GENERATION).wrapping_add(1);
                 if (*t).generation != generation {
-                    (*t).device = device_of((*t).ctx);
+                    (*t).device = device_of(task, (*t).ctx);
                     (*t).generation = generation;
                 }
                 return (*t).device;
@@ -37,22 +37,22 @@ pub fn current_device() -> u32 {
         }
     }
     // SAFETY: values are copied out.
-    let Some(ctx) = (unsafe { THREAD_CTX.get(bpf_get_current_pid_tgid()) }).copied() else {
+    let Some(ctx) = (unsafe { THREAD_CTX.get(task.pid_tgid()) }).copied() else {
         return DEVICE_UNKNOWN;
     };
-    device_of(ctx)
+    device_of(task, ctx)
 }
 
-/// Makes `ctx` the calling thread's current context (0: none gpumem
-/// tracks).
+/// Makes `ctx` the calling thread's (`task`'s) current context (0: none
+/// gpumem tracks).
 #[inline(always)]
-pub fn set_current(ctx: u64) {
-    if let Some(t) = TASK_CTX.current() {
+pub fn set_current(task: Task, ctx: u64) {
+    if let Some(t) = TASK_CTX.current(task) {
         // SAFETY: checked map value pointer, the current task's own.
         unsafe { *t = ThreadCtx { ctx, generation: 0, device: DEVICE_UNKNOWN, known: 1 } };
         return;
     }
-    let pid_tgid = bpf_get_current_pid_tgid();
+    let pid_tgid = task.pid_tgid();
     if ctx == 0 {
         let _ = THREAD_CTX.remove(pid_tgid);
     } else {
@@ -60,10 +60,10 @@ pub fn set_current(ctx: u64) {
     }
 }
 
-/// Learns that `ctx` of the calling process is on `device`.
+/// Learns that `ctx` of the calling process (`task`'s) is on `device`.
 #[inline(always)]
-pub fn learn(ctx: u64, device: u32) {
-    let key = CtxKey { tgid: (bpf_get_current_pid_tgid() >> 32) as u32, _pad: 0, ctx };
+pub fn learn(task: Task, ctx: u64, device: u32) {
+    let key = CtxKey { tgid: task.tgid(), _pad: 0, ctx };
     let _ = CTX_DEVICE.insert(key, device, 0);
     // After the write: a device kept from before the bump is looked up again.
     if let Some(g) = CTX_DEVICE_GENERATION.get_ptr_mut(0) {
@@ -72,14 +72,15 @@ pub fn learn(ctx: u64, device: u32) {
     }
 }
 
-/// The device of context `ctx` of the calling process (its pid read here,
-/// where it is needed: the kept device, the common case, needs none).
+/// The device of context `ctx` of the calling process (`task`'s; its pid
+/// read here, where it is needed: the kept device, the common case, needs
+/// none).
 #[inline(always)]
-fn device_of(ctx: u64) -> u32 {
+fn device_of(task: Task, ctx: u64) -> u32 {
     if ctx == 0 {
         return DEVICE_UNKNOWN;
     }
-    let key = CtxKey { tgid: (bpf_get_current_pid_tgid() >> 32) as u32, _pad: 0, ctx };
+    let key = CtxKey { tgid: task.tgid(), _pad: 0, ctx };
     // SAFETY: copied out.
     unsafe { CTX_DEVICE.get(key) }.copied().unwrap_or(DEVICE_UNKNOWN)
 }

@@ -13,10 +13,7 @@
 //! reservation that is then undone). The return commits the reservation
 //! at the size the driver charged, or rolls it back; frees and exit
 //! release it (each byte once, see held.rs).
-use aya_ebpf::helpers::{
-    bpf_get_current_cgroup_id, bpf_get_current_pid_tgid,
-    generated::{bpf_get_current_ancestor_cgroup_id, bpf_send_signal},
-};
+use aya_ebpf::helpers::generated::{bpf_get_current_ancestor_cgroup_id, bpf_send_signal};
 use gpumem_common::{
     event_type, limit_action, limit_list, limit_scope, limit_view, limits_in_force, CgroupDevice,
     CgroupLimits, Decision, LimitKey, LimitRule, LimitState, TargetRules, DEVICE_ANY, INDEX_DEVICES,
@@ -28,6 +25,7 @@ use crate::{
     base::{
         atomic::{add_nofetch, compare_exchange, fetch_add},
         records::{emit, Subject},
+        task::Task,
     },
     maps::{
         CGROUP_LIMITS, COMM_LIMITS, DECLARED, LIMITS, LIMITS_IN_FORCE, LIMIT_BASE, LIMIT_INDEX,
@@ -59,15 +57,15 @@ fn on_device(rules: Option<&TargetRules>, device: u32) -> u64 {
 /// `limit_list`): pushed farthest first, the root cgroup down to the
 /// caller's, then its comm, then the process. Only the kinds of target
 /// `kinds` names (see `limits_in_force`) are looked up. `cgroup_id`: the
-/// caller's.
+/// caller's (`task`).
 #[inline(always)]
-fn applicable(tgid: u32, kinds: u32, device: u32, cgroup_id: u64) -> u64 {
+fn applicable(task: Task, tgid: u32, kinds: u32, device: u32, cgroup_id: u64) -> u64 {
     let mut list = 0u64;
     if kinds & limits_in_force::CGROUP != 0 {
         list = cgroup_limits(device, cgroup_id);
     }
     if kinds & limits_in_force::COMM != 0 {
-        let comm = crate::base::comm::current();
+        let comm = crate::base::comm::of(task);
         // SAFETY: read in place, one u64.
         list = limit_list::push_all(list, on_device(unsafe { COMM_LIMITS.get(comm) }, device));
     }
@@ -132,17 +130,17 @@ fn walk_cgroups(device: u32) -> u64 {
 /// The caller's process, the kinds of limit in force, and the limits
 /// that apply to the caller's call on `device` (packed, see
 /// [`applicable`]); None while no limit is in force (`LIMITS_IN_FORCE[1]`:
-/// some process declared one). `cgroup_id`: the caller's.
+/// some process declared one). `cgroup_id`: the caller's (`task`).
 #[inline(always)]
-fn caller_limits(device: u32, cgroup_id: u64) -> Option<(u32, u32, u64)> {
+fn caller_limits(task: Task, device: u32, cgroup_id: u64) -> Option<(u32, u32, u64)> {
     let mut kinds = LIMITS_IN_FORCE.get(0).copied().unwrap_or(0);
     if LIMITS_IN_FORCE.get(1).copied().unwrap_or(0) != 0 {
         kinds |= limits_in_force::DECLARED;
     }
-    // With no limit in force the caller's pid (a helper call) is not read.
+    // With no limit in force the caller's pid is not read.
     (kinds != 0).then(|| {
-        let tgid = (bpf_get_current_pid_tgid() >> 32) as u32;
-        (tgid, kinds, applicable(tgid, kinds, device, cgroup_id))
+        let tgid = task.tgid();
+        (tgid, kinds, applicable(task, tgid, kinds, device, cgroup_id))
     })
 }
 
@@ -164,10 +162,10 @@ fn rule_on(slot: u32, device: u32) -> Option<(LimitRule, *mut LimitState)> {
 /// agent's rules, nearest first, then the process's own declared limits.
 /// `can_deny`: this call can be made to fail (see `deny.rs`); where it
 /// cannot, a deny limit only records, as audit does. `cgroup_id`: the
-/// caller's, read once by the caller (each read is a helper call).
+/// caller's (`task`), read once by the caller.
 #[inline(always)]
-pub fn admit(size: u64, device: u32, cgroup_id: u64, api: u32, can_deny: bool) -> Admission {
-    let Some((tgid, kinds, candidates)) = caller_limits(device, cgroup_id) else {
+pub fn admit(task: Task, size: u64, device: u32, cgroup_id: u64, api: u32, can_deny: bool) -> Admission {
+    let Some((tgid, kinds, candidates)) = caller_limits(task, device, cgroup_id) else {
         return Admission { slots: 0, refused: false, deny: false };
     };
     let call = Call { size, api, can_deny };
@@ -296,9 +294,8 @@ fn reserve(call: &Call, (r, state, base): (&LimitRule, *mut LimitState, u64), sl
 /// limit would refuse; None where no such limit applies, and the driver's
 /// figures stand.
 #[inline(always)]
-pub fn view(device: u32) -> Option<(u64, u64)> {
-    // SAFETY: plain helper call.
-    let (tgid, kinds, candidates) = caller_limits(device, unsafe { bpf_get_current_cgroup_id() })?;
+pub fn view(task: Task, device: u32) -> Option<(u64, u64)> {
+    let (tgid, kinds, candidates) = caller_limits(task, device, task.cgroup_id())?;
     let mut seen = Seen { total: u64::MAX, left: u64::MAX, any: false };
     let mut i = 0;
     while i < LIMITS_PER_CALL {
@@ -345,8 +342,6 @@ impl Seen {
 #[inline(always)]
 fn report(event: u32, api: u32, d: Decision) {
     crate::base::log::decision(event, &d);
-    // SAFETY: plain helper call.
-    let cgroup_id = unsafe { bpf_get_current_cgroup_id() };
-    let who = Subject { pid_tgid: bpf_get_current_pid_tgid(), cgroup_id };
-    emit(event, api, who, d);
+    let task = Task::current();
+    emit(event, api, Subject::of(task, task.cgroup_id()), d);
 }

@@ -11,14 +11,14 @@
 //!   only the agent can, which reads `PENDING`, see families/exit.rs), a
 //!   call made inside another (the slot is taken), a thread the kernel
 //!   gave no storage, and every call where the agent turned task storage
-//!   off (`TASK_CALLS_ON`, base/task_storage.rs).
+//!   off (`TASK_CALLS_ON`, base/task.rs).
 //!
 //! A return looks in the task's slot first, then in `PENDING`.
 use gpumem_common::{stat, CallState, Pending, PendingKey, TaskCall};
 
 use crate::{
     account::limit_usage,
-    base::{atomic::exchange, counters::count},
+    base::{atomic::exchange, counters::count, task::Task},
     maps::{CALLERS, PENDING, TASK_CALLS},
 };
 
@@ -28,12 +28,12 @@ fn bit(api: u32) -> u64 {
     1 << (api & 63)
 }
 
-/// Takes the entry-time state of this thread's call to `api` (and
-/// disarms it); None, counted, when there is none (its entry was missed,
-/// or the agent forgot it, taking the thread for gone).
+/// Takes the entry-time state of this thread's (`task`'s) call to `api`
+/// (and disarms it); None, counted, when there is none (its entry was
+/// missed, or the agent forgot it, taking the thread for gone).
 #[inline(always)]
-pub fn take(api: u32) -> Option<Pending> {
-    if let Some(t) = TASK_CALLS.existing() {
+pub fn take(task: Task, api: u32) -> Option<Pending> {
+    if let Some(t) = TASK_CALLS.existing(task) {
         // SAFETY: checked map value pointer, the current task's own.
         unsafe {
             if (*t).armed == 1 && (*t).api == api {
@@ -44,7 +44,7 @@ pub fn take(api: u32) -> Option<Pending> {
             (*t).in_hash &= !bit(api);
         }
     }
-    let Some(slot) = PENDING.get_ptr_mut(key(api)) else {
+    let Some(slot) = PENDING.get_ptr_mut(key(task, api)) else {
         count(stat::UNMATCHED_RETURNS);
         return None;
     };
@@ -93,13 +93,14 @@ pub fn abandon(tgid: u32, p: *mut Pending) -> bool {
     true
 }
 
-/// Remembers the entry-time state of this thread's call to `api`: in the
-/// thread's task storage where it can, else in `PENDING` (in place when
-/// the thread called the API before, else as a new entry, and its process
-/// marked as having some, for its threads' exits to remove).
+/// Remembers the entry-time state of this thread's (`task`'s) call to
+/// `api`: in the thread's task storage where it can, else in `PENDING`
+/// (in place when the thread called the API before, else as a new entry,
+/// and its process marked as having some, for its threads' exits to
+/// remove).
 #[inline(always)]
-pub fn put(api: u32, call: CallState) {
-    remember(api, call, false, false);
+pub fn put(task: Task, api: u32, call: CallState) {
+    remember(task, api, call, false, false);
 }
 
 /// [`put`] for a call of an API that reserves bytes under limits (an
@@ -110,8 +111,8 @@ pub fn put(api: u32, call: CallState) {
 /// kernel skipped, and what it reserved goes back first. Other APIs'
 /// entries never reserve, so their programs leave that out.
 #[inline(always)]
-pub fn put_reserving(api: u32, call: CallState, reserved: bool) {
-    remember(api, call, true, reserved);
+pub fn put_reserving(task: Task, api: u32, call: CallState, reserved: bool) {
+    remember(task, api, call, true, reserved);
 }
 
 /// Keeps the call in the thread's task storage where the slot is free (or
@@ -121,9 +122,9 @@ pub fn put_reserving(api: u32, call: CallState, reserved: bool) {
 /// when its return takes it): then in `PENDING`, where that entry's
 /// reservation goes back first.
 #[inline(always)]
-fn remember(api: u32, call: CallState, reserves: bool, reserved: bool) {
+fn remember(task: Task, api: u32, call: CallState, reserves: bool, reserved: bool) {
     if !reserved {
-        if let Some(t) = TASK_CALLS.current() {
+        if let Some(t) = TASK_CALLS.current(task) {
             // SAFETY: checked map value pointer, the current task's own.
             unsafe {
                 if ((*t).armed == 0 || (*t).api == api) && (*t).in_hash & bit(api) == 0 {
@@ -133,9 +134,9 @@ fn remember(api: u32, call: CallState, reserves: bool, reserved: bool) {
             }
         }
     }
-    let key = key(api);
+    let key = key(task, api);
     if reserves {
-        if let Some(t) = TASK_CALLS.current() {
+        if let Some(t) = TASK_CALLS.current(task) {
             // SAFETY: as above.
             unsafe {
                 (*t).in_hash |= bit(api);
@@ -159,7 +160,7 @@ fn remember(api: u32, call: CallState, reserves: bool, reserved: bool) {
     }
     if PENDING.insert(key, armed, 0).is_err() {
         count(stat::MAP_FULL);
-        if reserves && !keep_in_slot(api, call) {
+        if reserves && !keep_in_slot(task, api, call) {
             // Nothing keeps the call for its return: what it reserved goes
             // back now (the return finds no call, and charges nothing).
             // SAFETY: a reserving API's call is the allocation variant.
@@ -176,8 +177,8 @@ fn remember(api: u32, call: CallState, reserves: bool, reserved: bool) {
 /// roll back what it reserved (a thread killed inside the call then leaves
 /// its reservation behind: what only `PENDING` gives back); whether kept.
 #[inline(always)]
-fn keep_in_slot(api: u32, call: CallState) -> bool {
-    let Some(t) = TASK_CALLS.current() else { return false };
+fn keep_in_slot(task: Task, api: u32, call: CallState) -> bool {
+    let Some(t) = TASK_CALLS.current(task) else { return false };
     // SAFETY: checked map value pointer, the current task's own.
     unsafe {
         if (*t).armed == 1 && (*t).api != api {
@@ -205,6 +206,6 @@ unsafe fn arm(t: *mut TaskCall, api: u32, call: CallState) {
 }
 
 #[inline(always)]
-fn key(api: u32) -> PendingKey {
-    PendingKey { pid_tgid: aya_ebpf::helpers::bpf_get_current_pid_tgid(), api, _pad: 0 }
+fn key(task: Task, api: u32) -> PendingKey {
+    PendingKey { pid_tgid: task.pid_tgid(), api, _pad: 0 }
 }

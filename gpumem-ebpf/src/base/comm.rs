@@ -7,8 +7,10 @@
 //! (`strscpy_pad` at exec, at a rename, and copied whole at fork), so its
 //! first 16 bytes read as two words, the last made NUL, are what the
 //! helper returns (and the keys comm limits are written under).
-use aya_ebpf::helpers::{bpf_get_current_comm, generated::bpf_get_current_task_btf};
+use aya_ebpf::helpers::bpf_get_current_comm;
 use gpumem_common::TASK_COMM_LEN;
+
+use crate::base::task::Task;
 
 /// The byte offset of `comm` in the running kernel's `task_struct`, set by
 /// the agent at load from `/sys/kernel/btf/vmlinux`; 0 where it found none
@@ -22,9 +24,10 @@ static TASK_COMM_OFFSET: u32 = 0;
 /// Keeps bytes 8 to 14 of `comm` (the second word, little-endian).
 const LAST_BYTE_CLEARED: u64 = (1 << 56) - 1;
 
-/// The current thread's `comm`, NUL-padded, at most 15 characters.
+/// The `comm` of the current thread (`task`), NUL-padded, at most 15
+/// characters.
 #[inline(always)]
-pub fn current() -> [u8; TASK_COMM_LEN] {
+pub fn of(task: Task) -> [u8; TASK_COMM_LEN] {
     // SAFETY: a read of read-only data the loader set.
     let offset = unsafe { core::ptr::read_volatile(&TASK_COMM_OFFSET) } as usize;
     if offset == 0 {
@@ -34,7 +37,7 @@ pub fn current() -> [u8; TASK_COMM_LEN] {
     // verifier, which checks each load against the task's BTF (the 16
     // bytes of `comm` at `offset`) and makes it fault-safe.
     let words: [u64; 2] = unsafe {
-        let task = bpf_get_current_task_btf().cast::<u8>().cast_const();
+        let task = task.ptr();
         [
             core::ptr::read_volatile(task.add(offset).cast::<u64>()),
             // The 16th byte made NUL, as the helper's copy makes it: a

@@ -1,8 +1,9 @@
 //! The bottom layer, used by every program: atomics, the ring-buffer
-//! records, the caller's comm, the drop counters, the attach cookie, the
-//! tail call that keeps each program on its task's stack, the task-local
-//! storage map type, the gate that says which build's programs run (a
-//! takeover), the programs the agent runs itself, and the diagnostic log.
+//! records, the calling thread (its task, pid, cgroup) and its comm, the
+//! drop counters, the attach cookie, the tail call that keeps each
+//! program on its task's stack, the task-local storage map type, the
+//! gate that says which build's programs run (a takeover), the programs
+//! the agent runs itself, and the diagnostic log.
 //! Nothing here knows about accounting or limits.
 pub mod agent_run;
 pub mod atomic;
@@ -12,6 +13,7 @@ pub mod counters;
 pub mod handover;
 pub mod log;
 pub mod records;
+pub mod task;
 pub mod task_stack;
 pub mod task_storage;
 

@@ -14,15 +14,25 @@ use aya_ebpf::{
 use gpumem_common::{stat, Header, Record, WAKEUP_BACKLOG, WAKEUP_GAP_NS};
 
 use crate::{
-    base::counters::count,
+    base::{counters::count, task::Task},
     maps::{EVENTS, WAKE_AT},
 };
 
-/// Who a record is about: the thread (pid_tgid) and the cgroup.
+/// Who a record is about: the calling thread (its task, for the comm, and
+/// its pid_tgid) and the cgroup.
 #[derive(Clone, Copy)]
 pub struct Subject {
+    pub task: Task,
     pub pid_tgid: u64,
     pub cgroup_id: u64,
+}
+
+impl Subject {
+    /// The calling thread `task` in cgroup `cgroup_id`.
+    #[inline(always)]
+    pub fn of(task: Task, cgroup_id: u64) -> Self {
+        Self { task, pid_tgid: task.pid_tgid(), cgroup_id }
+    }
 }
 
 /// Sends a record of `event` (an `event_type`) about `who`'s call to
@@ -68,7 +78,7 @@ fn header(event: u32, api: u32, who: Subject) -> Header {
         ts_ns: unsafe { bpf_ktime_get_ns() },
         pid_tgid: who.pid_tgid,
         cgroup_id: who.cgroup_id,
-        comm: crate::base::comm::current(),
+        comm: crate::base::comm::of(who.task),
         event,
         api,
     }

@@ -55,6 +55,11 @@ macro_rules! on_task_stack {
     ($(#[$doc:meta])* uprobe $name:ident = $program:ident => $run:path) => {
         $(#[$doc])*
         #[aya_ebpf::macros::uprobe]
+        // Into the program's own section: a function of its own (LLVM's
+        // choice for a long one) is a subprogram, whose tail call the
+        // kernel refuses without BTF ("tail_call is not allowed in
+        // subprogs without BTF"), as the multi-link programs load.
+        #[inline(always)]
         pub fn $name(ctx: aya_ebpf::programs::ProbeContext) -> u32 {
             $crate::base::task_stack::on_task_stack!(@run $name, $program, $run, ctx, false)
         }
@@ -62,6 +67,11 @@ macro_rules! on_task_stack {
     ($(#[$doc:meta])* uretprobe $name:ident = $program:ident => $run:path) => {
         $(#[$doc])*
         #[aya_ebpf::macros::uretprobe]
+        // Into the program's own section: a function of its own (LLVM's
+        // choice for a long one) is a subprogram, whose tail call the
+        // kernel refuses without BTF ("tail_call is not allowed in
+        // subprogs without BTF"), as the multi-link programs load.
+        #[inline(always)]
         pub fn $name(ctx: aya_ebpf::programs::RetProbeContext) -> u32 {
             $crate::base::task_stack::on_task_stack!(@run $name, $program, $run, ctx, true)
         }

@@ -12,23 +12,10 @@ use core::ffi::c_void;
 
 use aya_ebpf::{
     bindings::{bpf_map_type::BPF_MAP_TYPE_TASK_STORAGE, BPF_F_NO_PREALLOC, BPF_LOCAL_STORAGE_GET_F_CREATE},
-    helpers::generated::{bpf_get_current_task_btf, bpf_task_storage_get},
+    helpers::generated::bpf_task_storage_get,
 };
 
-/// 1 where task storage may be used: set by the agent at load where the
-/// kernel has BTF (the storage's helpers need its task type), unless
-/// `GPUMEM_TASK_CALLS=off`. While 0 the verifier proves the task-storage
-/// code dead and never checks it.
-#[no_mangle]
-static TASK_CALLS_ON: u8 = 0;
-
-/// Whether task storage may be used (see `TASK_CALLS_ON`).
-#[inline(always)]
-fn on() -> bool {
-    // SAFETY: a read of read-only data the loader set.
-    let on = unsafe { core::ptr::read_volatile(&TASK_CALLS_ON) };
-    on != 0
-}
+use crate::base::task::{on, Task};
 
 /// The map's definition as BTF describes it; never read at run time.
 #[repr(C)]
@@ -54,32 +41,33 @@ impl<V> TaskStorage<V> {
         }
     }
 
-    /// The current task's value, created zeroed when it has none; None
-    /// where task storage is not used (`TASK_CALLS_ON`) or the kernel gave
-    /// none (out of memory, or another local-storage operation under way
-    /// on this CPU: the get only tries the lock).
+    /// The value of `task` (the current task's), created zeroed when it
+    /// has none; None where task storage is not used (`TASK_CALLS_ON`) or
+    /// the kernel gave none (out of memory, or another local-storage
+    /// operation under way on this CPU: the get only tries the lock).
     #[inline(always)]
-    pub fn current(&self) -> Option<*mut V> {
-        self.get(BPF_LOCAL_STORAGE_GET_F_CREATE as u64)
+    pub fn current(&self, task: Task) -> Option<*mut V> {
+        self.get(task, BPF_LOCAL_STORAGE_GET_F_CREATE as u64)
     }
 
-    /// The current task's value if it has one (None where task storage is
-    /// not used).
+    /// The value of `task` (the current task's) if it has one (None where
+    /// task storage is not used).
     #[inline(always)]
-    pub fn existing(&self) -> Option<*mut V> {
-        self.get(0)
+    pub fn existing(&self, task: Task) -> Option<*mut V> {
+        self.get(task, 0)
     }
 
     #[inline(always)]
-    fn get(&self, flags: u64) -> Option<*mut V> {
+    fn get(&self, task: Task, flags: u64) -> Option<*mut V> {
         if !on() {
             return None;
         }
         let map = core::ptr::from_ref(self).cast_mut().cast::<c_void>();
-        // SAFETY: helper calls; the task pointer is the kernel's own, for
-        // the current task, and the map pointer is relocated to the map.
+        // SAFETY: a helper call; the task pointer is the kernel's own, for
+        // the current task (`Task::current`, which got it where task
+        // storage is on), and the map pointer is relocated to the map.
         let p =
-            unsafe { bpf_task_storage_get(map, bpf_get_current_task_btf(), core::ptr::null_mut(), flags) };
+            unsafe { bpf_task_storage_get(map, task.ptr().cast_mut().cast(), core::ptr::null_mut(), flags) };
         (!p.is_null()).then_some(p.cast())
     }
 }

@@ -16,7 +16,7 @@
 //! `vmm.rs`, `array.rs` and `pool.rs` read `cuMemCreate`'s, the arrays'
 //! and pool allocations' arguments.
 use aya_ebpf::{
-    helpers::{bpf_get_current_cgroup_id, bpf_get_current_pid_tgid, bpf_probe_read_user},
+    helpers::bpf_probe_read_user,
     programs::{ProbeContext, RetProbeContext},
 };
 use gpumem_common::{
@@ -36,20 +36,20 @@ use crate::{
         counters::count,
         opaque,
         records::{emit, Subject},
+        task::Task,
         task_stack::on_task_stack,
     },
     device::current_device,
     limits::admit,
 };
 
-/// The entry-time state every allocation shares: caller's cgroup and
-/// device, and the kind from the cookie `c`.
+/// The entry-time state every allocation shares: the caller's (`task`'s)
+/// cgroup and device, and the kind from the cookie `c`.
 #[inline(always)]
-fn start(c: u64) -> AllocCall {
+fn start(task: Task, c: u64) -> AllocCall {
     AllocCall {
-        // SAFETY: plain helper call.
-        cgroup_id: unsafe { bpf_get_current_cgroup_id() },
-        device: current_device(),
+        cgroup_id: task.cgroup_id(),
+        device: current_device(task),
         kind: gpumem_common::cookie::kind(c),
         ..AllocCall::default()
     }
@@ -60,12 +60,12 @@ fn start(c: u64) -> AllocCall {
 /// remembers the call with what they decided (refused, or the limits that
 /// reserved it) for the return: in the thread's task storage unless a
 /// limit reserved it (account/pending.rs). `c` is the probe's cookie (read
-/// once: each read is a helper call).
+/// once: each read is a helper call), `task` the caller.
 #[inline(always)]
-fn admit_and_remember(ctx: &ProbeContext, c: u64, mut call: AllocCall) -> u32 {
+fn admit_and_remember(ctx: &ProbeContext, task: Task, c: u64, mut call: AllocCall) -> u32 {
     let api = gpumem_common::cookie::api(c);
     let ret_delta = crate::deny::ret_delta(c);
-    let a = admit(call.size, call.device, call.cgroup_id, api, ret_delta != 0);
+    let a = admit(task, call.size, call.device, call.cgroup_id, api, ret_delta != 0);
     if a.deny && ret_delta != 0 {
         crate::deny::return_out_of_memory(ctx, ret_delta);
     }
@@ -73,7 +73,7 @@ fn admit_and_remember(ctx: &ProbeContext, c: u64, mut call: AllocCall) -> u32 {
     // here, and the verifier would walk the keeping once for each.
     call.refused = opaque(u64::from(a.refused)) as u32;
     call.limit_slots = opaque(a.slots);
-    pending::put_reserving(api, call.into(), call.limit_slots != 0);
+    pending::put_reserving(task, api, call.into(), call.limit_slots != 0);
     0
 }
 
@@ -89,7 +89,8 @@ const ARRAYS: u64 = ids_of(Shape::Array) | ids_of(Shape::Array3D) | ids_of(Shape
 #[inline(always)]
 fn alloc_entry_run(ctx: ProbeContext) -> u32 {
     let c = cookie(&ctx);
-    let mut call = start(c);
+    let task = Task::current();
+    let mut call = start(task, c);
     let api = gpumem_common::cookie::api(c);
     if in_mask(api, PITCH) {
         pitch_args(&ctx, &mut call);
@@ -107,7 +108,7 @@ fn alloc_entry_run(ctx: ProbeContext) -> u32 {
         call.out_ptr = ctx.arg::<u64>(0).unwrap_or(0);
         call.size = ctx.arg::<u64>(1).unwrap_or(0);
     }
-    admit_and_remember(&ctx, c, call)
+    admit_and_remember(&ctx, task, c, call)
 }
 
 /// `cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t width,
@@ -129,15 +130,16 @@ on_task_stack!(uretprobe alloc_return = AllocReturn => alloc_return_run);
 fn alloc_return_run(ctx: RetProbeContext) -> u32 {
     let c = cookie(&ctx);
     let api = gpumem_common::cookie::api(c);
-    let Some(p) = pending::take(api) else { return 0 };
+    let task = Task::current();
+    let Some(p) = pending::take(task, api) else { return 0 };
     // SAFETY: every entry returning here keeps the allocation variant.
     let call = unsafe { p.call.alloc };
     let result = ctx.ret::<u64>() as u32;
     if call.refused == 1 && result == CUDA_SUCCESS {
         return 0; // refused at entry (and said so), yet it ran: nothing to charge
     }
-    let pid_tgid = bpf_get_current_pid_tgid();
-    let who = Subject { pid_tgid, cgroup_id: call.cgroup_id };
+    let pid_tgid = task.pid_tgid();
+    let who = Subject { task, pid_tgid, cgroup_id: call.cgroup_id };
     let mut change =
         Change { size: call.size, result, kind: call.kind, device: call.device, ..Change::default() };
     if result != CUDA_SUCCESS {
@@ -154,14 +156,14 @@ fn alloc_return_run(ctx: RetProbeContext) -> u32 {
         // SAFETY: reads user memory of the current process through the helper.
         match unsafe { bpf_probe_read_user(call.out_ptr as *const u64) } {
             Ok(a) => a,
-            Err(_) => return unreadable(&call),
+            Err(_) => return unreadable(pid_tgid, &call),
         }
     };
     change.addr = addr;
     if call.pitch_ptr != 0 {
         // SAFETY: as above.
         let Ok(pitch) = (unsafe { bpf_probe_read_user(call.pitch_ptr as *const u64) }) else {
-            return unreadable(&call);
+            return unreadable(pid_tgid, &call);
         };
         change.size = gpumem_common::array::mul(pitch, call.rows);
     }
@@ -176,11 +178,12 @@ fn alloc_return_run(ctx: RetProbeContext) -> u32 {
 }
 
 /// The driver succeeded but its result cannot be read: the allocation is
-/// not charged, and what it reserved goes back.
+/// not charged, and what the call (of thread `pid_tgid`) reserved goes
+/// back.
 #[inline(always)]
-fn unreadable(call: &AllocCall) -> u32 {
+fn unreadable(pid_tgid: u64, call: &AllocCall) -> u32 {
     count(stat::OUT_PTR_UNREADABLE);
-    limit_usage::release((bpf_get_current_pid_tgid() >> 32) as u32, call.limit_slots, call.size);
+    limit_usage::release((pid_tgid >> 32) as u32, call.limit_slots, call.size);
     0
 }
 

@@ -17,7 +17,7 @@ use gpumem_common::{id, ContextCall, CurrentCall, CUDA_SUCCESS};
 
 use crate::{
     account::pending,
-    base::{cookie, task_stack::on_task_stack},
+    base::{cookie, task::Task, task_stack::on_task_stack},
     device,
     families::report::report,
 };
@@ -27,7 +27,7 @@ use crate::{
 #[inline(always)]
 fn ctx_out(ctx: &ProbeContext, device: u64) -> u32 {
     let call = ContextCall { out_ptr: ctx.arg::<u64>(0).unwrap_or(0), device: device as u32 as u64 };
-    pending::put(cookie::api(ctx), call.into());
+    pending::put(Task::current(), cookie::api(ctx), call.into());
     0
 }
 
@@ -76,7 +76,8 @@ on_task_stack!(uretprobe ctx_out_return = CtxOutReturn => ctx_out_return_run);
 #[inline(always)]
 fn ctx_out_return_run(ctx: RetProbeContext) -> u32 {
     let api = cookie::api(&ctx);
-    let Some(p) = pending::take(api) else { return 0 };
+    let task = Task::current();
+    let Some(p) = pending::take(task, api) else { return 0 };
     if ctx.ret::<u64>() as u32 != CUDA_SUCCESS {
         return 0;
     }
@@ -86,11 +87,11 @@ fn ctx_out_return_run(ctx: RetProbeContext) -> u32 {
     let Ok(handle) = (unsafe { bpf_probe_read_user(call.out_ptr as *const u64) }) else {
         return 0;
     };
-    device::learn(handle, call.device as u32);
+    device::learn(task, handle, call.device as u32);
     report(api, gpumem_common::kind::CONTEXT, handle, 0, call.device as u32);
     if api != id::DEVICE_PRIMARY_CTX_RETAIN {
         // cuCtxCreate makes the new context current on the calling thread.
-        device::set_current(handle);
+        device::set_current(task, handle);
     }
     0
 }
@@ -103,7 +104,7 @@ on_task_stack!(
 #[inline(always)]
 fn ctx_set_entry_run(ctx: ProbeContext) -> u32 {
     let call = CurrentCall { ctx: ctx.arg::<u64>(0).unwrap_or(0) };
-    pending::put(cookie::api(&ctx), call.into());
+    pending::put(Task::current(), cookie::api(&ctx), call.into());
     0
 }
 
@@ -111,14 +112,15 @@ on_task_stack!(uretprobe ctx_set_return = CtxSetReturn => ctx_set_return_run);
 
 #[inline(always)]
 fn ctx_set_return_run(ctx: RetProbeContext) -> u32 {
-    let Some(p) = pending::take(cookie::api(&ctx)) else {
+    let task = Task::current();
+    let Some(p) = pending::take(task, cookie::api(&ctx)) else {
         return 0;
     };
     if ctx.ret::<u64>() as u32 != CUDA_SUCCESS {
         return 0;
     }
     // SAFETY: the set entry keeps the current-context variant.
-    device::set_current(unsafe { p.call.current.ctx });
+    device::set_current(task, unsafe { p.call.current.ctx });
     0
 }
 
@@ -129,7 +131,7 @@ on_task_stack!(
 
 #[inline(always)]
 fn ctx_pop_entry_run(ctx: ProbeContext) -> u32 {
-    pending::put(cookie::api(&ctx), CurrentCall::default().into());
+    pending::put(Task::current(), cookie::api(&ctx), CurrentCall::default().into());
     0
 }
 
@@ -137,8 +139,9 @@ on_task_stack!(uretprobe ctx_pop_return = CtxPopReturn => ctx_pop_return_run);
 
 #[inline(always)]
 fn ctx_pop_return_run(ctx: RetProbeContext) -> u32 {
-    if pending::take(cookie::api(&ctx)).is_some() && ctx.ret::<u64>() as u32 == CUDA_SUCCESS {
-        device::set_current(0);
+    let task = Task::current();
+    if pending::take(task, cookie::api(&ctx)).is_some() && ctx.ret::<u64>() as u32 == CUDA_SUCCESS {
+        device::set_current(task, 0);
     }
     0
 }

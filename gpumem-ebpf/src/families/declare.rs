@@ -34,6 +34,7 @@ use gpumem_common::{
 
 use crate::{
     base::records::{emit_from, Subject},
+    base::task::Task,
     deny::can_deny,
     maps::{DeclareScratch, DECLARED, DECLARE_SCRATCH, ENV_CONFIG, LIMITS_IN_FORCE, MAX_MATCHES},
 };
@@ -105,7 +106,7 @@ pub fn at_exec(tgid: u32) {
     }
     // SAFETY: plain helper call.
     let cgroup_id = unsafe { bpf_get_current_cgroup_id() };
-    let who = Subject { pid_tgid: bpf_get_current_pid_tgid(), cgroup_id };
+    let who = Subject::of(Task::current(), cgroup_id);
     emit_from(event_type::DECLARED, id::NONE, who, core::ptr::addr_of!(s.decl));
 }
 

@@ -20,6 +20,7 @@ use gpumem_common::{event_type, id, ns, LiveKey, PendingKey, Release, PROC_CGROU
 use super::{declare, pods, vmm};
 use crate::{
     account::{held, limit_usage, live, pending, usage},
+    base::task::Task,
     base::{
         atomic::sub,
         bounded,
@@ -241,5 +242,5 @@ fn release(pid_tgid: u64, event: u32, cgroup_id: u64) {
     let cgroup_id = if cgroup_id == 0 { first } else { cgroup_id };
     let release =
         Release { size: bytes, cgroup_total: usage::current(tgid, cgroup_id).cgroup_total, generation };
-    emit(event, id::NONE, Subject { pid_tgid, cgroup_id }, release);
+    emit(event, id::NONE, Subject { task: Task::current(), pid_tgid, cgroup_id }, release);
 }

@@ -9,10 +9,7 @@
 //! allocation out of the live map, so an address the driver hands to
 //! another thread before this return cannot be confused with it; the
 //! return uncharges it if the driver succeeded and puts it back if not.
-use aya_ebpf::{
-    helpers::{bpf_get_current_cgroup_id, bpf_get_current_pid_tgid},
-    programs::{ProbeContext, RetProbeContext},
-};
+use aya_ebpf::programs::{ProbeContext, RetProbeContext};
 use gpumem_common::{
     event_type, ns, Change, FreeCall, LiveAlloc, LiveKey, CUDA_SUCCESS, DEVICE_UNKNOWN, FLAG_AT_ENTRY,
     FLAG_UNTRACKED,
@@ -23,6 +20,7 @@ use crate::{
     base::{
         cookie::cookie,
         records::{emit, Subject},
+        task::Task,
         task_stack::on_task_stack,
     },
 };
@@ -34,13 +32,13 @@ fn free_entry_run(ctx: ProbeContext) -> u32 {
     let c = cookie(&ctx);
     let (api, kind) = (gpumem_common::cookie::api(c), gpumem_common::cookie::kind(c));
     let addr = ctx.arg::<u64>(0).unwrap_or(0);
-    let pid_tgid = bpf_get_current_pid_tgid();
+    let task = Task::current();
+    let pid_tgid = task.pid_tgid();
     let key = live_key_of(pid_tgid, ns::for_kind(kind), addr);
     let change = Change { addr, kind, flags: FLAG_AT_ENTRY, ..Change::default() };
     let mut live = LiveAlloc::default();
-    if !(live::take(key, &mut live) && record_free(api, pid_tgid, change, &live)) {
-        // SAFETY: plain helper call.
-        record_untracked_free(api, unsafe { bpf_get_current_cgroup_id() }, change);
+    if !(live::take(key, &mut live) && record_free(task, api, pid_tgid, change, &live)) {
+        record_untracked_free(task, api, task.cgroup_id(), change);
     }
     0
 }
@@ -51,22 +49,23 @@ on_task_stack!(uprobe free_take_entry = FreeTakeEntry => free_take_entry_run);
 fn free_take_entry_run(ctx: ProbeContext) -> u32 {
     let c = cookie(&ctx);
     let addr = ctx.arg::<u64>(0).unwrap_or(0);
-    let call = take_live(ns::for_kind(gpumem_common::cookie::kind(c)), addr);
-    pending::put(gpumem_common::cookie::api(c), call.into());
+    let task = Task::current();
+    let call = take_live(task, ns::for_kind(gpumem_common::cookie::kind(c)), addr);
+    pending::put(task, gpumem_common::cookie::api(c), call.into());
     0
 }
 
-/// The state of a free of `addr` (an address or a handle in `namespace`):
-/// the allocation, taken out of the live map, when gpumem knows it; else
-/// the caller's cgroup, which only an untracked free's record needs (read
-/// for every free, it was a helper call of about 20 ns a pool pair).
+/// The state of a free of `addr` (an address or a handle in `namespace`)
+/// by `task`: the allocation, taken out of the live map, when gpumem
+/// knows it; else the caller's cgroup, which only an untracked free's
+/// record needs (read for every free, it was a helper call of about 20 ns
+/// a pool pair).
 #[inline(always)]
-pub fn take_live(namespace: u32, addr: u64) -> FreeCall {
+pub fn take_live(task: Task, namespace: u32, addr: u64) -> FreeCall {
     let mut call = FreeCall { addr, ..FreeCall::default() };
-    call.found = u32::from(live::take(live_key(namespace, addr), &mut call.live));
+    call.found = u32::from(live::take(live_key_of(task.pid_tgid(), namespace, addr), &mut call.live));
     if call.found == 0 {
-        // SAFETY: plain helper call.
-        call.cgroup_id = unsafe { bpf_get_current_cgroup_id() };
+        call.cgroup_id = task.cgroup_id();
     }
     call
 }
@@ -77,11 +76,12 @@ on_task_stack!(uretprobe free_return = FreeReturn => free_return_run);
 fn free_return_run(ctx: RetProbeContext) -> u32 {
     let c = cookie(&ctx);
     let (api, kind) = (gpumem_common::cookie::api(c), gpumem_common::cookie::kind(c));
-    let Some(p) = pending::take(api) else { return 0 };
+    let task = Task::current();
+    let Some(p) = pending::take(task, api) else { return 0 };
     // SAFETY: the free entry keeps the free variant.
     let call = unsafe { p.call.free };
     let result = ctx.ret::<u64>() as u32;
-    let pid_tgid = bpf_get_current_pid_tgid();
+    let pid_tgid = task.pid_tgid();
     let key = live_key_of(pid_tgid, ns::for_kind(kind), call.addr);
     if result != CUDA_SUCCESS {
         // The driver kept the allocation: it is still live and charged.
@@ -91,8 +91,8 @@ fn free_return_run(ctx: RetProbeContext) -> u32 {
         return 0;
     }
     let change = Change { addr: call.addr, result, kind, ..Change::default() };
-    if !(call.found == 1 && record_free(api, pid_tgid, change, &call.live)) {
-        record_untracked_free(api, caller_cgroup(&call), change);
+    if !(call.found == 1 && record_free(task, api, pid_tgid, change, &call.live)) {
+        record_untracked_free(task, api, caller_cgroup(task, &call), change);
     }
     0
 }
@@ -100,36 +100,34 @@ fn free_return_run(ctx: RetProbeContext) -> u32 {
 /// The caller's cgroup for the record of a free taken at its entry
 /// (`take_live`) that turns out untracked at its return: read at the
 /// entry when nothing was found there, else (an entry of an earlier image
-/// of the process) now.
+/// of the process) now, of `task`.
 #[inline(always)]
-pub fn caller_cgroup(call: &FreeCall) -> u64 {
+pub fn caller_cgroup(task: Task, call: &FreeCall) -> u64 {
     if call.found == 0 {
         return call.cgroup_id;
     }
-    // SAFETY: plain helper call.
-    unsafe { bpf_get_current_cgroup_id() }
+    task.cgroup_id()
 }
 
-/// Sends a free of something gpumem never saw allocated (`change` carries
-/// address, result and kind): nothing is uncharged.
+/// Sends a free by `task` of something gpumem never saw allocated
+/// (`change` carries address, result and kind): nothing is uncharged.
 #[inline(always)]
-pub fn record_untracked_free(api: u32, cgroup_id: u64, mut change: Change) {
-    let pid_tgid = bpf_get_current_pid_tgid();
+pub fn record_untracked_free(task: Task, api: u32, cgroup_id: u64, mut change: Change) {
+    let pid_tgid = task.pid_tgid();
     let t = usage::current((pid_tgid >> 32) as u32, cgroup_id);
     change.device = DEVICE_UNKNOWN;
     change.flags |= FLAG_UNTRACKED;
     change.proc_total = t.proc_total;
     change.cgroup_total = t.cgroup_total;
-    emit(event_type::FREE, api, Subject { pid_tgid, cgroup_id }, change);
+    emit(event_type::FREE, api, Subject { task, pid_tgid, cgroup_id }, change);
 }
 
 /// Uncharges a live allocation that is gone and sends its free (`change`
-/// carries address and result) as the calling thread's (`pid_tgid`, read
-/// once by the caller: each read is a helper call); false (nothing done)
-/// when it was charged to an earlier image of the process, released
-/// already.
+/// carries address and result) as the calling thread's (`task`, its
+/// `pid_tgid` read once by the caller); false (nothing done) when it was
+/// charged to an earlier image of the process, released already.
 #[inline(always)]
-pub fn record_free(api: u32, pid_tgid: u64, mut change: Change, live: &LiveAlloc) -> bool {
+pub fn record_free(task: Task, api: u32, pid_tgid: u64, mut change: Change, live: &LiveAlloc) -> bool {
     let Some(t) = usage::uncharge_current((pid_tgid >> 32) as u32, live) else { return false };
     change.size = live.size;
     change.kind = live.kind;
@@ -137,15 +135,9 @@ pub fn record_free(api: u32, pid_tgid: u64, mut change: Change, live: &LiveAlloc
     change.generation = live.generation;
     change.proc_total = t.proc_total;
     change.cgroup_total = t.cgroup_total;
-    let who = Subject { pid_tgid, cgroup_id: live.cgroup_id };
+    let who = Subject { task, pid_tgid, cgroup_id: live.cgroup_id };
     emit(event_type::FREE, api, who, change);
     true
-}
-
-/// The calling process's live-map key for `addr` in `namespace`.
-#[inline(always)]
-pub fn live_key(namespace: u32, addr: u64) -> LiveKey {
-    live_key_of(bpf_get_current_pid_tgid(), namespace, addr)
 }
 
 /// The live-map key for `addr` in `namespace` of the process of

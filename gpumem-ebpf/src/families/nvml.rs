@@ -17,6 +17,7 @@ use gpumem_common::{
 
 use crate::{
     account::{pending, usage},
+    base::task::Task,
     base::{bounded, cookie, counters::count, task_stack::on_task_stack},
     maps::PROC_NVML,
 };
@@ -30,7 +31,7 @@ on_task_stack!(
 fn nvml_handle_entry_run(ctx: ProbeContext) -> u32 {
     let index = ctx.arg::<u64>(0).unwrap_or(u64::MAX) as u32;
     let call = ContextCall { out_ptr: ctx.arg::<u64>(1).unwrap_or(0), device: u64::from(index) };
-    pending::put(cookie::api(&ctx), call.into());
+    pending::put(Task::current(), cookie::api(&ctx), call.into());
     0
 }
 
@@ -38,7 +39,7 @@ on_task_stack!(uretprobe nvml_handle_return = NvmlHandleReturn => nvml_handle_re
 
 #[inline(always)]
 fn nvml_handle_return_run(ctx: RetProbeContext) -> u32 {
-    let Some(p) = pending::take(cookie::api(&ctx)) else { return 0 };
+    let Some(p) = pending::take(Task::current(), cookie::api(&ctx)) else { return 0 };
     if ctx.ret::<u64>() as u32 != NVML_SUCCESS {
         return 0;
     }
@@ -97,6 +98,6 @@ fn nvml_mem_info_entry_run(ctx: ProbeContext) -> u32 {
             width: 8,
         }
     };
-    pending::put(api, call.into());
+    pending::put(Task::current(), api, call.into());
     0
 }

@@ -11,13 +11,14 @@
 //! among the caller's ancestors (the agent lists those in `POD_PARENTS`);
 //! no kernel structure's layout is read.
 use aya_ebpf::helpers::{
-    bpf_get_current_cgroup_id, bpf_get_current_pid_tgid, bpf_ktime_get_ns,
+    bpf_get_current_cgroup_id, bpf_ktime_get_ns,
     generated::{bpf_get_current_ancestor_cgroup_id, bpf_send_signal},
 };
 use gpumem_common::{event_type, id, pod_hold, Held, MAX_CGROUP_DEPTH};
 
 use crate::{
     base::records::{emit_waking, Subject},
+    base::task::Task,
     maps::{POD_HELD, POD_HOLD, POD_PARENTS, POD_SEEN},
 };
 
@@ -47,7 +48,7 @@ pub fn at_exec(tgid: u32) {
     unsafe { bpf_send_signal(SIGSTOP) };
     // SAFETY: plain helper call.
     let cgroup_id = unsafe { bpf_get_current_cgroup_id() };
-    let who = Subject { pid_tgid: bpf_get_current_pid_tgid(), cgroup_id };
+    let who = Subject::of(Task::current(), cgroup_id);
     emit_waking(event_type::HELD, id::NONE, who, Held { pod_cgroup_id: pod });
 }
 

@@ -31,6 +31,7 @@ use gpumem_common::{
 
 use crate::{
     account::{pending, usage},
+    base::task::Task,
     base::{atomic::compare_exchange, bounded, cookie, counters::count, task_stack::on_task_stack},
     device::current_device,
     maps::PROC_POOLS,
@@ -61,7 +62,7 @@ fn pool_create_entry_run(ctx: ProbeContext) -> u32 {
     let props = ctx.arg::<u64>(1).unwrap_or(0);
     // SAFETY: reads the caller's struct through the helper.
     let head = unsafe { bpf_probe_read_user(props as *const PropsHead) }.unwrap_or_default();
-    remember(&ctx, Place::of(head.alloc_type, head.location, current_device()))
+    remember(&ctx, Place::of(head.alloc_type, head.location, current_device(Task::current())))
 }
 
 on_task_stack!(
@@ -76,7 +77,7 @@ fn pool_of_location_entry_run(ctx: ProbeContext) -> u32 {
     let alloc_type = ctx.arg::<u64>(2).unwrap_or(0) as u32;
     // SAFETY: reads the caller's struct through the helper.
     let at = unsafe { bpf_probe_read_user(location as *const Location) }.unwrap_or_default();
-    remember(&ctx, Place::of(alloc_type, at, current_device()))
+    remember(&ctx, Place::of(alloc_type, at, current_device(Task::current())))
 }
 
 on_task_stack!(
@@ -96,7 +97,7 @@ fn pool_of_device_entry_run(ctx: ProbeContext) -> u32 {
 #[inline(always)]
 fn remember(ctx: &ProbeContext, place: Place) -> u32 {
     let call = PoolCall { out_ptr: ctx.arg::<u64>(0).unwrap_or(0), place };
-    pending::put(cookie::api(ctx), call.into());
+    pending::put(Task::current(), cookie::api(ctx), call.into());
     0
 }
 
@@ -104,7 +105,7 @@ on_task_stack!(uretprobe pool_learn_return = PoolLearnReturn => pool_learn_retur
 
 #[inline(always)]
 fn pool_learn_return_run(ctx: RetProbeContext) -> u32 {
-    let Some(p) = pending::take(cookie::api(&ctx)) else { return 0 };
+    let Some(p) = pending::take(Task::current(), cookie::api(&ctx)) else { return 0 };
     if ctx.ret::<u64>() as u32 != CUDA_SUCCESS {
         return 0;
     }

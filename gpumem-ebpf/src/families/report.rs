@@ -12,6 +12,7 @@ use gpumem_common::{event_type, id, kind, ns, Change, LiveAlloc, LiveKey, Report
 
 use crate::{
     account::{live, pending, usage},
+    base::task::Task,
     base::{
         cookie::{self, cookie},
         records::{emit, Subject},
@@ -33,7 +34,7 @@ fn call_entry_run(ctx: ProbeContext) -> u32 {
         handle: ctx.arg::<u64>(0).unwrap_or(0),
         size: ctx.arg::<u64>(1).unwrap_or(0),
     };
-    pending::put(cookie::api(&ctx), call.into());
+    pending::put(Task::current(), cookie::api(&ctx), call.into());
     0
 }
 
@@ -46,7 +47,7 @@ on_task_stack!(
 #[inline(always)]
 fn call_out_entry_run(ctx: ProbeContext) -> u32 {
     let call = ReportCall { out_ptr: ctx.arg::<u64>(0).unwrap_or(0), ..ReportCall::default() };
-    pending::put(cookie::api(&ctx), call.into());
+    pending::put(Task::current(), cookie::api(&ctx), call.into());
     0
 }
 
@@ -81,7 +82,7 @@ fn call_args_entry_run(ctx: ProbeContext) -> u32 {
         id::MEM_EXPORT_TO_SHAREABLE_HANDLE | id::IPC_GET_MEM_HANDLE => call.handle = a1.unwrap_or(0),
         _ => {}
     }
-    pending::put(api, call.into());
+    pending::put(Task::current(), api, call.into());
     0
 }
 
@@ -94,7 +95,7 @@ on_task_stack!(uretprobe call_return = CallReturn => call_return_run);
 fn call_return_run(ctx: RetProbeContext) -> u32 {
     let c = cookie(&ctx);
     let api = gpumem_common::cookie::api(c);
-    let Some(p) = pending::take(api) else { return 0 };
+    let Some(p) = pending::take(Task::current(), api) else { return 0 };
     let result = ctx.ret::<u64>() as u32;
     if result != CUDA_SUCCESS {
         return 0;
@@ -107,7 +108,7 @@ fn call_return_run(ctx: RetProbeContext) -> u32 {
     } else {
         call.handle
     };
-    let (mut kind, mut device) = (gpumem_common::cookie::kind(c), current_device());
+    let (mut kind, mut device) = (gpumem_common::cookie::kind(c), current_device(Task::current()));
     if api == id::MEM_POOL_DESTROY || api == id::MEM_POOL_TRIM_TO {
         // A pool's calls are reported at its place (a host pool's as host).
         let tgid = (bpf_get_current_pid_tgid() >> 32) as u32;
@@ -134,7 +135,7 @@ fn know_multicast(handle: u64) {
     let live = LiveAlloc {
         kind: kind::VMM,
         api: id::MULTICAST_CREATE,
-        device: current_device(),
+        device: current_device(Task::current()),
         ..LiveAlloc::default()
     };
     live::keep(key, &live);
@@ -157,5 +158,5 @@ pub fn report(api: u32, kind: u32, addr: u64, size: u64, device: u32) {
         cgroup_total: t.cgroup_total,
         ..Change::default()
     };
-    emit(event_type::CALL, api, Subject { pid_tgid, cgroup_id }, change);
+    emit(event_type::CALL, api, Subject { task: Task::current(), pid_tgid, cgroup_id }, change);
 }

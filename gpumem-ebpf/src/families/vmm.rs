@@ -27,6 +27,7 @@ use gpumem_common::{
 
 use crate::{
     account::{live, pending, usage},
+    base::task::Task,
     base::{
         atomic::{add_nofetch_u32, fetch_add},
         cookie,
@@ -63,8 +64,8 @@ on_task_stack!(
 
 #[inline(always)]
 fn vmm_release_entry_run(ctx: ProbeContext) -> u32 {
-    let call = take_live(ns::VMM_HANDLE, ctx.arg::<u64>(0).unwrap_or(0));
-    pending::put(cookie::api(&ctx), call.into());
+    let call = take_live(Task::current(), ns::VMM_HANDLE, ctx.arg::<u64>(0).unwrap_or(0));
+    pending::put(Task::current(), cookie::api(&ctx), call.into());
     0
 }
 
@@ -73,7 +74,7 @@ on_task_stack!(uretprobe vmm_release_return = VmmReleaseReturn => vmm_release_re
 #[inline(always)]
 fn vmm_release_return_run(ctx: RetProbeContext) -> u32 {
     let api = cookie::api(&ctx);
-    let Some(p) = pending::take(api) else {
+    let Some(p) = pending::take(Task::current(), api) else {
         return 0;
     };
     // SAFETY: the release entry keeps the free variant.
@@ -98,7 +99,7 @@ fn vmm_release_return_run(ctx: RetProbeContext) -> u32 {
     }
     let change = Change { addr: call.addr, result, kind: kind::VMM, ..Change::default() };
     if !(call.found == 1 && gone(api, pid_tgid, change, &call.live)) {
-        record_untracked_free(api, caller_cgroup(&call), change);
+        record_untracked_free(Task::current(), api, caller_cgroup(Task::current(), &call), change);
     }
     0
 }
@@ -111,7 +112,7 @@ fn gone(api: u32, pid_tgid: u64, change: Change, live: &LiveAlloc) -> bool {
         report(api, kind::VMM, change.addr, 0, live.device);
         return true;
     }
-    record_free(api, pid_tgid, change, live)
+    record_free(Task::current(), api, pid_tgid, change, live)
 }
 
 on_task_stack!(
@@ -122,7 +123,7 @@ on_task_stack!(
 #[inline(always)]
 fn vmm_map_entry_run(ctx: ProbeContext) -> u32 {
     let call = MappingCall { va: ctx.arg::<u64>(0).unwrap_or(0), handle: ctx.arg::<u64>(3).unwrap_or(0) };
-    pending::put(cookie::api(&ctx), call.into());
+    pending::put(Task::current(), cookie::api(&ctx), call.into());
     0
 }
 
@@ -130,7 +131,7 @@ on_task_stack!(uretprobe vmm_map_return = VmmMapReturn => vmm_map_return_run);
 
 #[inline(always)]
 fn vmm_map_return_run(ctx: RetProbeContext) -> u32 {
-    let Some(p) = pending::take(cookie::api(&ctx)) else {
+    let Some(p) = pending::take(Task::current(), cookie::api(&ctx)) else {
         return 0;
     };
     if ctx.ret::<u64>() as u32 != CUDA_SUCCESS {
@@ -160,7 +161,7 @@ on_task_stack!(
 #[inline(always)]
 fn vmm_unmap_entry_run(ctx: ProbeContext) -> u32 {
     let call = MappingCall { va: ctx.arg::<u64>(0).unwrap_or(0), handle: 0 };
-    pending::put(cookie::api(&ctx), call.into());
+    pending::put(Task::current(), cookie::api(&ctx), call.into());
     0
 }
 
@@ -169,7 +170,7 @@ on_task_stack!(uretprobe vmm_unmap_return = VmmUnmapReturn => vmm_unmap_return_r
 #[inline(always)]
 fn vmm_unmap_return_run(ctx: RetProbeContext) -> u32 {
     let api = cookie::api(&ctx);
-    let Some(p) = pending::take(api) else { return 0 };
+    let Some(p) = pending::take(Task::current(), api) else { return 0 };
     let result = ctx.ret::<u64>() as u32;
     if result != CUDA_SUCCESS {
         return 0;
@@ -236,7 +237,7 @@ on_task_stack!(
 
 #[inline(always)]
 fn vmm_retain_return_run(ctx: RetProbeContext) -> u32 {
-    let Some(p) = pending::take(cookie::api(&ctx)) else { return 0 };
+    let Some(p) = pending::take(Task::current(), cookie::api(&ctx)) else { return 0 };
     if ctx.ret::<u64>() as u32 != CUDA_SUCCESS {
         return 0;
     }

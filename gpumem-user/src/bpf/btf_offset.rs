@@ -1,10 +1,11 @@
 //! Where a field sits in a kernel structure, read from the kernel's own
 //! BTF (`/sys/kernel/btf/vmlinux`): what the fork program needs to read a
 //! child's tgid (`task_struct.tgid`, whose offset differs from build to
-//! build) and every record its thread's comm (`task_struct.comm`),
-//! without CO-RE relocations in the object. A small reader of the
-//! BTF format (Documentation/bpf/btf.rst): the header, then type records
-//! of known sizes, then the strings.
+//! build), and what every program reads of its calling thread in place
+//! (its pid and tgid, its cgroup, the comm its records carry: gpumem-ebpf's
+//! base/task.rs), without CO-RE relocations in the object. A small reader
+//! of the BTF format (Documentation/bpf/btf.rst): the header, then type
+//! records of known sizes, then the strings.
 
 /// The byte offset of `field` in `struct name`, as `btf` (the raw BTF)
 /// lays it out; None where the structure, the field, or a readable BTF is
@@ -74,11 +75,28 @@ pub fn task_comm() -> Option<u32> {
     task_fields().comm
 }
 
-/// The fields of `task_struct` the programs read.
+/// `task_struct.pid` and `task_struct.tgid` (None where either cannot be
+/// found: the programs then ask a helper).
+pub fn task_pid_tgid() -> Option<(u32, u32)> {
+    let f = task_fields();
+    Some((f.pid?, f.tgid?))
+}
+
+/// The fields `bpf_get_current_cgroup_id` walks from a task to its cgroup
+/// id on the v2 hierarchy: `task_struct.cgroups`, `css_set.dfl_cgrp`,
+/// `cgroup.kn`, `kernfs_node.id` (None where one cannot be found: the
+/// programs then ask the helper).
+pub fn task_cgroup_path() -> Option<[u32; 4]> {
+    task_fields().cgroup_path
+}
+
+/// The fields the programs read.
 #[derive(Clone, Copy)]
 struct TaskFields {
+    pid: Option<u32>,
     tgid: Option<u32>,
     comm: Option<u32>,
+    cgroup_path: Option<[u32; 4]>,
 }
 
 /// [`TaskFields`], from the kernel's BTF, read once (5 MB).
@@ -86,11 +104,23 @@ fn task_fields() -> TaskFields {
     static FIELDS: std::sync::OnceLock<TaskFields> = std::sync::OnceLock::new();
     *FIELDS.get_or_init(|| match std::fs::read("/sys/kernel/btf/vmlinux") {
         Ok(btf) => TaskFields {
+            pid: field_offset(&btf, "task_struct", "pid"),
             tgid: field_offset(&btf, "task_struct", "tgid"),
             comm: field_offset(&btf, "task_struct", "comm"),
+            cgroup_path: cgroup_path(&btf),
         },
-        Err(_) => TaskFields { tgid: None, comm: None },
+        Err(_) => TaskFields { pid: None, tgid: None, comm: None, cgroup_path: None },
     })
+}
+
+/// The walk of [`task_cgroup_path`] in `btf`.
+fn cgroup_path(btf: &[u8]) -> Option<[u32; 4]> {
+    Some([
+        field_offset(btf, "task_struct", "cgroups")?,
+        field_offset(btf, "css_set", "dfl_cgrp")?,
+        field_offset(btf, "cgroup", "kn")?,
+        field_offset(btf, "kernfs_node", "id")?,
+    ])
 }
 
 #[cfg(test)]
@@ -124,6 +154,14 @@ mod tests {
         assert_eq!(field_offset(&btf, "t", "a"), None);
         assert_eq!(field_offset(&btf[..30], "s", "b"), None);
         assert_eq!(field_offset(b"nonsense", "s", "b"), None);
+    }
+
+    #[test]
+    fn the_running_kernel_has_the_cgroup_walk() {
+        let Ok(btf) = std::fs::read("/sys/kernel/btf/vmlinux") else { return };
+        let path = super::cgroup_path(&btf).expect("task_struct.cgroups .. kernfs_node.id");
+        // The first offset 0 means "not found" to the programs.
+        assert!(path[0] > 0, "{path:?}");
     }
 
     #[test]

@@ -61,6 +61,9 @@ pub fn load(
     // storage is off the kernel may have no BTF (or `GPUMEM_TASK_CALLS=off`
     // runs that fallback on purpose): the helper then too.
     let comm = if s.task_calls { super::btf_offset::task_comm().unwrap_or(0) } else { 0 };
+    // The same for the thread's pid and tgid, and its cgroup (base/task.rs).
+    let (pid, tgid) = s.task_calls.then(super::btf_offset::task_pid_tgid).flatten().unwrap_or((0, 0));
+    let cgroup_path = s.task_calls.then(super::btf_offset::task_cgroup_path).flatten().unwrap_or([0; 4]);
     let live_mask = live_slots_for_a_test(pins.is_some()) - 1;
     let by_region = u8::from(s.slots_by_region);
     let mut loader = EbpfLoader::new();
@@ -71,6 +74,9 @@ pub fn load(
         .override_global("DENY_BY_REGISTERS", &deny, true)
         .override_global("TASK_CALLS_ON", &task_calls, true)
         .override_global("TASK_COMM_OFFSET", &comm, true)
+        .override_global("TASK_PID_OFFSET", &pid, true)
+        .override_global("TASK_TGID_OFFSET", &tgid, true)
+        .override_global("TASK_CGROUP_PATH", &cgroup_path, true)
         .override_global("BUILD", &s.build, true)
         .override_global("LIVE_MASK", &live_mask, true)
         .override_global("LIVE_SLOTS_BY_REGION", &by_region, true)
