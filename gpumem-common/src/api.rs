@@ -279,6 +279,24 @@ pub const fn ids_of(shape: Shape) -> u64 {
     mask
 }
 
+/// The one API of `shape`; a compile-time error where the shape has
+/// none or several: what a program serving a single API relies on to
+/// leave its cookie unread (`free_entry`, `cuMemFree_v2`'s).
+pub const fn sole(shape: Shape) -> &'static Api {
+    let (mut found, mut i): (Option<&'static Api>, usize) = (None, 0);
+    while i < APIS.len() {
+        if APIS[i].shape as u8 == shape as u8 {
+            assert!(found.is_none(), "the shape has more than one API");
+            found = Some(&APIS[i]);
+        }
+        i += 1;
+    }
+    match found {
+        Some(a) => a,
+        None => panic!("the shape has no API"),
+    }
+}
+
 /// Whether bit `api` of `mask` (from [`ids_of`]) is set.
 #[inline(always)]
 pub const fn in_mask(api: u32, mask: u64) -> bool {

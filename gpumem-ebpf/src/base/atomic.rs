@@ -66,6 +66,31 @@ pub unsafe fn add_nofetch_u32(p: *mut u32, v: u32) {
     unsafe { atomic_xadd::<u32, u32, { AtomicOrdering::Relaxed }>(p, v) };
 }
 
+/// Stores `v` at `p` after every access to memory before it: the
+/// compiler moves none past it (to the compiler the asm reads and writes
+/// any memory), and x86-64, the one architecture gpumem runs on, makes
+/// stores visible in program order and never lets a load pass a later
+/// store (TSO), so the JIT's plain `mov` publishes what was written
+/// before. A release store without the cost of a locked `xchg` (a full
+/// barrier, about 10 ns a live-table insert or free on the bench's host),
+/// for a word only its writer may change at that point (a claimed slot's
+/// state, see account/live.rs).
+///
+/// # Safety
+/// As for [`compare_exchange`].
+#[inline(always)]
+pub unsafe fn store_release(p: *mut u64, v: u64) {
+    // SAFETY: the caller's promise about `p`; a plain 8-byte store.
+    unsafe {
+        core::arch::asm!(
+            "*(u64 *)({p} + 0) = {v}",
+            p = in(reg) p,
+            v = in(reg) v,
+            options(nostack),
+        )
+    };
+}
+
 /// Stores `v` and returns the value it replaced, in one atomic step (the
 /// BPF `xchg`, which always fetches).
 ///

@@ -93,24 +93,30 @@ fn header(event: u32, api: u32, who: Subject) -> Header {
 /// record's time), so that a wake-up the agent missed (it read the ring
 /// empty, then cleared its readiness) is followed by another.
 ///
-/// A function of its own: inlined, its three ends were copied into each
-/// caller's submit, and the verifier walked `alloc_entry`'s records once
-/// for each (18,972 -> 34,658 instructions).
-#[inline(never)]
+/// Inlined, with one end: the flag goes through the stack, so the
+/// compiler cannot copy the caller's submit into each way of reaching it
+/// (a function of its own, one BPF-to-BPF call and return a record, until
+/// 2026-12: inlined with its three ends, the verifier walked
+/// `alloc_entry`'s records once for each, 18,972 -> 34,658 instructions).
+#[inline(always)]
 fn wakeup(now: u64) -> u64 {
-    if EVENTS.query(BPF_RB_AVAIL_DATA as u64) < u64::from(WAKEUP_BACKLOG) {
-        return BPF_RB_NO_WAKEUP as u64;
-    }
-    let Some(at) = WAKE_AT.get_ptr_mut(0) else { return BPF_RB_FORCE_WAKEUP as u64 };
-    // SAFETY: checked map value pointer, this CPU's own (programs run with
-    // migration off).
-    unsafe {
-        if now.wrapping_sub(*at) < WAKEUP_GAP_NS {
-            return BPF_RB_NO_WAKEUP as u64;
+    let mut flags = BPF_RB_NO_WAKEUP as u64;
+    if EVENTS.query(BPF_RB_AVAIL_DATA as u64) >= u64::from(WAKEUP_BACKLOG) {
+        flags = BPF_RB_FORCE_WAKEUP as u64;
+        if let Some(at) = WAKE_AT.get_ptr_mut(0) {
+            // SAFETY: checked map value pointer, this CPU's own (programs
+            // run with migration off).
+            unsafe {
+                if now.wrapping_sub(*at) < WAKEUP_GAP_NS {
+                    flags = BPF_RB_NO_WAKEUP as u64;
+                } else {
+                    *at = now;
+                }
+            }
         }
-        *at = now;
     }
-    BPF_RB_FORCE_WAKEUP as u64
+    // SAFETY: reads a local.
+    unsafe { core::ptr::read_volatile(&flags) }
 }
 
 /// [`emit`] for a payload too large for the stack (a `declared` record):

@@ -27,10 +27,13 @@ use crate::{
 
 on_task_stack!(uprobe free_entry = FreeEntry => free_entry_run);
 
+/// The one API `free_entry` runs for (`cuMemFree_v2`): its cookie holds
+/// nothing else, so the program reads none (a helper call a pair).
+const FREE: &gpumem_common::api::Api = gpumem_common::api::sole(gpumem_common::api::Shape::Free);
+
 #[inline(always)]
 fn free_entry_run(ctx: ProbeContext) -> u32 {
-    let c = cookie(&ctx);
-    let (api, kind) = (gpumem_common::cookie::api(c), gpumem_common::cookie::kind(c));
+    let (api, kind) = (FREE.id, FREE.kind);
     let addr = ctx.arg::<u64>(0).unwrap_or(0);
     let task = Task::current();
     let pid_tgid = task.pid_tgid();

@@ -112,8 +112,9 @@ pub fn read_slot(slot: *const LiveSlot) -> Option<(u64, LiveKey, LiveAlloc)> {
     None
 }
 
-/// The state word of `slot`, as an atomic (the kernel changes it only
-/// atomically).
+/// The state word of `slot`, as an atomic (the kernel changes it by
+/// compare-exchange, and ends each of its claims by a release store:
+/// gpumem-ebpf's account/live.rs).
 ///
 /// # Safety
 /// `slot` points to a slot in a live mapping of the table (8-byte aligned:
