@@ -88,6 +88,12 @@ enum Cmd {
         #[arg(long, value_name = "N", default_value_t = 0, requires = "programs_against",
               value_parser = clap::value_parser!(u32).range(0..=12))]
         cgroup_depth: u32,
+        /// Run --programs-against's two agents attached at once, so that
+        /// both builds' programs run at the same hits (each round swaps
+        /// which attached first, whose programs then run second): a
+        /// change of a few percent measured through the host's drift.
+        #[arg(long, requires = "programs_against")]
+        together: bool,
     },
     /// Lint, build, then run the unit tests, the deployment files' checks,
     /// the privileged end-to-end tests on this kernel and, beside them, the
@@ -204,6 +210,7 @@ fn main() -> std::process::ExitCode {
             against_env,
             with_limit,
             cgroup_depth,
+            together,
         } => bench::bench(
             quick,
             bench::Only {
@@ -214,6 +221,7 @@ fn main() -> std::process::ExitCode {
                     env: &against_env,
                     limits: &with_limit,
                     cgroup_depth,
+                    together,
                 }),
             },
         ),

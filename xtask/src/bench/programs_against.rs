@@ -5,7 +5,11 @@
 //! pool loops, from the kernel's run-time statistics (`runtime`). One
 //! agent at a time, alternately, the order swapped each round: a program
 //! change measured before and after side by side, on a host whose speed
-//! drifts more than most changes move it.
+//! drifts more than most changes move it. With `--together`, both agents
+//! attached at once, so that both builds' programs run at the very same
+//! hits (the kernel runs a site's programs one after the other, the
+//! newest attached first), each round swapping which attaches first:
+//! what the host's drift leaves of a round then cancels within it.
 use std::{
     collections::BTreeMap,
     path::{Path, PathBuf},
@@ -22,12 +26,14 @@ use super::{
 };
 
 /// `--programs-against`: the other agent, its environment, the limits
-/// both agents run with, and how deep in the cgroup tree the loops run.
+/// both agents run with, how deep in the cgroup tree the loops run, and
+/// whether both agents run at once (`--together`).
 pub struct Against<'a> {
     pub agent: &'a Path,
     pub env: &'a [String],
     pub limits: &'a [String],
     pub cgroup_depth: u32,
+    pub together: bool,
 }
 
 /// The loops measured, with the workload's arguments.
@@ -41,36 +47,52 @@ pub fn compare(b: &Built, against: &Against<'_>, rounds: usize, pairs: usize) ->
     let other = other.canonicalize().with_context(|| format!("the other agent, {}", other.display()))?;
     let env = parse_env(against.env)?;
     let nested = Nested::create(against.cgroup_depth)?;
-    let mut by_loop = Rounds::new();
-    let rounds_runs = alternately("--programs-against", rounds, |which| {
+    // Agent 0 is the other, 1 this build's; `n` numbers its files.
+    let command = |which: usize, n: usize| {
         let mut c = Command::new(if which == 0 { &other } else { &b.agent });
-        c.arg("run").arg("--libcuda").arg(&b.libcuda).arg("--output").arg(b.out.join("events.jsonl"));
-        c.arg("--socket").arg(b.out.join("gpumem.sock")).args(["--rescan", "0"]);
+        c.arg("run")
+            .arg("--libcuda")
+            .arg(&b.libcuda)
+            .arg("--output")
+            .arg(b.out.join(format!("events-{n}.jsonl")));
+        c.arg("--socket").arg(b.out.join(format!("gpumem-{n}.sock"))).args(["--rescan", "0"]);
         for spec in against.limits {
             c.arg("--limit").arg(spec);
         }
         if which == 0 {
             c.envs(env.iter().map(|(k, v)| (k, v)));
         }
-        let (tracer, _) = Tracer::start(c, "gpumem: ready")?;
-        let pid = tracer.pid().context("the agent has no pid")?;
-        LOOPS
-            .iter()
-            .map(|(_, args)| {
-                runtime::measure(pid, || match &nested {
-                    Some(n) => run_loop_in(b, args, pairs, n.leaf()).map(drop),
-                    None => run_loop(b, args, pairs).map(drop),
-                })
-            })
-            .collect::<anyhow::Result<Vec<Runtime>>>()
-    })?;
+        c
+    };
+    let run_loops = |args: &[&str]| match &nested {
+        Some(n) => run_loop_in(b, args, pairs, n.leaf()).map(drop),
+        None => run_loop(b, args, pairs).map(drop),
+    };
+    let rounds_runs = if against.together {
+        together(rounds, command, run_loops)?
+    } else {
+        alternately("--programs-against", rounds, |which| {
+            let (tracer, _) = Tracer::start(command(which, 0), "gpumem: ready")?;
+            let pid = tracer.pid().context("the agent has no pid")?;
+            LOOPS
+                .iter()
+                .map(|(_, args)| runtime::measure(pid, || run_loops(args)))
+                .collect::<anyhow::Result<Vec<Runtime>>>()
+        })?
+    };
+    let mut by_loop = Rounds::new();
     for [theirs, ours] in rounds_runs {
         for ((name, _), (t, o)) in LOOPS.iter().zip(theirs.into_iter().zip(ours)) {
             by_loop.entry(name).or_default().push([t, o]);
         }
     }
-    let _ = std::fs::remove_file(b.out.join("events.jsonl"));
+    for n in 0..2 {
+        let _ = std::fs::remove_file(b.out.join(format!("events-{n}.jsonl")));
+    }
     let mut label = describe(&other, &env);
+    if against.together {
+        label += ", both attached at once (each round swaps which attached first)";
+    }
     if !against.limits.is_empty() {
         label += &format!(" (both with --limit {})", against.limits.join(" --limit "));
     }
@@ -82,6 +104,35 @@ pub fn compare(b: &Built, against: &Against<'_>, rounds: usize, pairs: usize) ->
     std::fs::write(b.out.join("programs_against.json"), serde_json::to_string_pretty(&json)?)?;
     println!("written: {}", b.out.join("programs_against.json").display());
     Ok(())
+}
+
+/// `--together`: each round starts both agents (`command(which, n)`, 0 the
+/// other, 1 this build's; the round's first attached is the other in
+/// even rounds), runs every loop with `run_loops`, and measures both over
+/// the same loop: each round's [other, this] per loop.
+fn together(
+    rounds: usize,
+    command: impl Fn(usize, usize) -> Command,
+    run_loops: impl Fn(&[&str]) -> anyhow::Result<()>,
+) -> anyhow::Result<Vec<[Vec<Runtime>; 2]>> {
+    (0..rounds)
+        .map(|round| {
+            eprintln!("xtask: bench --programs-against --together: round {}/{rounds}", round + 1);
+            let first = round % 2;
+            let (a, _) = Tracer::start(command(first, 0), "gpumem: ready")?;
+            let (b, _) = Tracer::start(command(1 - first, 1), "gpumem: ready")?;
+            let pids = [&a, &b].map(|t| t.pid().context("the agent has no pid"));
+            let [pa, pb] = pids;
+            let pids = [pa?, pb?];
+            let mut out = [Vec::new(), Vec::new()];
+            for (_, args) in LOOPS {
+                let [ra, rb] = runtime::measure_each(pids, || run_loops(args))?;
+                out[first].push(ra);
+                out[1 - first].push(rb);
+            }
+            Ok(out)
+        })
+        .collect()
 }
 
 /// A cgroup `depth` levels below the root for the loops, with the
@@ -156,14 +207,24 @@ fn stats(rounds: &[[Runtime; 2]], f: impl Fn(&Runtime) -> Option<f64>) -> [(f64,
     })
 }
 
+/// The geometric mean over the rounds of each round's this / other, by
+/// `f`: over an even number of `--together` rounds, the advantage of
+/// running second at a hit cancels (half the rounds give it to each).
+fn round_ratio(rounds: &[[Runtime; 2]], f: impl Fn(&Runtime) -> Option<f64>) -> f64 {
+    let logs: Vec<f64> = rounds.iter().filter_map(|r| Some((f(&r[1])? / f(&r[0])?).ln())).collect();
+    (logs.iter().sum::<f64>() / logs.len().max(1) as f64).exp()
+}
+
 fn markdown(by_loop: &Rounds, label: &str, rounds: usize, pairs: usize) -> String {
     let mut md = format!(
-        "# Inside the programs: this build against {label}\n\n{rounds} rounds, {pairs} pairs a loop; ns per pair (or per run), median (lowest-highest)\n\n| loop | what | other | this | this / other |\n| --- | --- | --- | --- | --- |\n"
+        "# Inside the programs: this build against {label}\n\n{rounds} rounds, {pairs} pairs a loop; ns per pair (or per run), median (lowest-highest); the rounds' own this / other, geometric mean\n\n| loop | what | other | this | this / other | rounds' this / other |\n| --- | --- | --- | --- | --- | --- |\n"
     );
     let cell = |(m, lo, hi): (f64, f64, f64)| format!("{m:.0} ({lo:.0}-{hi:.0})");
     for (name, rounds) in by_loop {
-        let [o, t] = stats(rounds, |r| Some(runtime::per_pair(r, pairs)));
-        md += &format!("| {name} | per pair | {} | {} | {:.3} |\n", cell(o), cell(t), t.0 / o.0);
+        let per_pair = |r: &Runtime| Some(runtime::per_pair(r, pairs));
+        let [o, t] = stats(rounds, per_pair);
+        let g = round_ratio(rounds, per_pair);
+        md += &format!("| {name} | per pair | {} | {} | {:.3} | {g:.3} |\n", cell(o), cell(t), t.0 / o.0);
         // The loop's own programs, run every pair; the rest run once per
         // process (exec, contexts, exit), counted in the pair's total.
         let programs: std::collections::BTreeSet<&String> = rounds
@@ -173,8 +234,15 @@ fn markdown(by_loop: &Rounds, label: &str, rounds: usize, pairs: usize) -> Strin
             .map(|(n, _)| n)
             .collect();
         for p in programs {
-            let [o, t] = stats(rounds, |r| r.get(p).and_then(|x| x.ns_per_run()));
-            md += &format!("| {name} | {p}, per run | {} | {} | {:.3} |\n", cell(o), cell(t), t.0 / o.0);
+            let per_run = |r: &Runtime| r.get(p).and_then(|x| x.ns_per_run());
+            let [o, t] = stats(rounds, per_run);
+            let g = round_ratio(rounds, per_run);
+            md += &format!(
+                "| {name} | {p}, per run | {} | {} | {:.3} | {g:.3} |\n",
+                cell(o),
+                cell(t),
+                t.0 / o.0
+            );
         }
     }
     md

@@ -40,14 +40,28 @@ fn snapshot(pid: u32) -> anyhow::Result<BTreeMap<u32, (String, ProgramTime)>> {
 /// kernel's statistics on for that time only. Programs that did not run
 /// are left out.
 pub fn measure(pid: u32, work: impl FnOnce() -> anyhow::Result<()>) -> anyhow::Result<Runtime> {
-    let before = snapshot(pid)?;
+    let [r] = measure_each([pid], work)?;
+    Ok(r)
+}
+
+/// [`measure`] for each of `pids` (tracers attached side by side, whose
+/// programs run at the same hits) over the same `work`.
+pub fn measure_each<const N: usize>(
+    pids: [u32; N],
+    work: impl FnOnce() -> anyhow::Result<()>,
+) -> anyhow::Result<[Runtime; N]> {
+    let before = pids.iter().map(|&p| snapshot(p)).collect::<anyhow::Result<Vec<_>>>()?;
     let stats = aya::sys::enable_stats(aya::sys::Stats::RunTime).context(
         "turning on the kernel's eBPF run-time statistics (BPF_ENABLE_STATS, kernel 5.8 and later)",
     )?;
     let worked = work();
     drop(stats);
     worked?;
-    Ok(between(&before, &snapshot(pid)?))
+    let mut out = [(); N].map(|()| Runtime::new());
+    for ((slot, pid), was) in out.iter_mut().zip(pids).zip(&before) {
+        *slot = between(was, &snapshot(pid)?);
+    }
+    Ok(out)
 }
 
 /// Per-name differences between two snapshots; programs that did not run
