@@ -93,30 +93,28 @@ fn header(event: u32, api: u32, who: Subject) -> Header {
 /// record's time), so that a wake-up the agent missed (it read the ring
 /// empty, then cleared its readiness) is followed by another.
 ///
-/// Inlined, with one end: the flag goes through the stack, so the
-/// compiler cannot copy the caller's submit into each way of reaching it
-/// (a function of its own, one BPF-to-BPF call and return a record, until
-/// 2026-12: inlined with its three ends, the verifier walked
-/// `alloc_entry`'s records once for each, 18,972 -> 34,658 instructions).
-#[inline(always)]
+/// A function of its own: inlined, its three ends were copied into each
+/// caller's submit, and the verifier walked `alloc_entry`'s records once
+/// for each (18,972 -> 34,658 instructions). Inlined with one end (the
+/// flag through the stack) it still was (2026-12: `alloc_entry` 26,956 ->
+/// 50,301, `alloc_return` 31,750 -> 51,025, start to ready +80 ms), for
+/// 2% of a pair's programs; inlined without a branch (comparisons as
+/// arithmetic) it verified as this does and measured no faster.
+#[inline(never)]
 fn wakeup(now: u64) -> u64 {
-    let mut flags = BPF_RB_NO_WAKEUP as u64;
-    if EVENTS.query(BPF_RB_AVAIL_DATA as u64) >= u64::from(WAKEUP_BACKLOG) {
-        flags = BPF_RB_FORCE_WAKEUP as u64;
-        if let Some(at) = WAKE_AT.get_ptr_mut(0) {
-            // SAFETY: checked map value pointer, this CPU's own (programs
-            // run with migration off).
-            unsafe {
-                if now.wrapping_sub(*at) < WAKEUP_GAP_NS {
-                    flags = BPF_RB_NO_WAKEUP as u64;
-                } else {
-                    *at = now;
-                }
-            }
-        }
+    if EVENTS.query(BPF_RB_AVAIL_DATA as u64) < u64::from(WAKEUP_BACKLOG) {
+        return BPF_RB_NO_WAKEUP as u64;
     }
-    // SAFETY: reads a local.
-    unsafe { core::ptr::read_volatile(&flags) }
+    let Some(at) = WAKE_AT.get_ptr_mut(0) else { return BPF_RB_FORCE_WAKEUP as u64 };
+    // SAFETY: checked map value pointer, this CPU's own (programs run with
+    // migration off).
+    unsafe {
+        if now.wrapping_sub(*at) < WAKEUP_GAP_NS {
+            return BPF_RB_NO_WAKEUP as u64;
+        }
+        *at = now;
+    }
+    BPF_RB_FORCE_WAKEUP as u64
 }
 
 /// [`emit`] for a payload too large for the stack (a `declared` record):
