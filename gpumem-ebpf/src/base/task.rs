@@ -49,10 +49,16 @@ static TASK_TGID_OFFSET: u32 = 0;
 #[no_mangle]
 static TASK_CGROUP_PATH: [u32; 4] = [0; 4];
 
-/// The current thread's task (trusted by the verifier), or null where
-/// task storage is not used.
+/// The current thread's task (trusted by the verifier; null where task
+/// storage is not used) and its pid_tgid, read with it: read where it is
+/// used, each load from the task is a walk of its BTF type for the
+/// verifier on every path through the program that reaches it
+/// (`alloc_return`'s verification took 8 ms longer).
 #[derive(Clone, Copy)]
-pub struct Task(*const u8);
+pub struct Task {
+    ptr: *const u8,
+    pid_tgid: u64,
+}
 
 /// Reads the read-only value the loader set at `v`.
 #[inline(always)]
@@ -66,17 +72,18 @@ impl Task {
     #[inline(always)]
     pub fn current() -> Self {
         if !on() {
-            return Self(core::ptr::null());
+            return Self { ptr: core::ptr::null(), pid_tgid: bpf_get_current_pid_tgid() };
         }
         // SAFETY: plain helper call; the pointer is the kernel's own.
-        Self(unsafe { bpf_get_current_task_btf() }.cast::<u8>().cast_const())
+        let ptr = unsafe { bpf_get_current_task_btf() }.cast::<u8>().cast_const();
+        Self { ptr, pid_tgid: read_pid_tgid(ptr) }
     }
 
     /// The task pointer, for the task-storage helpers (null where task
     /// storage is not used: they are not called then).
     #[inline(always)]
     pub fn ptr(self) -> *const u8 {
-        self.0
+        self.ptr
     }
 
     /// Reads the `T` at byte `offset` of the task (or of a structure the
@@ -96,15 +103,7 @@ impl Task {
     /// below.
     #[inline(always)]
     pub fn pid_tgid(self) -> u64 {
-        let (pid, tgid) = (set(&TASK_PID_OFFSET), set(&TASK_TGID_OFFSET));
-        if pid == 0 || tgid == 0 {
-            return bpf_get_current_pid_tgid();
-        }
-        // SAFETY: the agent sets the offsets only where task storage is
-        // on (the task pointer is the kernel's), from the BTF's
-        // `task_struct`, whose `pid` and `tgid` are 4-byte `pid_t`s.
-        let (pid, tgid) = unsafe { (Self::field::<u32>(self.0, pid), Self::field::<u32>(self.0, tgid)) };
-        (u64::from(tgid) << 32) | u64::from(pid)
+        self.pid_tgid
     }
 
     /// The tgid.
@@ -113,10 +112,21 @@ impl Task {
         (self.pid_tgid() >> 32) as u32
     }
 
-    /// `bpf_get_current_cgroup_id()`: the thread's cgroup on the v2
-    /// hierarchy.
+    /// `bpf_get_current_cgroup_id()`, the thread's cgroup on the v2
+    /// hierarchy, through the helper: for the paths that seldom run.
     #[inline(always)]
     pub fn cgroup_id(self) -> u64 {
+        // SAFETY: plain helper call.
+        unsafe { bpf_get_current_cgroup_id() }
+    }
+
+    /// [`Self::cgroup_id`] read in place, for the one path that reads it at
+    /// every call (an allocation's entry). Each pointer loaded on the walk
+    /// costs the verifier a search of the kernel's BTF (about 4 ms a
+    /// program on the bench's host: in every program that read it,
+    /// start-up took 30 ms longer), so the rarer paths ask the helper.
+    #[inline(always)]
+    pub fn cgroup_id_in_place(self) -> u64 {
         let path = [
             set(&TASK_CGROUP_PATH[0]),
             set(&TASK_CGROUP_PATH[1]),
@@ -124,18 +134,33 @@ impl Task {
             set(&TASK_CGROUP_PATH[3]),
         ];
         if path[0] == 0 {
-            // SAFETY: plain helper call.
-            return unsafe { bpf_get_current_cgroup_id() };
+            return self.cgroup_id();
         }
-        // SAFETY: as in `pid_tgid`; each offset is the field of the type
-        // the previous load leads to, a pointer but the last (a u64). The
-        // programs run inside an RCU read-side section, which keeps the
-        // task's css_set and what it points to alive.
+        // SAFETY: as in `read_pid_tgid`; each offset is the field of the
+        // type the previous load leads to, a pointer but the last (a u64).
+        // The programs run inside an RCU read-side section, which keeps
+        // the task's css_set and what it points to alive.
         unsafe {
-            let css_set = Self::field::<*const u8>(self.0, path[0]);
+            let css_set = Self::field::<*const u8>(self.ptr, path[0]);
             let cgroup = Self::field::<*const u8>(css_set, path[1]);
             let kernfs_node = Self::field::<*const u8>(cgroup, path[2]);
             Self::field::<u64>(kernfs_node, path[3])
         }
     }
+}
+
+/// `bpf_get_current_pid_tgid()` of the task at `task` (the kernel's own
+/// pointer to the current task), read in place where the agent found the
+/// fields.
+#[inline(always)]
+fn read_pid_tgid(task: *const u8) -> u64 {
+    let (pid, tgid) = (set(&TASK_PID_OFFSET), set(&TASK_TGID_OFFSET));
+    if pid == 0 || tgid == 0 {
+        return bpf_get_current_pid_tgid();
+    }
+    // SAFETY: the agent sets the offsets only where task storage is on
+    // (`task` is the kernel's), from the BTF's `task_struct`, whose `pid`
+    // and `tgid` are 4-byte `pid_t`s.
+    let (pid, tgid) = unsafe { (Task::field::<u32>(task, pid), Task::field::<u32>(task, tgid)) };
+    (u64::from(tgid) << 32) | u64::from(pid)
 }

@@ -48,7 +48,7 @@ use crate::{
 #[inline(always)]
 fn start(task: Task, c: u64) -> AllocCall {
     AllocCall {
-        cgroup_id: task.cgroup_id(),
+        cgroup_id: task.cgroup_id_in_place(),
         device: current_device(task),
         kind: gpumem_common::cookie::kind(c),
         ..AllocCall::default()
@@ -101,7 +101,7 @@ fn alloc_entry_run(ctx: ProbeContext) -> u32 {
     } else if in_mask(api, VMM_CREATE) {
         crate::families::vmm::create_args(&ctx, &mut call);
     } else if in_mask(api, POOL_ALLOC) {
-        crate::families::pool::alloc_args(&ctx, &mut call);
+        crate::families::pool::alloc_args(&ctx, task, &mut call);
     } else if in_mask(api, ARRAYS) {
         crate::families::array::array_args(&ctx, api, &mut call);
     } else {

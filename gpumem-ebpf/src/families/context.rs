@@ -88,7 +88,7 @@ fn ctx_out_return_run(ctx: RetProbeContext) -> u32 {
         return 0;
     };
     device::learn(task, handle, call.device as u32);
-    report(api, gpumem_common::kind::CONTEXT, handle, 0, call.device as u32);
+    report(task, api, gpumem_common::kind::CONTEXT, handle, 0, call.device as u32);
     if api != id::DEVICE_PRIMARY_CTX_RETAIN {
         // cuCtxCreate makes the new context current on the calling thread.
         device::set_current(task, handle);

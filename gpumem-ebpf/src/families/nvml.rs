@@ -6,7 +6,7 @@
 //! learned is an unknown device, which only limits on every device apply
 //! to.
 use aya_ebpf::{
-    helpers::{bpf_get_current_pid_tgid, bpf_probe_read_user},
+    helpers::bpf_probe_read_user,
     programs::{ProbeContext, RetProbeContext},
 };
 use gpumem_common::{
@@ -39,7 +39,8 @@ on_task_stack!(uretprobe nvml_handle_return = NvmlHandleReturn => nvml_handle_re
 
 #[inline(always)]
 fn nvml_handle_return_run(ctx: RetProbeContext) -> u32 {
-    let Some(p) = pending::take(Task::current(), cookie::api(&ctx)) else { return 0 };
+    let task = Task::current();
+    let Some(p) = pending::take(task, cookie::api(&ctx)) else { return 0 };
     if ctx.ret::<u64>() as u32 != NVML_SUCCESS {
         return 0;
     }
@@ -50,7 +51,7 @@ fn nvml_handle_return_run(ctx: RetProbeContext) -> u32 {
         count(stat::OUT_PTR_UNREADABLE);
         return 0;
     };
-    let tgid = (bpf_get_current_pid_tgid() >> 32) as u32;
+    let tgid = task.tgid();
     let index = call.device as usize;
     if index >= NVML_DEVICES {
         return 0;
@@ -74,7 +75,8 @@ fn nvml_mem_info_entry_run(ctx: ProbeContext) -> u32 {
     let api = cookie::api(&ctx);
     let handle = ctx.arg::<u64>(0).unwrap_or(0);
     let at = ctx.arg::<u64>(1).unwrap_or(0);
-    let tgid = (bpf_get_current_pid_tgid() >> 32) as u32;
+    let task = Task::current();
+    let tgid = task.tgid();
     // SAFETY: a read of this process's value, written only at learning.
     let device = unsafe { PROC_NVML.get(tgid) }.and_then(|h| h.device(handle)).unwrap_or(DEVICE_UNKNOWN);
     let call = if at == 0 {
@@ -98,6 +100,6 @@ fn nvml_mem_info_entry_run(ctx: ProbeContext) -> u32 {
             width: 8,
         }
     };
-    pending::put(Task::current(), api, call.into());
+    pending::put(task, api, call.into());
     0
 }

@@ -21,7 +21,7 @@
 //! once; a process with more than `POOL_SLOTS` live pools has the others'
 //! allocations charged so too (and a full map counted).
 use aya_ebpf::{
-    helpers::{bpf_get_current_pid_tgid, bpf_probe_read_user},
+    helpers::bpf_probe_read_user,
     programs::{ProbeContext, RetProbeContext},
 };
 use gpumem_common::{
@@ -41,11 +41,11 @@ use crate::{
 /// CUmemoryPool pool, CUstream)`, read for `alloc_entry`; returns through
 /// `alloc_return`.
 #[inline(always)]
-pub fn alloc_args(ctx: &ProbeContext, call: &mut AllocCall) {
+pub fn alloc_args(ctx: &ProbeContext, task: Task, call: &mut AllocCall) {
     call.out_ptr = ctx.arg::<u64>(0).unwrap_or(0);
     call.size = ctx.arg::<u64>(1).unwrap_or(0);
     let pool = ctx.arg::<u64>(2).unwrap_or(0);
-    let tgid = (bpf_get_current_pid_tgid() >> 32) as u32;
+    let tgid = task.tgid();
     // SAFETY: a map value read in place, copied out field by field.
     if let Some(place) = unsafe { PROC_POOLS.get(tgid) }.and_then(|p| p.place(pool)) {
         (call.kind, call.device) = (place.kind, place.device);
@@ -62,7 +62,8 @@ fn pool_create_entry_run(ctx: ProbeContext) -> u32 {
     let props = ctx.arg::<u64>(1).unwrap_or(0);
     // SAFETY: reads the caller's struct through the helper.
     let head = unsafe { bpf_probe_read_user(props as *const PropsHead) }.unwrap_or_default();
-    remember(&ctx, Place::of(head.alloc_type, head.location, current_device(Task::current())))
+    let task = Task::current();
+    remember(&ctx, task, Place::of(head.alloc_type, head.location, current_device(task)))
 }
 
 on_task_stack!(
@@ -77,7 +78,8 @@ fn pool_of_location_entry_run(ctx: ProbeContext) -> u32 {
     let alloc_type = ctx.arg::<u64>(2).unwrap_or(0) as u32;
     // SAFETY: reads the caller's struct through the helper.
     let at = unsafe { bpf_probe_read_user(location as *const Location) }.unwrap_or_default();
-    remember(&ctx, Place::of(alloc_type, at, current_device(Task::current())))
+    let task = Task::current();
+    remember(&ctx, task, Place::of(alloc_type, at, current_device(task)))
 }
 
 on_task_stack!(
@@ -89,15 +91,15 @@ on_task_stack!(
 #[inline(always)]
 fn pool_of_device_entry_run(ctx: ProbeContext) -> u32 {
     let dev = ctx.arg::<u64>(1).unwrap_or(0) as u32;
-    remember(&ctx, Place { kind: gpumem_common::kind::DEVICE, device: dev })
+    remember(&ctx, Task::current(), Place { kind: gpumem_common::kind::DEVICE, device: dev })
 }
 
 /// Keeps the pool's place and where the driver writes the pool for the
-/// return.
+/// return of `task`'s call.
 #[inline(always)]
-fn remember(ctx: &ProbeContext, place: Place) -> u32 {
+fn remember(ctx: &ProbeContext, task: Task, place: Place) -> u32 {
     let call = PoolCall { out_ptr: ctx.arg::<u64>(0).unwrap_or(0), place };
-    pending::put(Task::current(), cookie::api(ctx), call.into());
+    pending::put(task, cookie::api(ctx), call.into());
     0
 }
 
@@ -105,7 +107,8 @@ on_task_stack!(uretprobe pool_learn_return = PoolLearnReturn => pool_learn_retur
 
 #[inline(always)]
 fn pool_learn_return_run(ctx: RetProbeContext) -> u32 {
-    let Some(p) = pending::take(Task::current(), cookie::api(&ctx)) else { return 0 };
+    let task = Task::current();
+    let Some(p) = pending::take(task, cookie::api(&ctx)) else { return 0 };
     if ctx.ret::<u64>() as u32 != CUDA_SUCCESS {
         return 0;
     }
@@ -117,7 +120,7 @@ fn pool_learn_return_run(ctx: RetProbeContext) -> u32 {
         return 0;
     };
     if pool != 0 {
-        learn((bpf_get_current_pid_tgid() >> 32) as u32, pool, call.place);
+        learn(task.tgid(), pool, call.place);
     }
     0
 }

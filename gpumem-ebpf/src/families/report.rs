@@ -5,7 +5,7 @@
 //! `call` record at a successful return; the agent names it from the API.
 //! A destroyed pool is forgotten (pool.rs).
 use aya_ebpf::{
-    helpers::{bpf_get_current_cgroup_id, bpf_get_current_pid_tgid, bpf_probe_read_user},
+    helpers::bpf_probe_read_user,
     programs::{ProbeContext, RetProbeContext},
 };
 use gpumem_common::{event_type, id, kind, ns, Change, LiveAlloc, LiveKey, ReportCall, CUDA_SUCCESS};
@@ -95,7 +95,8 @@ on_task_stack!(uretprobe call_return = CallReturn => call_return_run);
 fn call_return_run(ctx: RetProbeContext) -> u32 {
     let c = cookie(&ctx);
     let api = gpumem_common::cookie::api(c);
-    let Some(p) = pending::take(Task::current(), api) else { return 0 };
+    let task = Task::current();
+    let Some(p) = pending::take(task, api) else { return 0 };
     let result = ctx.ret::<u64>() as u32;
     if result != CUDA_SUCCESS {
         return 0;
@@ -108,10 +109,10 @@ fn call_return_run(ctx: RetProbeContext) -> u32 {
     } else {
         call.handle
     };
-    let (mut kind, mut device) = (gpumem_common::cookie::kind(c), current_device(Task::current()));
+    let (mut kind, mut device) = (gpumem_common::cookie::kind(c), current_device(task));
     if api == id::MEM_POOL_DESTROY || api == id::MEM_POOL_TRIM_TO {
         // A pool's calls are reported at its place (a host pool's as host).
-        let tgid = (bpf_get_current_pid_tgid() >> 32) as u32;
+        let tgid = task.tgid();
         if let Some(place) = crate::families::pool::place(tgid, handle) {
             (kind, device) = (place.kind, place.device);
         }
@@ -120,34 +121,33 @@ fn call_return_run(ctx: RetProbeContext) -> u32 {
         }
     }
     if api == id::MULTICAST_CREATE {
-        know_multicast(handle);
+        know_multicast(task, handle);
     }
-    report(api, kind, handle, call.size, device);
+    report(task, api, kind, handle, call.size, device);
     0
 }
 
 /// A multicast handle is mapped and released like a VMM handle: in the
 /// live map with nothing charged (`api` marks it), its mappings count and
-/// its release is reported, not a free (vmm.rs).
+/// its release is reported, not a free (vmm.rs). `task`: the caller.
 #[inline(always)]
-fn know_multicast(handle: u64) {
-    let key = LiveKey { tgid: (bpf_get_current_pid_tgid() >> 32) as u32, ns: ns::VMM_HANDLE, addr: handle };
+fn know_multicast(task: Task, handle: u64) {
+    let key = LiveKey { tgid: task.tgid(), ns: ns::VMM_HANDLE, addr: handle };
     let live = LiveAlloc {
         kind: kind::VMM,
         api: id::MULTICAST_CREATE,
-        device: current_device(Task::current()),
+        device: current_device(task),
         ..LiveAlloc::default()
     };
     live::keep(key, &live);
 }
 
-/// Sends a record of a reported call (`event_type::CALL`): its handle,
-/// size argument and device, with the caller's totals.
+/// Sends a record of a reported call (`event_type::CALL`) by `task`: its
+/// handle, size argument and device, with the caller's totals.
 #[inline(always)]
-pub fn report(api: u32, kind: u32, addr: u64, size: u64, device: u32) {
-    let pid_tgid = bpf_get_current_pid_tgid();
-    // SAFETY: plain helper call.
-    let cgroup_id = unsafe { bpf_get_current_cgroup_id() };
+pub fn report(task: Task, api: u32, kind: u32, addr: u64, size: u64, device: u32) {
+    let pid_tgid = task.pid_tgid();
+    let cgroup_id = task.cgroup_id();
     let t = usage::current((pid_tgid >> 32) as u32, cgroup_id);
     let change = Change {
         addr,
@@ -158,5 +158,5 @@ pub fn report(api: u32, kind: u32, addr: u64, size: u64, device: u32) {
         cgroup_total: t.cgroup_total,
         ..Change::default()
     };
-    emit(event_type::CALL, api, Subject { task: Task::current(), pid_tgid, cgroup_id }, change);
+    emit(event_type::CALL, api, Subject { task, pid_tgid, cgroup_id }, change);
 }

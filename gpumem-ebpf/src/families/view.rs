@@ -33,14 +33,15 @@ on_task_stack!(
 #[inline(always)]
 fn mem_info_entry_run(ctx: ProbeContext) -> u32 {
     let api = cookie::api(&ctx);
+    let task = Task::current();
     let call = ViewCall {
         free_ptr: ctx.arg::<u64>(0).unwrap_or(0),
         total_ptr: ctx.arg::<u64>(1).unwrap_or(0),
-        device: current_device(Task::current()),
+        device: current_device(task),
         width: if api == id::MEM_GET_INFO { 4 } else { 8 },
         ..ViewCall::default()
     };
-    pending::put(Task::current(), api, call.into());
+    pending::put(task, api, call.into());
     0
 }
 
@@ -68,14 +69,15 @@ on_task_stack!(uretprobe view_return = ViewReturn => view_return_run);
 #[inline(always)]
 fn view_return_run(ctx: RetProbeContext) -> u32 {
     let api = cookie::api(&ctx);
-    let Some(p) = pending::take(Task::current(), api) else { return 0 };
+    let task = Task::current();
+    let Some(p) = pending::take(task, api) else { return 0 };
     // CUDA_SUCCESS and NVML_SUCCESS are both 0.
     if ctx.ret::<u64>() as u32 != CUDA_SUCCESS {
         return 0;
     }
     // SAFETY: the query shapes' entries keep the view variant.
     let call = unsafe { p.call.view };
-    let Some((limit, left)) = limits::view(Task::current(), call.device) else { return 0 };
+    let Some((limit, left)) = limits::view(task, call.device) else { return 0 };
     let Some((total, mut rewrote)) = cap(call.total_ptr, call.width, limit) else { return 0 };
     if call.free_ptr != 0 {
         let Some((free, wrote)) = cap(call.free_ptr, call.width, left) else { return 0 };

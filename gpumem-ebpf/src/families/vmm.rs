@@ -16,7 +16,7 @@
 //! returns while another thread's release of the same handle is between
 //! its entry and return is not counted.
 use aya_ebpf::{
-    helpers::{bpf_get_current_pid_tgid, bpf_probe_read_user},
+    helpers::bpf_probe_read_user,
     programs::{ProbeContext, RetProbeContext},
 };
 use gpumem_common::{
@@ -64,8 +64,9 @@ on_task_stack!(
 
 #[inline(always)]
 fn vmm_release_entry_run(ctx: ProbeContext) -> u32 {
-    let call = take_live(Task::current(), ns::VMM_HANDLE, ctx.arg::<u64>(0).unwrap_or(0));
-    pending::put(Task::current(), cookie::api(&ctx), call.into());
+    let task = Task::current();
+    let call = take_live(task, ns::VMM_HANDLE, ctx.arg::<u64>(0).unwrap_or(0));
+    pending::put(task, cookie::api(&ctx), call.into());
     0
 }
 
@@ -74,13 +75,14 @@ on_task_stack!(uretprobe vmm_release_return = VmmReleaseReturn => vmm_release_re
 #[inline(always)]
 fn vmm_release_return_run(ctx: RetProbeContext) -> u32 {
     let api = cookie::api(&ctx);
-    let Some(p) = pending::take(Task::current(), api) else {
+    let task = Task::current();
+    let Some(p) = pending::take(task, api) else {
         return 0;
     };
     // SAFETY: the release entry keeps the free variant.
     let mut call = unsafe { p.call.free };
     let result = ctx.ret::<u64>() as u32;
-    let pid_tgid = bpf_get_current_pid_tgid();
+    let pid_tgid = task.pid_tgid();
     let key = live_key_of(pid_tgid, ns::VMM_HANDLE, call.addr);
     if result == CUDA_SUCCESS && call.found == 1 && call.live.retained != 0 {
         // A retained reference given back: the memory has others.
@@ -98,21 +100,22 @@ fn vmm_release_return_run(ctx: RetProbeContext) -> u32 {
         return 0;
     }
     let change = Change { addr: call.addr, result, kind: kind::VMM, ..Change::default() };
-    if !(call.found == 1 && gone(api, pid_tgid, change, &call.live)) {
-        record_untracked_free(Task::current(), api, caller_cgroup(Task::current(), &call), change);
+    if !(call.found == 1 && gone(task, api, change, &call.live)) {
+        record_untracked_free(task, api, caller_cgroup(task, &call), change);
     }
     0
 }
 
 /// The handle's memory is gone (`change` carries handle and result): its
-/// free, or for a multicast handle (nothing charged) a reported call.
+/// free by `task`, or for a multicast handle (nothing charged) a reported
+/// call.
 #[inline(always)]
-fn gone(api: u32, pid_tgid: u64, change: Change, live: &LiveAlloc) -> bool {
+fn gone(task: Task, api: u32, change: Change, live: &LiveAlloc) -> bool {
     if live.api == id::MULTICAST_CREATE {
-        report(api, kind::VMM, change.addr, 0, live.device);
+        report(task, api, kind::VMM, change.addr, 0, live.device);
         return true;
     }
-    record_free(Task::current(), api, pid_tgid, change, live)
+    record_free(task, api, task.pid_tgid(), change, live)
 }
 
 on_task_stack!(
@@ -131,7 +134,8 @@ on_task_stack!(uretprobe vmm_map_return = VmmMapReturn => vmm_map_return_run);
 
 #[inline(always)]
 fn vmm_map_return_run(ctx: RetProbeContext) -> u32 {
-    let Some(p) = pending::take(Task::current(), cookie::api(&ctx)) else {
+    let task = Task::current();
+    let Some(p) = pending::take(task, cookie::api(&ctx)) else {
         return 0;
     };
     if ctx.ret::<u64>() as u32 != CUDA_SUCCESS {
@@ -139,7 +143,7 @@ fn vmm_map_return_run(ctx: RetProbeContext) -> u32 {
     }
     // SAFETY: the map entry keeps the mapping variant.
     let call = unsafe { p.call.mapping };
-    let tgid = (bpf_get_current_pid_tgid() >> 32) as u32;
+    let tgid = task.tgid();
     // Handles gpumem never saw created (imported, or older than the agent)
     // are not charged here, so their mappings need no counting.
     if let Some(live) = live::handle(LiveKey { tgid, ns: ns::VMM_HANDLE, addr: call.handle }) {
@@ -170,15 +174,15 @@ on_task_stack!(uretprobe vmm_unmap_return = VmmUnmapReturn => vmm_unmap_return_r
 #[inline(always)]
 fn vmm_unmap_return_run(ctx: RetProbeContext) -> u32 {
     let api = cookie::api(&ctx);
-    let Some(p) = pending::take(Task::current(), api) else { return 0 };
+    let task = Task::current();
+    let Some(p) = pending::take(task, api) else { return 0 };
     let result = ctx.ret::<u64>() as u32;
     if result != CUDA_SUCCESS {
         return 0;
     }
     // SAFETY: the unmap entry keeps the mapping variant.
     let va = unsafe { p.call.mapping.va };
-    let pid_tgid = bpf_get_current_pid_tgid();
-    let tgid = (pid_tgid >> 32) as u32;
+    let tgid = task.tgid();
     let map_key = LiveKey { tgid, ns: ns::VMM_MAPPING, addr: va };
     // SAFETY: copied out before removal.
     let Some(handle) = (unsafe { VMM_MAPPINGS.get(map_key) }).copied() else {
@@ -199,7 +203,7 @@ fn vmm_unmap_return_run(ctx: RetProbeContext) -> u32 {
             return 0; // another thread's unmap or release took it
         }
         let change = Change { addr: handle, result, ..Change::default() };
-        gone(api, pid_tgid, change, &last);
+        gone(task, api, change, &last);
     }
     0
 }
@@ -237,7 +241,8 @@ on_task_stack!(
 
 #[inline(always)]
 fn vmm_retain_return_run(ctx: RetProbeContext) -> u32 {
-    let Some(p) = pending::take(Task::current(), cookie::api(&ctx)) else { return 0 };
+    let task = Task::current();
+    let Some(p) = pending::take(task, cookie::api(&ctx)) else { return 0 };
     if ctx.ret::<u64>() as u32 != CUDA_SUCCESS {
         return 0;
     }
@@ -248,7 +253,7 @@ fn vmm_retain_return_run(ctx: RetProbeContext) -> u32 {
         count(stat::OUT_PTR_UNREADABLE);
         return 0;
     };
-    let tgid = (bpf_get_current_pid_tgid() >> 32) as u32;
+    let tgid = task.tgid();
     // Handles gpumem never saw created are not charged here.
     if let Some(live) = live::handle(LiveKey { tgid, ns: ns::VMM_HANDLE, addr: handle }) {
         // SAFETY: checked map value pointer.
