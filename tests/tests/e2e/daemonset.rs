@@ -19,14 +19,30 @@ pub(crate) struct Detach;
 
 impl Detach {
     /// None (the test skipped, saying why) where the node has pins
-    /// already: another agent's.
+    /// already: another agent's. The node's bpf file system is mounted
+    /// first where it is not, as systemd mounts it on every node at boot:
+    /// the pod's agent, without CAP_SYS_ADMIN, cannot mount it itself
+    /// (and says so: "/sys/fs/bpf is not on a bpf filesystem").
     pub(crate) fn guard() -> Option<Self> {
+        node_bpffs();
         if std::path::Path::new(PINS).exists() {
             skip(&format!("{PINS} holds pins on this host (another agent's?)"));
             return None;
         }
         Some(Self)
     }
+}
+
+/// Mounts bpffs at /sys/fs/bpf where nothing is mounted there (left
+/// mounted: as on a node).
+fn node_bpffs() {
+    use nix::sys::statfs::{statfs, BPF_FS_MAGIC};
+    let dir = std::path::Path::new("/sys/fs/bpf");
+    if statfs(dir).is_ok_and(|s| s.filesystem_type() == BPF_FS_MAGIC) {
+        return;
+    }
+    nix::mount::mount(Some("bpf"), dir, Some("bpf"), nix::mount::MsFlags::empty(), Some("mode=0700"))
+        .unwrap_or_else(|e| panic!("mounting bpffs at {}, as a node has it: {e}", dir.display()));
 }
 
 impl Drop for Detach {
