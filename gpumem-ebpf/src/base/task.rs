@@ -1,6 +1,7 @@
 //! The calling thread, got once per program run: its task pointer, and
-//! what the programs read of it (pid and tgid, cgroup, comm) in place
-//! from the task where the agent found the fields in the kernel's BTF.
+//! what the programs read of it in place from the task where the agent
+//! found the fields in the kernel's BTF: pid and tgid, at an allocation's
+//! entry the cgroup, and in every record the comm (`comm.rs`).
 //!
 //! On a host whose kernel returns from every function through a
 //! mitigation thunk (AMD's SRSO "safe RET", retbleed), each helper call
@@ -53,7 +54,7 @@ static TASK_CGROUP_PATH: [u32; 4] = [0; 4];
 /// storage is not used) and its pid_tgid, read with it: read where it is
 /// used, each load from the task is a walk of its BTF type for the
 /// verifier on every path through the program that reaches it
-/// (`alloc_return`'s verification took 8 ms longer).
+/// (`alloc_return`'s verification took about 15 ms longer).
 #[derive(Clone, Copy)]
 pub struct Task {
     ptr: *const u8,
