@@ -4,7 +4,7 @@
 //! entry the cgroup, and in every record the comm (`comm.rs`).
 //!
 //! On a host whose kernel returns from every function through a
-//! mitigation thunk (AMD's SRSO "safe RET", retbleed), each helper call
+//! mitigation thunk (AMD's SRSO "safe RET"), each helper call
 //! costs its return's misprediction on top of its body: the pid, the
 //! cgroup (whose helper takes and drops the RCU read lock, two calls more)
 //! and each task-storage get's task pointer were helper calls a pair;
