@@ -139,7 +139,7 @@ fn alloc_return_run(ctx: RetProbeContext) -> u32 {
         return 0; // refused at entry (and said so), yet it ran: nothing to charge
     }
     let pid_tgid = task.pid_tgid();
-    let who = Subject { task, pid_tgid, cgroup_id: call.cgroup_id };
+    let who = Subject::of(task, call.cgroup_id);
     let mut change =
         Change { size: call.size, result, kind: call.kind, device: call.device, ..Change::default() };
     if result != CUDA_SUCCESS {

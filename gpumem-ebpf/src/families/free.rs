@@ -40,7 +40,7 @@ fn free_entry_run(ctx: ProbeContext) -> u32 {
     let key = live_key_of(pid_tgid, ns::for_kind(kind), addr);
     let change = Change { addr, kind, flags: FLAG_AT_ENTRY, ..Change::default() };
     let mut live = LiveAlloc::default();
-    if !(live::take(key, &mut live) && record_free(task, api, pid_tgid, change, &live)) {
+    if !(live::take(key, &mut live) && record_free(task, api, change, &live)) {
         record_untracked_free(task, api, task.cgroup_id(), change);
     }
     0
@@ -94,7 +94,7 @@ fn free_return_run(ctx: RetProbeContext) -> u32 {
         return 0;
     }
     let change = Change { addr: call.addr, result, kind, ..Change::default() };
-    if !(call.found == 1 && record_free(task, api, pid_tgid, change, &call.live)) {
+    if !(call.found == 1 && record_free(task, api, change, &call.live)) {
         record_untracked_free(task, api, caller_cgroup(task, &call), change);
     }
     0
@@ -116,30 +116,28 @@ pub fn caller_cgroup(task: Task, call: &FreeCall) -> u64 {
 /// (`change` carries address, result and kind): nothing is uncharged.
 #[inline(always)]
 pub fn record_untracked_free(task: Task, api: u32, cgroup_id: u64, mut change: Change) {
-    let pid_tgid = task.pid_tgid();
-    let t = usage::current((pid_tgid >> 32) as u32, cgroup_id);
+    let t = usage::current(task.tgid(), cgroup_id);
     change.device = DEVICE_UNKNOWN;
     change.flags |= FLAG_UNTRACKED;
     change.proc_total = t.proc_total;
     change.cgroup_total = t.cgroup_total;
-    emit(event_type::FREE, api, Subject { task, pid_tgid, cgroup_id }, change);
+    emit(event_type::FREE, api, Subject::of(task, cgroup_id), change);
 }
 
 /// Uncharges a live allocation that is gone and sends its free (`change`
-/// carries address and result) as the calling thread's (`task`, its
-/// `pid_tgid` read once by the caller); false (nothing done) when it was
-/// charged to an earlier image of the process, released already.
+/// carries address and result) as the calling thread's (`task`); false
+/// (nothing done) when it was charged to an earlier image of the
+/// process, released already.
 #[inline(always)]
-pub fn record_free(task: Task, api: u32, pid_tgid: u64, mut change: Change, live: &LiveAlloc) -> bool {
-    let Some(t) = usage::uncharge_current((pid_tgid >> 32) as u32, live) else { return false };
+pub fn record_free(task: Task, api: u32, mut change: Change, live: &LiveAlloc) -> bool {
+    let Some(t) = usage::uncharge_current(task.tgid(), live) else { return false };
     change.size = live.size;
     change.kind = live.kind;
     change.device = live.device;
     change.generation = live.generation;
     change.proc_total = t.proc_total;
     change.cgroup_total = t.cgroup_total;
-    let who = Subject { task, pid_tgid, cgroup_id: live.cgroup_id };
-    emit(event_type::FREE, api, who, change);
+    emit(event_type::FREE, api, Subject::of(task, live.cgroup_id), change);
     true
 }
 

@@ -158,5 +158,5 @@ pub fn report(task: Task, api: u32, kind: u32, addr: u64, size: u64, device: u32
         cgroup_total: t.cgroup_total,
         ..Change::default()
     };
-    emit(event_type::CALL, api, Subject { task, pid_tgid, cgroup_id }, change);
+    emit(event_type::CALL, api, Subject::of(task, cgroup_id), change);
 }

@@ -115,7 +115,7 @@ fn gone(task: Task, api: u32, change: Change, live: &LiveAlloc) -> bool {
         report(task, api, kind::VMM, change.addr, 0, live.device);
         return true;
     }
-    record_free(task, api, task.pid_tgid(), change, live)
+    record_free(task, api, change, live)
 }
 
 on_task_stack!(
