@@ -28,6 +28,7 @@ pub mod metrics;
 pub mod output;
 pub mod privileges;
 pub mod sink;
+pub mod start_phases;
 pub mod stop_at;
 
 /// An error with its causes, `outer: inner: innermost`, for a log line.

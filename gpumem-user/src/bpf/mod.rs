@@ -42,7 +42,11 @@ use aya::{
 };
 
 use self::{discover::Library, persist::Pins, site::Emulation};
-pub use self::{error::BpfError, multi::LinkMode, object::Options};
+pub use self::{
+    error::BpfError,
+    multi::LinkMode,
+    object::{make_loader_early, Options},
+};
 
 /// The eBPF object, built by `build.rs`.
 static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/gpumem"));
@@ -184,6 +188,7 @@ impl Tracer {
         );
         let build = persist::tag(&id);
         let maps = persist::map_names(object)?;
+        crate::start_phases::done("choosing the links and the build's identity");
         let pins = persist_root.map(|root| Pins::open(root, &id)).transpose()?;
         let takeover = match (persist_root, pins.as_ref()) {
             (Some(root), Some(p)) => p
@@ -257,12 +262,14 @@ impl Tracer {
                 // The rest (raw tracepoints) verify beside them.
                 let multi = multi::MultiPrograms::load(self.object, &mut self.ebpf, &uprobes, &later, &rest)?;
                 self.multi = Some(multi);
+                crate::start_phases::done("verifying the programs");
             }
             false => {
                 parallel_load::load_programs(&mut self.ebpf, &names)?;
             }
         }
         self.view_refusal = self.load_view();
+        crate::start_phases::done("the view program");
         self.claim()?;
         let ebpf = &mut self.ebpf;
         let mut tracepoint_links = Vec::new();

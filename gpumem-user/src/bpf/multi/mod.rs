@@ -20,7 +20,6 @@ mod sys;
 use std::{collections::HashMap, os::fd::OwnedFd, path::Path};
 
 use aya::Ebpf;
-use aya_obj::generated::bpf_insn;
 
 use super::{
     error::BpfError,
@@ -97,15 +96,18 @@ pub fn chosen(mode: LinkMode, bpf_log: bool) -> Result<bool, BpfError> {
 /// The uprobe programs, loaded for multi links, by name.
 pub struct MultiPrograms {
     fds: HashMap<&'static str, OwnedFd>,
-    /// Programs relocated with the others, to be loaded by [`Self::add`].
-    later: HashMap<&'static str, Vec<bpf_insn>>,
+    /// Programs verified with the others whose refusal is no failure of
+    /// the load (the view program), each taken by [`Self::add`].
+    later: HashMap<&'static str, Result<OwnedFd, sys::LoadError>>,
 }
 
 impl MultiPrograms {
     /// Relocates `names` and `later` in `object` against `ebpf`'s maps (one
-    /// pass) and loads `names`, with the object's own programs `beside`
+    /// pass) and verifies them, with the object's own programs `beside`
     /// (loaded by aya), on every core at once; on error, the first failure
-    /// by name (of `beside` first).
+    /// by name (of `beside` first) among `names` and `beside`. What came
+    /// of each of `later` is kept for [`Self::add`]: verified beside the
+    /// rest, the view program's few milliseconds are not added to the start.
     pub fn load(
         object: &[u8],
         ebpf: &mut Ebpf,
@@ -114,18 +116,20 @@ impl MultiPrograms {
         beside: &[&'static str],
     ) -> Result<Self, BpfError> {
         let all: Vec<&'static str> = names.iter().chain(later).copied().collect();
-        let (queue, later): (Vec<_>, Vec<_>) =
-            relocate::programs(object, ebpf, &all)?.into_iter().partition(|(n, _)| names.contains(n));
+        let queue = relocate::programs(object, ebpf, &all)?;
         let mut jobs = parallel_load::object_jobs(ebpf, beside)?;
         jobs.extend(queue.into_iter().map(|(name, insns)| Job::Insns(name, insns)));
-        let fds = judged(parallel_load::verify(jobs, sys::load)?)?;
+        let (loaded, later): (Vec<_>, Vec<_>) =
+            parallel_load::verify(jobs, sys::load)?.into_iter().partition(|(n, _)| !later.contains(n));
+        let fds = judged(loaded)?;
         Ok(Self { fds, later: later.into_iter().collect() })
     }
 
-    /// Loads `name`, relocated with the others.
+    /// Adds `name`, verified with the others: an error if the kernel
+    /// refused it.
     pub fn add(&mut self, name: &'static str) -> Result<(), BpfError> {
-        let insns = self.later.remove(name).ok_or(BpfError::MissingProgram(name))?;
-        self.fds.extend(load_all(vec![(name, insns)])?);
+        let loaded = self.later.remove(name).ok_or(BpfError::MissingProgram(name))?;
+        self.fds.extend(judged(vec![(name, loaded)])?);
         Ok(())
     }
 
@@ -152,13 +156,6 @@ impl MultiPrograms {
             ))
         })
     }
-}
-
-/// Verifies `queue` on every core at once; on error, the first failure by
-/// name.
-fn load_all(queue: Vec<(&'static str, Vec<bpf_insn>)>) -> Result<HashMap<&'static str, OwnedFd>, BpfError> {
-    let jobs = queue.into_iter().map(|(name, insns)| Job::Insns(name, insns)).collect();
-    judged(parallel_load::verify(jobs, sys::load)?)
 }
 
 /// The loaded programs by name, or the first refusal by name.

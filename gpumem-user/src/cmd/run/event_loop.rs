@@ -100,6 +100,7 @@ async fn first_rescan(s: &mut State, args: &RunArgs) -> tokio::time::Interval {
     if args.rescan_every().is_some() {
         setup::attach_new(&mut s.tracer, &mut s.agent, &mut s.rescan, &args.libcuda);
     }
+    crate::start_phases::done("the servers and the first rescan");
     rescan
 }
 

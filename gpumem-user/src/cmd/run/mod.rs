@@ -33,7 +33,9 @@ use crate::{
 pub const READY: &str = "gpumem: ready";
 
 pub async fn run(args: RunArgs) -> anyhow::Result<()> {
+    crate::start_phases::begin();
     privileges::check()?;
+    crate::bpf::make_loader_early();
     // Held until the agent has detached: a second agent on this socket is
     // refused before it loads anything.
     let _socket_lock = crate::control::lock::SocketLock::take(&args.socket)?;
@@ -55,6 +57,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     // kernel undoes a killed start by itself.
     let early = args.persist.then(event_loop::Signals::install).transpose()?;
     let libs = discover::libraries(&args.libcuda, &args.libnvml, args.require_libcuda)?;
+    crate::start_phases::done("finding the libraries");
     if !libs.has(Library::Cuda) {
         if args.rescan_every().is_none() {
             anyhow::bail!(
@@ -146,6 +149,7 @@ fn start(
     sink: Records,
 ) -> anyhow::Result<event_loop::State> {
     let (mut tracer, deny_reason) = setup::open_tracer(args, root)?;
+    crate::start_phases::done("loading the programs");
     if let Some(why) = tracer.view_refusal() {
         tracing::info!(
             "limited processes see the card as it is (view=limit is unavailable, libnvidia-ml is not \
@@ -175,7 +179,9 @@ fn start(
             limits.list().len()
         );
     }
+    crate::start_phases::done("installing the limits");
     let attached = attach_all(&mut tracer, libs)?;
+    crate::start_phases::done("attaching");
     if let Some(took) = tracer.complete_takeover()? {
         tracing::info!(
             "took over from build {}: its programs stood down and its {} link(s) detached in {} ms; \

@@ -53,6 +53,7 @@ pub fn policy(args: &RunArgs) -> anyhow::Result<Policy> {
 /// (an earlier agent's of the same build adopted, see `bpf::persist`).
 pub fn open_tracer(args: &RunArgs, root: Option<&RootLock>) -> anyhow::Result<(Tracer, Option<String>)> {
     let deny_reason = crate::bpf::register_write_refusal();
+    crate::start_phases::done("asking whether programs may write registers");
     let options = Options {
         deny_by_registers: deny_reason.is_none(),
         ring_bytes: args.ring_buffer,
@@ -60,6 +61,7 @@ pub fn open_tracer(args: &RunArgs, root: Option<&RootLock>) -> anyhow::Result<(T
         links: args.uprobe_links,
     };
     let mut tracer = Tracer::open_pinned(options, root)?;
+    crate::start_phases::done("opening the object (the kernel's BTF, the maps)");
     match tracer.load_programs() {
         Ok(()) => Ok((tracer, deny_reason)),
         // `auto` takes what works: the kernel refused the programs for
