@@ -33,8 +33,8 @@ pub const fn format_bytes(format: u32) -> u64 {
     const LOW: u64 = table(FORMATS, 0);
     const HIGH: u64 = table(FORMATS, 32);
     let f = format as u64;
-    let below_64 = (f.wrapping_sub(64) >> 63).wrapping_neg();
-    let high = ((f >> 5) & 1).wrapping_neg();
+    let below_64 = (hidden(f.wrapping_sub(64)) >> 63).wrapping_neg();
+    let high = (hidden(f >> 5) & 1).wrapping_neg();
     let shift = (f & 31) * 2;
     let code = (((LOW >> shift) & 3 & !high) | ((HIGH >> shift) & 3 & high)) & below_64;
     (1u64 << code) >> 1
@@ -64,7 +64,7 @@ pub const fn bytes(width: u64, height: u64, depth: u64, format: u32, channels: u
     let mut level = 0;
     while level < MAX_LEVELS {
         // All ones while `level < levels`, else 0.
-        let take = ((counted >> level) & 1).wrapping_neg();
+        let take = (hidden(counted >> level) & 1).wrapping_neg();
         total = total.wrapping_add(mul(mul(mul(w, h), d), per) & take);
         w = max1(w >> 1);
         h = max1(h >> 1);
@@ -85,7 +85,17 @@ pub const fn mul(a: u64, b: u64) -> u64 {
 /// `v`, or 1 for 0, without a branch: `(v - 1) & !v` has its top bit
 /// set only for 0.
 const fn max1(v: u64) -> u64 {
-    v | ((v.wrapping_sub(1) & !v) >> 63)
+    v | (hidden(v.wrapping_sub(1) & !v) >> 63)
+}
+
+/// `v`, through a value the compiler cannot see into: LLVM recognises
+/// the masks above as comparisons (`v == 0`, `f < 64`, a level taken or
+/// not) and, the BPF target having no conditional move, emits each as a
+/// branch, which the verifier walks both ways: the six of an entry made 64
+/// paths into the level loop, and the array computation was half of what
+/// `alloc_entry`'s verification walked.
+const fn hidden(v: u64) -> u64 {
+    core::hint::black_box(v)
 }
 
 #[cfg(test)]
