@@ -42,11 +42,7 @@ use aya::{
 };
 
 use self::{discover::Library, persist::Pins, site::Emulation};
-pub use self::{
-    error::BpfError,
-    multi::LinkMode,
-    object::{make_loader_early, Options},
-};
+pub use self::{error::BpfError, multi::LinkMode, object::Options};
 
 /// The eBPF object, built by `build.rs`.
 static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/gpumem"));

@@ -3,34 +3,9 @@
 //! storage, where the task's comm is, the build's tag, the log level), the
 //! ring buffer's size, and every map pinned where `--persist` keeps them
 //! (reused where an earlier agent pinned them).
-use std::{sync::Mutex, thread::JoinHandle};
-
 use aya::{Ebpf, EbpfError, EbpfLoader};
 
 use super::{log, multi::LinkMode, persist::Pins};
-
-/// aya's loader, being made on a thread of its own ([`make_loader_early`]).
-static EARLY_LOADER: Mutex<Option<JoinHandle<EbpfLoader<'static>>>> = Mutex::new(None);
-
-/// Starts making aya's loader on a thread of its own. `EbpfLoader::new`
-/// reads and parses the kernel's whole BTF (about 20 ms on a 2-core host),
-/// which gpumem's object needs none of (the fields the programs read are
-/// found by `btf_offset.rs`), and which cannot be skipped; made while
-/// the agent finds its libraries and readies the object's settings, it
-/// adds nothing to the start where a second core is free. Called once,
-/// early in `gpumem run`; [`load`] takes it (or makes a loader itself).
-pub fn make_loader_early() {
-    let mut early = EARLY_LOADER.lock().unwrap_or_else(|e| e.into_inner());
-    if early.is_none() {
-        *early = std::thread::Builder::new().name("btf".into()).spawn(EbpfLoader::new).ok();
-    }
-}
-
-/// The loader [`make_loader_early`] made, or a new one.
-fn loader() -> EbpfLoader<'static> {
-    let early = EARLY_LOADER.lock().unwrap_or_else(|e| e.into_inner()).take();
-    early.and_then(|h| h.join().ok()).unwrap_or_default()
-}
 
 /// How the object is loaded.
 #[derive(Debug, Clone, Copy)]
@@ -92,7 +67,7 @@ pub fn load(
     crate::start_phases::done("reading the task's fields from the kernel's BTF");
     let live_mask = live_slots_for_a_test(pins.is_some()) - 1;
     let by_region = u8::from(s.slots_by_region);
-    let mut loader = loader();
+    let mut loader = EbpfLoader::new();
     crate::start_phases::done("aya's loader (it parses the kernel's BTF)");
     loader
         // TASK_CALLS: aya has no type for task storage, and needs none

@@ -35,7 +35,6 @@ pub const READY: &str = "gpumem: ready";
 pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     crate::start_phases::begin();
     privileges::check()?;
-    crate::bpf::make_loader_early();
     // Held until the agent has detached: a second agent on this socket is
     // refused before it loads anything.
     let _socket_lock = crate::control::lock::SocketLock::take(&args.socket)?;
