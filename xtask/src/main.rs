@@ -94,6 +94,13 @@ enum Cmd {
         /// change of a few percent measured through the host's drift.
         #[arg(long, requires = "programs_against")]
         together: bool,
+        /// Only start-up: this build's agent and AGENT (another build's
+        /// release `gpumem`) started one after the other, 12 rounds (24
+        /// without --quick), the order swapped each round, each timed to
+        /// `gpumem: ready`; prints medians, ranges and the median of each
+        /// round's this/AGENT ratio and writes target/bench/start_against.json.
+        #[arg(long, value_name = "AGENT", conflicts_with_all = ["attach_only", "load_against", "programs_against"])]
+        start_against: Option<std::path::PathBuf>,
     },
     /// Lint, build, then run the unit tests, the deployment files' checks,
     /// the privileged end-to-end tests on this kernel and, beside them, the
@@ -211,6 +218,7 @@ fn main() -> std::process::ExitCode {
             with_limit,
             cgroup_depth,
             together,
+            start_against,
         } => bench::bench(
             quick,
             bench::Only {
@@ -223,6 +231,7 @@ fn main() -> std::process::ExitCode {
                     cgroup_depth,
                     together,
                 }),
+                start_against: start_against.as_deref(),
             },
         ),
         Cmd::Test => test::test(),

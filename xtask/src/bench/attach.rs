@@ -45,7 +45,7 @@ pub struct Section {
 }
 
 /// `count` copies of the simulated driver under `out/attach/`.
-fn copies(b: &Built, count: usize) -> anyhow::Result<Vec<PathBuf>> {
+pub(super) fn copies(b: &Built, count: usize) -> anyhow::Result<Vec<PathBuf>> {
     (0..count)
         .map(|i| {
             let dir = b.out.join("attach").join(format!("lib{i}"));
@@ -71,7 +71,7 @@ fn attached(lines: &[String]) -> (usize, f64) {
 }
 
 /// One start and stop: (ms to attached, ms linking, ms to detached, probes).
-fn once(b: &Built, links: &str, libs: &[PathBuf]) -> anyhow::Result<(f64, f64, f64, usize)> {
+pub(super) fn once(b: &Built, links: &str, libs: &[PathBuf]) -> anyhow::Result<(f64, f64, f64, usize)> {
     let mut c = Command::new(&b.agent);
     c.args(["run", "--uprobe-links", links, "--rescan", "0", "--output"]);
     c.arg(b.out.join("attach").join("events.jsonl"));
@@ -121,7 +121,7 @@ pub fn measure(b: &Built, reps: usize) -> anyhow::Result<Section> {
 }
 
 /// Why the kernel makes no multi-uprobe links, from `gpumem probe`.
-fn multi_refusal(b: &Built) -> Option<String> {
+pub(super) fn multi_refusal(b: &Built) -> Option<String> {
     let out = match Command::new(&b.agent).args(["probe", "--json"]).output() {
         Ok(out) => out,
         Err(e) => return Some(format!("gpumem probe did not run: {e}")),

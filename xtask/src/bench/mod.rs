@@ -21,6 +21,7 @@ mod load;
 mod load_against;
 mod nvidia;
 mod programs_against;
+mod start_against;
 pub use programs_against::Against;
 mod report;
 mod runtime;
@@ -102,10 +103,11 @@ pub struct Only<'a> {
     pub attach: bool,
     pub load_against: Option<&'a Path>,
     pub programs_against: Option<Against<'a>>,
+    pub start_against: Option<&'a Path>,
 }
 
 pub fn bench(quick: bool, only: Only<'_>) -> anyhow::Result<()> {
-    let Only { attach: attach_only, load_against, programs_against } = only;
+    let Only { attach: attach_only, load_against, programs_against, start_against } = only;
     if !is_root() {
         bail!("cargo xtask bench loads eBPF programs: run it as root");
     }
@@ -116,6 +118,9 @@ pub fn bench(quick: bool, only: Only<'_>) -> anyhow::Result<()> {
     }
     if let Some(against) = programs_against {
         return programs_against::compare(&b, &against, reps + 1, pairs * 10);
+    }
+    if let Some(other) = start_against {
+        return start_against::compare(&b, other, if quick { 12 } else { 24 });
     }
     if attach_only {
         let attach = attach::measure(&b, reps)?;
