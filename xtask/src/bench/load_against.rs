@@ -37,9 +37,7 @@ pub fn compare(b: &Built, other: &Path, rounds: usize, quick: bool) -> anyhow::R
     let mut by_load = Rounds::new();
     let rounds_rows = alternately("--load-against", rounds, |which| {
         let agent = if which == 0 { other.clone() } else { b.agent.clone() };
-        let built =
-            Built { agent, workload: b.workload.clone(), libcuda: b.libcuda.clone(), out: b.out.clone() };
-        Ok(load::measure(&built, quick)?.rows)
+        Ok(load::measure(&b.with_agent(agent), quick)?.rows)
     })?;
     for [theirs, ours] in rounds_rows {
         for (t, o) in theirs.into_iter().zip(ours) {

@@ -35,6 +35,14 @@ pub struct Built {
     pub out: PathBuf,
 }
 
+impl Built {
+    /// The same workload, driver and output directory with `agent` in
+    /// place of this build's (the `--*-against` comparisons).
+    pub fn with_agent(&self, agent: PathBuf) -> Self {
+        Self { agent, workload: self.workload.clone(), libcuda: self.libcuda.clone(), out: self.out.clone() }
+    }
+}
+
 pub fn build() -> anyhow::Result<Built> {
     let b = crate::artifacts::build_profile("release")?;
     Ok(Built { agent: b.agent, workload: b.workload, libcuda: b.libcuda, out: target_dir().join("bench") })

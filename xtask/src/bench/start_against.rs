@@ -22,9 +22,7 @@ pub fn compare(b: &Built, other: &Path, rounds: usize) -> anyhow::Result<()> {
     let libs = attach::copies(b, 1)?;
     let timed = alternately("--start-against", rounds, |which| {
         let agent = if which == 0 { other.clone() } else { b.agent.clone() };
-        let built =
-            Built { agent, workload: b.workload.clone(), libcuda: b.libcuda.clone(), out: b.out.clone() };
-        let (ready_ms, link_ms, _, _) = attach::once(&built, links, &libs)?;
+        let (ready_ms, link_ms, _, _) = attach::once(&b.with_agent(agent), links, &libs)?;
         Ok([ready_ms, link_ms])
     })?;
     let _ = std::fs::remove_dir_all(b.out.join("attach"));
