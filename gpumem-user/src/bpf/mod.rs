@@ -184,7 +184,7 @@ impl Tracer {
         );
         let build = persist::tag(&id);
         let maps = persist::map_names(object)?;
-        crate::start_phases::done("choosing the links and the build's identity");
+        crate::start_phases::done("choosing the links, the build's identity");
         let pins = persist_root.map(|root| Pins::open(root, &id)).transpose()?;
         let takeover = match (persist_root, pins.as_ref()) {
             (Some(root), Some(p)) => p
@@ -258,14 +258,14 @@ impl Tracer {
                 // The rest (raw tracepoints) verify beside them.
                 let multi = multi::MultiPrograms::load(self.object, &mut self.ebpf, &uprobes, &later, &rest)?;
                 self.multi = Some(multi);
-                crate::start_phases::done("verifying the programs");
             }
             false => {
                 parallel_load::load_programs(&mut self.ebpf, &names)?;
             }
         }
+        crate::start_phases::done("verifying the programs");
         self.view_refusal = self.load_view();
-        crate::start_phases::done("the view program");
+        crate::start_phases::done("the view program (verified with the rest where links are multi)");
         self.claim()?;
         let ebpf = &mut self.ebpf;
         let mut tracepoint_links = Vec::new();
@@ -288,6 +288,9 @@ impl Tracer {
             }
         }
         self._tracepoint_links = tracepoint_links;
+        crate::start_phases::done(
+            "naming this build's programs (the handover), attaching the exit and exec tracepoints",
+        );
         Ok(())
     }
 

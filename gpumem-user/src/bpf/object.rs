@@ -64,7 +64,7 @@ pub fn load(
     // The same for the thread's pid and tgid, and its cgroup (base/task.rs).
     let (pid, tgid) = s.task_calls.then(super::btf_offset::task_pid_tgid).flatten().unwrap_or((0, 0));
     let cgroup_path = s.task_calls.then(super::btf_offset::task_cgroup_path).flatten().unwrap_or([0; 4]);
-    crate::start_phases::done("reading the task's fields from the kernel's BTF");
+    crate::start_phases::done("the pins (with --persist), the task's fields read from the kernel's BTF");
     let live_mask = live_slots_for_a_test(pins.is_some()) - 1;
     let by_region = u8::from(s.slots_by_region);
     let mut loader = EbpfLoader::new();

@@ -148,7 +148,6 @@ fn start(
     sink: Records,
 ) -> anyhow::Result<event_loop::State> {
     let (mut tracer, deny_reason) = setup::open_tracer(args, root)?;
-    crate::start_phases::done("loading the programs");
     if let Some(why) = tracer.view_refusal() {
         tracing::info!(
             "limited processes see the card as it is (view=limit is unavailable, libnvidia-ml is not \
@@ -178,7 +177,7 @@ fn start(
             limits.list().len()
         );
     }
-    crate::start_phases::done("installing the limits");
+    crate::start_phases::done("the kernel's maps taken, the limits installed");
     let attached = attach_all(&mut tracer, libs)?;
     crate::start_phases::done("attaching");
     if let Some(took) = tracer.complete_takeover()? {

@@ -61,7 +61,7 @@ pub fn open_tracer(args: &RunArgs, root: Option<&RootLock>) -> anyhow::Result<(T
         links: args.uprobe_links,
     };
     let mut tracer = Tracer::open_pinned(options, root)?;
-    crate::start_phases::done("opening the object (the kernel's BTF, the maps)");
+    crate::start_phases::done("the rest of opening the object");
     match tracer.load_programs() {
         Ok(()) => Ok((tracer, deny_reason)),
         // `auto` takes what works: the kernel refused the programs for
