@@ -222,7 +222,10 @@ pub struct ProcUsage {
     /// Bytes held in total.
     pub bytes: u64,
     /// When this record was made (ns): tells this process image's live
-    /// entries from those of an earlier image with the same tgid.
+    /// entries from those of an earlier image with the same tgid. Its
+    /// release sets [`ProcUsage::RELEASED`]; a released entry holds
+    /// nothing and stays until no thread of the process can still be in a
+    /// program (gpumem-ebpf's families/exit.rs).
     pub generation: u64,
     /// The cgroups this process charged (0 = free slot) ...
     pub cgroup_ids: [u64; PROC_CGROUP_SLOTS],
@@ -233,6 +236,16 @@ pub struct ProcUsage {
     pub limit_slots: [u64; PROC_LIMIT_SLOTS],
     /// ... and how much it holds under each.
     pub limit_bytes: [u64; PROC_LIMIT_SLOTS],
+}
+
+impl ProcUsage {
+    /// Set in a released process's `generation`.
+    pub const RELEASED: u64 = 1 << 63;
+
+    /// Whether the process's release has begun (it holds nothing).
+    pub fn released(&self) -> bool {
+        self.generation & Self::RELEASED != 0
+    }
 }
 
 /// The `kubepods` cgroups and their QoS cgroups (`POD_PARENTS`), at once.

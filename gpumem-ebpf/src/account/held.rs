@@ -18,15 +18,18 @@
 //!   and the limit's usage to the release.
 //!
 //! Each byte is thus given back once: by the free or by the release.
-//! Known gap: the released entry is deleted, and the preallocated map may
-//! hand its element to another process's first charge at once; a charge
-//! that looked the entry up just before the delete and changes it just
-//! after that reuse lands in the other process's entry (a window of a few
-//! instructions, on top of a race with an exit).
+//! The released entry is not deleted while a thread of the process may
+//! still be inside a program (families/exit.rs): the preallocated map
+//! would hand its element to another process's first charge at once, and
+//! a change made through a pointer looked up before the delete would land
+//! in that process's entry (a free's there gave the same bytes back twice:
+//! a limit's usage below zero on 7.2, where uprobe programs run
+//! preemptible). Kept, the released entry takes such late changes on its
+//! `TAKEN` marks.
 use crate::base::atomic::{compare_exchange, exchange, fetch_add};
 
 /// Set in a claimed process's generation.
-pub const RELEASED: u64 = 1 << 63;
+pub const RELEASED: u64 = gpumem_common::ProcUsage::RELEASED;
 
 /// What a taken amount holds: bit 63 (`RELEASED`) marks it; bit 62 keeps
 /// bit 63 set should a contended change (below) still add to it.

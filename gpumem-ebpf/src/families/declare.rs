@@ -180,31 +180,32 @@ unsafe extern "C" fn feed_one(i: u64, _ctx: *mut core::ffi::c_void) -> i64 {
     0
 }
 
-/// At fork, in the parent: a child process (not a thread) starts with the
-/// parent's environment, so with its declared limits, counting nothing
-/// yet. The child's tgid is read at the offset the agent found in the
-/// kernel's BTF (`EnvConfig::tgid_offset`); without one, forks are not
-/// followed.
+/// At fork, in the parent: the child's tgid where the child is a new
+/// process (not a thread), read at the offset the agent found in the
+/// kernel's BTF (`EnvConfig::tgid_offset`); None without one.
 #[inline(always)]
-pub fn at_fork(ctx: &RawTracePointContext) {
-    if LIMITS_IN_FORCE.get(1).copied().unwrap_or(0) == 0 {
-        return;
-    }
+pub fn forked_process(ctx: &RawTracePointContext) -> Option<u32> {
     let parent = (bpf_get_current_pid_tgid() >> 32) as u32;
-    let Some(offset) = ENV_CONFIG.get(0).map(|c| c.tgid_offset).filter(|&o| o != 0) else { return };
+    let offset = ENV_CONFIG.get(0).map(|c| c.tgid_offset).filter(|&o| o != 0)?;
     let args = ctx.as_ptr() as *const u64;
     // SAFETY: args[1] of sched_process_fork is the child task; its tgid
     // read through the helper.
     let child: u32 = unsafe {
         let task = *args.add(1) as *const u8;
-        match bpf_probe_read_kernel(task.add(offset as usize) as *const i32) {
-            Ok(t) => t as u32,
-            Err(_) => return,
-        }
+        bpf_probe_read_kernel(task.add(offset as usize) as *const i32).ok()? as u32
     };
-    if child == parent || child == 0 {
+    (child != parent && child != 0).then_some(child)
+}
+
+/// At fork, in the parent: a child process `child` starts with the
+/// parent's environment, so with its declared limits, counting nothing
+/// yet. (Without the tgid's offset, forks are not followed.)
+#[inline(always)]
+pub fn at_fork(child: u32) {
+    if LIMITS_IN_FORCE.get(1).copied().unwrap_or(0) == 0 {
         return;
     }
+    let parent = (bpf_get_current_pid_tgid() >> 32) as u32;
     let Some(from) = DECLARED.get_ptr(parent) else {
         // A process gone without its exit's run (7.x) may have left an
         // entry under this pid: the child declared nothing.

@@ -6,8 +6,16 @@
 //! `pthread_exit` while other threads run on is taken for the process
 //! exiting; gpumem cannot tell without the kernel's thread count.) A thread
 //! that was returning from a driver call when its group was killed can
-//! charge after the leader's release; each later thread exit of the group
-//! releases such charges again (one more `exit` record, with what it held).
+//! charge after the leader's release: its charge meets the released entry
+//! and leaves the cgroup and the limits as they were (held.rs), and the
+//! agent takes its record for late. The released entry stays until no
+//! thread of the group can be inside a program: deleted, the preallocated
+//! map could hand its element to another process's first charge while
+//! such a thread still changes it through the pointer its lookup returned
+//! (on 7.x, where uprobe programs run preemptible, that window is
+//! milliseconds wide). The agent deletes it once /proc says the group is
+//! gone (`release_gone`), and an exec, whose task is the whole group by
+//! then, at once.
 //! Exec: the new image starts with no CUDA state (the driver's file
 //! descriptors are close-on-exec and the address space is replaced).
 use aya_ebpf::{
@@ -30,9 +38,6 @@ use crate::{
     maps::{CALLERS, CGROUP_USAGE, LEADER_GONE, PENDING, PROC_NVML, PROC_POOLS, PROC_USAGE},
 };
 
-/// How long after its leader a thread of a killed group may still exit.
-const LATE_THREAD_NS: u64 = 10_000_000_000;
-
 /// Raw tracepoints attach by name through the BPF syscall, so they need no
 /// tracefs mount (many hosts and containers have none).
 #[raw_tracepoint(tracepoint = "sched_process_exit")]
@@ -46,25 +51,15 @@ pub fn process_exit(_ctx: RawTracePointContext) -> i32 {
     if CALLERS.get_ptr(tgid).is_some() || LEADER_GONE.get_ptr(tgid).is_some() {
         let _ = forget_pending(pid_tgid);
     }
-    // SAFETY: plain helper call.
-    let now = unsafe { bpf_ktime_get_ns() };
-    let leader = tgid == pid_tgid as u32;
-    if leader {
-        let _ = LEADER_GONE.insert(tgid, now, 0);
+    if tgid == pid_tgid as u32 {
+        // SAFETY: plain helper call.
+        let _ = LEADER_GONE.insert(tgid, unsafe { bpf_ktime_get_ns() }, 0);
         forget_image(tgid);
         declare::forget(tgid);
-    }
-    // A later thread: only the killed group's own threads, which exit right
-    // after their leader, not a later process that reused the pid.
-    let late = !leader
-        && LEADER_GONE.get_ptr(tgid).is_some_and(|gone| {
-            // SAFETY: a checked map value pointer.
-            now.wrapping_sub(unsafe { *gone }) < LATE_THREAD_NS
-        });
-    if leader || late {
         // SAFETY: plain helper call.
         let cgroup_id = unsafe { bpf_get_current_cgroup_id() };
-        release(pid_tgid, event_type::EXIT, cgroup_id);
+        // Kept: the group's other threads may still be inside programs.
+        let _ = release(pid_tgid, event_type::EXIT, cgroup_id, false);
     }
     0
 }
@@ -82,18 +77,32 @@ pub fn process_exec(_ctx: RawTracePointContext) -> i32 {
     forget_image((pid_tgid >> 32) as u32);
     // SAFETY: plain helper call.
     let cgroup_id = unsafe { bpf_get_current_cgroup_id() };
-    release(pid_tgid, event_type::EXEC, cgroup_id);
+    // Deleted: the exec'ing task is the whole group now.
+    let _ = release(pid_tgid, event_type::EXEC, cgroup_id, true);
     declare::at_exec((pid_tgid >> 32) as u32);
     pods::at_exec((pid_tgid >> 32) as u32);
     0
 }
 
 /// A forked child process inherits the limits its parent declared
-/// (declare.rs).
+/// (declare.rs). Its pid was free, so no thread of a process that had it
+/// before is left: a released usage entry under it (kept for that group's
+/// last threads, see the module's text, until the agent found it gone)
+/// is deleted, for the child's first charge to make its own.
 #[raw_tracepoint(tracepoint = "sched_process_fork")]
 pub fn process_fork(ctx: RawTracePointContext) -> i32 {
-    if tracepoint_runs() {
-        declare::at_fork(&ctx);
+    if !tracepoint_runs() {
+        return 0;
+    }
+    if let Some(child) = declare::forked_process(&ctx) {
+        if PROC_USAGE.get_ptr(child).is_some_and(|p| {
+            // SAFETY: a checked map value pointer.
+            let generation = unsafe { core::ptr::read_volatile(core::ptr::addr_of!((*p).generation)) };
+            generation & held::RELEASED != 0
+        }) {
+            let _ = PROC_USAGE.remove(child);
+        }
+        declare::at_fork(child);
     }
     0
 }
@@ -144,25 +153,33 @@ crate::base::agent_run::agent_run!(
     /// per-CPU one the agent's own map syscalls hold), so the agent finds
     /// what each skipped run left and this program finishes it, exactly as
     /// the exit would have:
-    /// - args[0], a process that is gone while the kernel still counts memory
-    ///   for it: released, with an `exit` record;
+    /// - args[0], a process that is gone while the kernel still has its
+    ///   usage entry, of the image args[2] names (a later process that
+    ///   reused the pid is left alone): released, with an `exit` record,
+    ///   if its exit's run was skipped, and its entry deleted either way
+    ///   (an exit keeps it for the group's last threads, see the module's
+    ///   text). Returns 1 if it released the process, else 0;
     /// - args[1], a thread (pid_tgid) that is gone while `PENDING` still holds
     ///   calls of it: forgotten, what they reserved under limits given back.
+    ///   Returns how many calls in flight it forgot.
     ///
-    /// Either may be 0 (none). Returns how many calls in flight it forgot.
+    /// The agent passes one of the two (the other 0).
     release_gone => release_gone_run
 );
 
 #[inline(always)]
 fn release_gone_run(ctx: RawTracePointContext) -> i32 {
     let args = aya_ebpf::EbpfContext::as_ptr(&ctx) as *const u64;
-    // SAFETY: args[0] and args[1] of the raw tracepoint context the agent
-    // passed in (16 bytes).
-    let (tgid, thread) = unsafe { (*args as u32, *args.add(1)) };
+    // SAFETY: args[0] to args[2] of the raw tracepoint context the agent
+    // passed in (24 bytes).
+    let (tgid, thread, generation) = unsafe { (*args as u32, *args.add(1), *args.add(2)) };
     if tgid != 0 {
+        if !usage::image_alive(tgid, held::image(generation)) {
+            return 0; // released and deleted since, or the pid reused
+        }
         forget_image(tgid);
         declare::forget(tgid);
-        release(((tgid as u64) << 32) | tgid as u64, event_type::EXIT, 0);
+        return i32::from(release(((tgid as u64) << 32) | tgid as u64, event_type::EXIT, 0, true));
     }
     if thread != 0 {
         return forget_pending(thread);
@@ -202,19 +219,24 @@ fn forget_dead_run(ctx: RawTracePointContext) -> i32 {
 /// `cgroup_id`: the record's cgroup (0: the first the process charged).
 /// Claims the process, takes what it holds in each cgroup and under each
 /// limit and gives it back (held.rs: a charge or free racing this on
-/// another CPU changes each byte's count once, before or after), then
-/// forgets it.
+/// another CPU changes each byte's count once, before or after); deletes
+/// its entry if `delete` (only where no thread of the process can be in a
+/// program: see the module's text), released now or before. Whether this
+/// call released it.
 #[inline(always)]
-fn release(pid_tgid: u64, event: u32, cgroup_id: u64) {
+fn release(pid_tgid: u64, event: u32, cgroup_id: u64, delete: bool) -> bool {
     let tgid = (pid_tgid >> 32) as u32;
     let Some(proc) = PROC_USAGE.get_ptr_mut(tgid) else {
-        return; // never touched CUDA: the common case, and cheap
+        return false; // never touched CUDA: the common case, and cheap
     };
-    // Of two releases at once (two threads of a killed group exiting on two
-    // CPUs, or the agent's release of a gone process), one goes on.
+    // Of two releases at once (an exit and the agent's release of a
+    // process it found gone), one goes on.
     // SAFETY: checked map value pointer.
     let Some(generation) = held::claim_release(unsafe { core::ptr::addr_of_mut!((*proc).generation) }) else {
-        return;
+        if delete {
+            let _ = PROC_USAGE.remove(tgid);
+        }
+        return false;
     };
     let mut first = 0;
     let mut i = 0;
@@ -238,9 +260,12 @@ fn release(pid_tgid: u64, event: u32, cgroup_id: u64) {
     limit_usage::release_process(tgid, proc);
     // SAFETY: checked map value pointer.
     let bytes = unsafe { core::ptr::read_volatile(core::ptr::addr_of!((*proc).bytes)) };
-    let _ = PROC_USAGE.remove(tgid);
+    if delete {
+        let _ = PROC_USAGE.remove(tgid);
+    }
     let cgroup_id = if cgroup_id == 0 { first } else { cgroup_id };
     let release =
         Release { size: bytes, cgroup_total: usage::current(tgid, cgroup_id).cgroup_total, generation };
     emit(event, id::NONE, Subject { task: Task::current(), pid_tgid, cgroup_id }, release);
+    true
 }

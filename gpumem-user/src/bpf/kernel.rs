@@ -69,9 +69,16 @@ impl KernelMaps {
         Ok((maps, hashed))
     }
 
-    /// Bytes held per process, as the kernel counts them.
+    /// Bytes held per process, as the kernel counts them (a released
+    /// process, whose entry waits for its last threads, holds nothing).
     pub fn processes(&self) -> HashMap<u32, u64> {
-        self.procs.iter().flatten().map(|(tgid, u)| (tgid, u.bytes)).collect()
+        self.procs.iter().flatten().filter(|(_, u)| !u.released()).map(|(tgid, u)| (tgid, u.bytes)).collect()
+    }
+
+    /// Every process usage entry's generation, released ones too: what the
+    /// agent finishes for a process it finds gone (`Gone::Process`).
+    pub fn usage_entries(&self) -> HashMap<u32, u64> {
+        self.procs.iter().flatten().map(|(tgid, u)| (tgid, u.generation)).collect()
     }
 
     /// The threads with entries in `PENDING`, by process (tgid: tids):

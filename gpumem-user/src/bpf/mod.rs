@@ -78,8 +78,11 @@ where
 /// `hashed::Dead`.)
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Gone {
-    /// A process that exited while the kernel still counts memory for it.
-    Process(u32),
+    /// A process (tgid) that exited while the kernel still has its usage
+    /// entry of image `generation`: its release if its exit's run was
+    /// skipped, and the entry deleted (an exit keeps it for the group's
+    /// last threads).
+    Process { tgid: u32, generation: u64 },
     /// A thread (pid_tgid) that exited with calls still in flight.
     Thread(u64),
 }
@@ -319,15 +322,18 @@ impl Tracer {
         self.links.iter().map(|(l, _)| l)
     }
 
-    /// Finishes, in the kernel, what a skipped exit left (see
-    /// [`Gone`]): a process's release, as its exit would have done
-    /// (an `exit` record follows), or a thread's calls in flight. Gives
-    /// back the program's result (the calls it forgot), None if the kernel
-    /// refused to run it.
+    /// Finishes, in the kernel, what an exit left (see [`Gone`]): a
+    /// process's release, as its exit would have done (an `exit` record
+    /// follows) where its run was skipped, and its usage entry's delete;
+    /// or a thread's calls in flight. Gives back the program's result (1
+    /// if it released the process; the calls it forgot), None if the
+    /// kernel refused to run it.
     pub fn release_gone(&self, gone: Gone) -> Option<u32> {
         let mut opts = RawTracePointRunOptions::new();
         match gone {
-            Gone::Process(tgid) => opts.args[0] = u64::from(tgid),
+            Gone::Process { tgid, generation } => {
+                [opts.args[0], opts.args[2]] = [u64::from(tgid), generation]
+            }
             Gone::Thread(pid_tgid) => opts.args[1] = pid_tgid,
         }
         let prog = self.ebpf.program(probes::RELEASE_GONE).map(<&RawTracePoint>::try_from)?.ok()?;

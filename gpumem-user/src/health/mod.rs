@@ -80,9 +80,11 @@ impl Health {
 
     /// Finishes in the kernel, through `release` (which runs the kernel's
     /// release program and gives back its result, None if the kernel
-    /// refused), what each exit the kernel skipped left: every process the
-    /// kernel still counts memory for that has exited (its `exit` record
-    /// comes through the ring buffer as a normal one would), and every
+    /// refused), what each exit left: every process with a usage entry
+    /// that has exited (released if its exit's run was skipped, its `exit`
+    /// record coming through the ring buffer as a normal one would; its
+    /// entry, which an exit keeps for the group's last threads, deleted),
+    /// and every
     /// thread that has exited with calls still in `PENDING` (what they
     /// reserved under limits goes back).
     pub fn recover_missed_exits(
@@ -91,15 +93,24 @@ impl Health {
         mut release: impl FnMut(Gone) -> Option<u32>,
     ) {
         let proc_root = Path::new("/proc");
-        let held = kernel.processes();
+        let entries = kernel.usage_entries();
         let threads = kernel.threads_with_calls();
         // Each process's /proc entry read once, for both questions.
         let tasks: BTreeMap<u32, Tasks> =
-            held.keys().chain(threads.keys()).map(|&tgid| (tgid, gone::tasks(proc_root, tgid))).collect();
-        for tgid in held.into_keys() {
-            if tasks[&tgid] == Tasks::Gone && release(Gone::Process(tgid)).is_some() {
-                self.missed_exits += 1;
-                self.reclaim.released();
+            entries.keys().chain(threads.keys()).map(|&tgid| (tgid, gone::tasks(proc_root, tgid))).collect();
+        for (tgid, generation) in entries {
+            if tasks[&tgid] != Tasks::Gone {
+                continue;
+            }
+            // 1: its exit's run was skipped, and this released it; 0: its
+            // exit had, and only its entry was left (deleted now).
+            match release(Gone::Process { tgid, generation }) {
+                Some(1) => {
+                    self.missed_exits += 1;
+                    self.reclaim.released();
+                }
+                Some(_) => self.reclaim.released(),
+                None => {}
             }
         }
         for (tgid, tids) in threads {

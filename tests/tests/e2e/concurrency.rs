@@ -120,7 +120,8 @@ fn processes_killed_mid_call_round_after_round_leave_every_total_at_zero() {
         pids.iter().all(|&p| l.count(p, RecordEvent::Exit) >= 1 || l.count(p, RecordEvent::Alloc) == 0)
     });
     // A thread killed on its way back from the driver may charge after its
-    // leader's exit record; its own exit releases that (a second record).
+    // leader's exit record: the released entry takes it back at once, and
+    // the agent counts its record as late.
     let s = agent.wait_for_status("the cgroup to hold nothing", |s| {
         cgroup_entry(s, cg.id).is_none_or(|e| e.bytes == 0 && e.kernel_bytes == 0)
     });

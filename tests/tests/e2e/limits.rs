@@ -113,7 +113,8 @@ fn racing_processes_under_one_cgroup_limit_never_pass_it_together() {
     assert!(peak <= limit, "cgroup usage reached {peak} > limit {limit}");
     assert!(lines.all_decisions().iter().any(|l| l.caller.cgroup_id == cg.id));
     // A thread killed on its way back from the driver may charge after its
-    // leader's exit record; its own exit releases that (a second record).
+    // leader's exit record: the released entry takes it back at once, and
+    // the agent counts its record as late.
     agent.wait_for_status("the cgroup to hold nothing", |s| {
         cgroup_entry(s, cg.id).is_none_or(|e| e.bytes == 0 && e.kernel_bytes == 0)
     });
