@@ -41,6 +41,7 @@ impl Agent {
             live_spilled: self.kernel.spilled(),
             live_entries_forgotten: self.health.reclaim.forgotten().live,
             vmm_mappings_forgotten: self.health.reclaim.forgotten().mappings,
+            released_entries: self.kernel.released_entries(),
         }
     }
 

@@ -75,6 +75,11 @@ impl KernelMaps {
         self.procs.iter().flatten().filter(|(_, u)| !u.released()).map(|(tgid, u)| (tgid, u.bytes)).collect()
     }
 
+    /// Released processes' usage entries, kept for their last threads.
+    pub fn released_entries(&self) -> u64 {
+        self.procs.iter().flatten().filter(|(_, u)| u.released()).count() as u64
+    }
+
     /// Every process usage entry's generation, released ones too: what the
     /// agent finishes for a process it finds gone (`Gone::Process`).
     pub fn usage_entries(&self) -> HashMap<u32, u64> {

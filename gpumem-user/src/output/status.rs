@@ -88,6 +88,11 @@ pub struct StatusReport {
     /// images that exited or exec'd without unmapping them.
     #[serde(default)]
     pub vmm_mappings_forgotten: u64,
+    /// Processes released (they hold nothing) whose usage entry the kernel
+    /// keeps, now: kept at an exit for the process's last threads, deleted
+    /// once /proc says every thread is gone (the next health step).
+    #[serde(default)]
+    pub released_entries: u64,
 }
 
 impl StatusReport {

@@ -73,6 +73,7 @@ fn random_mixed_families_across_threads_and_processes_add_up_exactly() {
     assert_cgroup_holds(&s, &b, 0);
     assert_every_call_whole(&s);
     assert_eq!(lines.lost(), 0, "records were lost");
+    agent.wait_for_status("the exited processes' entries to be deleted", |s| s.released_entries == 0);
 }
 
 #[test]
@@ -132,6 +133,8 @@ fn processes_killed_mid_call_round_after_round_leave_every_total_at_zero() {
     assert_every_call_whole(&s);
     assert_eq!(lines.lost(), 0, "records were lost");
     agent.wait_for_limit_usage("the limit's reservations to return to 0", &target, 0);
+    // Every thread is gone: the entries kept for them are deleted.
+    agent.wait_for_status("the released processes' entries to be deleted", |s| s.released_entries == 0);
     let allocs: usize = pids.iter().map(|&p| lines.count(p, RecordEvent::Alloc)).sum();
     println!(
         "{} processes killed mid-call after {allocs} allocations in all: {} records after their exit (late), {} runs skipped",
