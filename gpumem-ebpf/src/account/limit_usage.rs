@@ -22,24 +22,33 @@ pub fn adjust(tgid: u32, slots: u64, delta: u64) {
     declared::adjust(tgid, slots, delta);
     let mut i = 0;
     while i < LIMITS_PER_CALL {
-        let slot = limit_list::at(slots, i);
-        if let (Some(rule), Some(state)) =
-            (slot.and_then(|s| LIMITS.get_ptr(s)), slot.and_then(|s| LIMIT_STATE.get_ptr_mut(s)))
-        {
-            // SAFETY: checked map value pointers.
-            let usage = unsafe { core::ptr::addr_of_mut!((*state).usage) };
-            // SAFETY: as above.
-            unsafe { add_nofetch(usage, delta) };
-            // SAFETY: as above.
-            let soft = unsafe { core::ptr::read_volatile(core::ptr::addr_of!((*rule).soft)) };
-            let base = slot.and_then(|s| LIMIT_BASE.get(s).copied()).unwrap_or(0);
-            // SAFETY: as above.
-            if soft != 0 && unsafe { core::ptr::read_volatile(usage) }.wrapping_add(base) <= soft {
-                // SAFETY: as above.
-                unsafe { core::ptr::write_volatile(core::ptr::addr_of_mut!((*state).soft_over), 0) };
-            }
+        if let Some(slot) = limit_list::at(slots, i) {
+            adjust_slot(slot, delta);
         }
         i += 1;
+    }
+}
+
+/// [`adjust`] for the one limit in `LIMITS` slot `slot`: what the
+/// per-limit bookkeeping gives back, a limit at a time. Through
+/// [`adjust`] (a list of one) the verifier walked the list's other three
+/// places too, at each of the bookkeeping's sixteen places.
+#[inline(always)]
+fn adjust_slot(slot: u32, delta: u64) {
+    let (Some(rule), Some(state)) = (LIMITS.get_ptr(slot), LIMIT_STATE.get_ptr_mut(slot)) else {
+        return;
+    };
+    // SAFETY: checked map value pointers.
+    let usage = unsafe { core::ptr::addr_of_mut!((*state).usage) };
+    // SAFETY: as above.
+    unsafe { add_nofetch(usage, delta) };
+    // SAFETY: as above.
+    let soft = unsafe { core::ptr::read_volatile(core::ptr::addr_of!((*rule).soft)) };
+    let base = LIMIT_BASE.get(slot).copied().unwrap_or(0);
+    // SAFETY: as above.
+    if soft != 0 && unsafe { core::ptr::read_volatile(usage) }.wrapping_add(base) <= soft {
+        // SAFETY: as above.
+        unsafe { core::ptr::write_volatile(core::ptr::addr_of_mut!((*state).soft_over), 0) };
     }
 }
 
@@ -94,7 +103,7 @@ fn hold(tgid: u32, proc: *mut ProcUsage, slots: u64, size: u64, charge: bool) {
             // A charge the release beat holds nothing; a free that beat the
             // release gives back its own bytes.
             if held != charge {
-                release(tgid, slot as u64 + 1, size);
+                adjust_slot(slot, size.wrapping_neg());
             }
         }
         i += 1;
@@ -104,7 +113,7 @@ fn hold(tgid: u32, proc: *mut ProcUsage, slots: u64, size: u64, charge: bool) {
 /// At the process's release (exit.rs, once claimed): takes what it holds
 /// under each limit and gives that back.
 #[inline(always)]
-pub fn release_process(tgid: u32, proc: *mut ProcUsage) {
+pub fn release_process(proc: *mut ProcUsage) {
     let mut pair = 0;
     while pair < PROC_LIMIT_SLOTS {
         let pair_at = bounded(pair, PROC_LIMIT_SLOTS);
@@ -114,7 +123,7 @@ pub fn release_process(tgid: u32, proc: *mut ProcUsage) {
         // SAFETY: as above.
         let id = unsafe { core::ptr::read_volatile(core::ptr::addr_of!((*proc).limit_slots[pair_at])) };
         if id != 0 && id <= MAX_LIMITS as u64 && taken != 0 {
-            release(tgid, id, taken);
+            adjust_slot(id as u32 - 1, taken.wrapping_neg());
         }
         pair += 1;
     }

@@ -257,7 +257,7 @@ fn release(pid_tgid: u64, event: u32, cgroup_id: u64, delete: bool) -> bool {
         }
         i += 1;
     }
-    limit_usage::release_process(tgid, proc);
+    limit_usage::release_process(proc);
     // SAFETY: checked map value pointer.
     let bytes = unsafe { core::ptr::read_volatile(core::ptr::addr_of!((*proc).bytes)) };
     if delete {
