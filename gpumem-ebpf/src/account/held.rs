@@ -23,8 +23,8 @@
 //! would hand its element to another process's first charge at once, and
 //! a change made through a pointer looked up before the delete would land
 //! in that process's entry (a free's there gave the same bytes back twice:
-//! a limit's usage below zero on 7.2, where uprobe programs run
-//! preemptible). Kept, the released entry takes such late changes on its
+//! a limit's usage below zero on 7.2, whose uprobe programs can be
+//! preempted). Kept, the released entry takes such late changes on its
 //! `TAKEN` marks.
 use crate::base::atomic::{compare_exchange, exchange, fetch_add};
 

@@ -12,7 +12,7 @@
 //! thread of the group can be inside a program: deleted, the preallocated
 //! map could hand its element to another process's first charge while
 //! such a thread still changes it through the pointer its lookup returned
-//! (on 7.x, where uprobe programs run preemptible, that window is
+//! (on kernels that preempt there, Debian's from 6.13, that window is
 //! milliseconds wide). The agent deletes it once /proc says the group is
 //! gone (`release_gone`), and an exec, whose task is the whole group by
 //! then, at once.
