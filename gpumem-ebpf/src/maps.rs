@@ -81,9 +81,11 @@ pub static PROC_USAGE: HashMap<u32, ProcUsage> = HashMap::with_max_entries(PROC_
 #[map]
 pub static CALLERS: LruHashMap<u32, u8> = LruHashMap::with_max_entries(PROC_ENTRIES, 0);
 
-/// When each thread group's leader exited (ktime ns): a thread still in
-/// the kernel (returning from a driver call when the group was killed) may
-/// charge after the leader's release; its own exit releases that too.
+/// Thread groups whose leader exited (the value is 1; removed at exec):
+/// their later threads' exits still look for calls of theirs in `PENDING`
+/// to remove, should the group have left the `CALLERS` LRU map. (Builds
+/// before 2026-12-02 kept the leader's exit time here, for late threads'
+/// releases; nothing reads the value.)
 #[map]
 pub static LEADER_GONE: LruHashMap<u32, u64> = LruHashMap::with_max_entries(PROC_ENTRIES, 0);
 

@@ -183,6 +183,16 @@ pub fn image_alive(tgid: u32, generation: u64) -> bool {
     }
 }
 
+/// Deletes process `tgid`'s usage entry if it was released: for a new
+/// process given the pid (at its fork), which no thread of the released
+/// one can outlive.
+#[inline(always)]
+pub fn forget_released(tgid: u32) {
+    if PROC_USAGE.get_ptr(tgid).is_some_and(|p| generation_at(p) & held::RELEASED != 0) {
+        let _ = PROC_USAGE.remove(tgid);
+    }
+}
+
 /// Current totals, without changing them.
 #[inline(always)]
 pub fn current(tgid: u32, cgroup_id: u64) -> Totals {

@@ -19,7 +19,7 @@
 //! Exec: the new image starts with no CUDA state (the driver's file
 //! descriptors are close-on-exec and the address space is replaced).
 use aya_ebpf::{
-    helpers::{bpf_get_current_cgroup_id, bpf_get_current_pid_tgid, bpf_ktime_get_ns},
+    helpers::{bpf_get_current_cgroup_id, bpf_get_current_pid_tgid},
     macros::raw_tracepoint,
     programs::RawTracePointContext,
 };
@@ -52,8 +52,7 @@ pub fn process_exit(_ctx: RawTracePointContext) -> i32 {
         let _ = forget_pending(pid_tgid);
     }
     if tgid == pid_tgid as u32 {
-        // SAFETY: plain helper call.
-        let _ = LEADER_GONE.insert(tgid, unsafe { bpf_ktime_get_ns() }, 0);
+        let _ = LEADER_GONE.insert(tgid, 1, 0);
         forget_image(tgid);
         declare::forget(tgid);
         // SAFETY: plain helper call.
@@ -95,13 +94,7 @@ pub fn process_fork(ctx: RawTracePointContext) -> i32 {
         return 0;
     }
     if let Some(child) = declare::forked_process(&ctx) {
-        if PROC_USAGE.get_ptr(child).is_some_and(|p| {
-            // SAFETY: a checked map value pointer.
-            let generation = unsafe { core::ptr::read_volatile(core::ptr::addr_of!((*p).generation)) };
-            generation & held::RELEASED != 0
-        }) {
-            let _ = PROC_USAGE.remove(child);
-        }
+        usage::forget_released(child);
         declare::at_fork(child);
     }
     0
