@@ -19,7 +19,7 @@
 //! Exec: the new image starts with no CUDA state (the driver's file
 //! descriptors are close-on-exec and the address space is replaced).
 use aya_ebpf::{
-    helpers::{bpf_get_current_cgroup_id, bpf_get_current_pid_tgid},
+    helpers::{bpf_get_current_cgroup_id, bpf_get_current_pid_tgid, generated::bpf_loop},
     macros::raw_tracepoint,
     programs::RawTracePointContext,
 };
@@ -112,25 +112,42 @@ fn forget_image(tgid: u32) {
 /// Removes a dying thread's `PENDING` entries, giving back what the calls
 /// it was inside (killed before their return) had reserved under limits:
 /// no return will commit or roll that back now. Returns how many of them
-/// were calls in flight (armed).
+/// were calls in flight (armed). One API a `bpf_loop` iteration: the
+/// verifier walks the callback once, where a loop of its own was walked
+/// for each of the 62 ids (`process_exit` 10,208 instructions verified,
+/// `release_gone` 12,170, before).
 #[inline(always)]
 fn forget_pending(pid_tgid: u64) -> i32 {
-    let mut found = 0;
-    let mut api = 1;
-    while api <= id::MAX {
-        let key = PendingKey { pid_tgid, api, _pad: 0 };
-        if let Some(p) = PENDING.get_ptr_mut(key) {
-            let armed = if id::reserves(api) {
-                pending::abandon((pid_tgid >> 32) as u32, p)
-            } else {
-                pending::disarm(p)
-            };
-            let _ = PENDING.remove(key);
-            found += i32::from(armed);
-        }
-        api += 1;
+    let mut dying = Dying { pid_tgid, found: 0 };
+    // SAFETY: the callback is a static function, its context this stack
+    // struct, which outlives the call.
+    unsafe { bpf_loop(id::MAX, forget_one as *mut _, core::ptr::addr_of_mut!(dying).cast(), 0) };
+    dying.found
+}
+
+/// `forget_pending`'s state, on its stack.
+#[repr(C)]
+struct Dying {
+    pid_tgid: u64,
+    found: i32,
+}
+
+/// `bpf_loop` callback: the dying thread's call to API `i + 1`.
+unsafe extern "C" fn forget_one(i: u64, ctx: *mut core::ffi::c_void) -> i64 {
+    let dying = ctx.cast::<Dying>();
+    // SAFETY: `ctx` is `forget_pending`'s `Dying` (the verifier checks it
+    // as a pointer to that stack).
+    let pid_tgid = unsafe { (*dying).pid_tgid };
+    let api = i as u32 + 1;
+    let key = PendingKey { pid_tgid, api, _pad: 0 };
+    if let Some(p) = PENDING.get_ptr_mut(key) {
+        let armed =
+            if id::reserves(api) { pending::abandon((pid_tgid >> 32) as u32, p) } else { pending::disarm(p) };
+        let _ = PENDING.remove(key);
+        // SAFETY: as above.
+        unsafe { (*dying).found += i32::from(armed) };
     }
-    found
+    0
 }
 
 crate::base::agent_run::agent_run!(
