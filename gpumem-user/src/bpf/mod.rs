@@ -9,6 +9,7 @@ pub mod attach;
 mod back_edges;
 pub mod btf_offset;
 pub mod discover;
+mod early_map;
 mod error;
 pub mod handover;
 pub mod hashed;

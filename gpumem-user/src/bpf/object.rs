@@ -2,10 +2,11 @@
 //! command line): the read-only data the programs branch on (deny, task
 //! storage, where the task's comm is, the build's tag, the log level), the
 //! ring buffer's size, and every map pinned where `--persist` keeps them
-//! (reused where an earlier agent pinned them).
+//! (reused where an earlier agent pinned them); the live map made while
+//! aya's loader starts (`early_map`).
 use aya::{Ebpf, EbpfError, EbpfLoader};
 
-use super::{log, multi::LinkMode, persist::Pins};
+use super::{early_map::EarlyMap, log, multi::LinkMode, persist::Pins};
 
 /// How the object is loaded.
 #[derive(Debug, Clone, Copy)]
@@ -67,6 +68,8 @@ pub fn load(
     crate::start_phases::done("the pins (with --persist), the task's fields read from the kernel's BTF");
     let live_mask = live_slots_for_a_test(pins.is_some()) - 1;
     let by_region = u8::from(s.slots_by_region);
+    // Made on its own thread while aya's loader parses the kernel's BTF.
+    let early = EarlyMap::start(object, pins.map(|p| p.map(EarlyMap::NAME)));
     let mut loader = EbpfLoader::new();
     crate::start_phases::done("aya's loader (it parses the kernel's BTF)");
     loader
@@ -94,7 +97,11 @@ pub fn load(
             loader.map_pin_path(name, pins.map(name));
         }
     }
+    let pinned = early.map(|e| e.hand_to(&mut loader));
     let loaded = loader.load(object);
+    if let Some(pinned) = pinned {
+        pinned.remove();
+    }
     crate::start_phases::done("aya's load (the object's BTF, the maps)");
     loaded
 }

@@ -100,6 +100,54 @@ fn start_ready_and_clean_stop() {
     assert!(!socket.exists(), "the control socket is removed at exit");
 }
 
+/// A pid no process has now (the highest free below `pid_max`).
+fn a_dead_pid() -> u32 {
+    let max: u32 = std::fs::read_to_string("/proc/sys/kernel/pid_max").unwrap().trim().parse().unwrap();
+    (2..max).rev().find(|p| !std::path::Path::new(&format!("/proc/{p}")).exists()).unwrap()
+}
+
+/// The pins in bpffs's root that agents' starts make for the live map
+/// (`gpumem-start-PID-LIVE`, bpf/early_map.rs).
+fn start_pins() -> Vec<String> {
+    let Ok(dir) = std::fs::read_dir("/sys/fs/bpf") else { return Vec::new() };
+    dir.flatten()
+        .filter_map(|e| e.file_name().into_string().ok())
+        .filter(|n| n.starts_with("gpumem-start-"))
+        .collect()
+}
+
+#[test]
+fn a_start_leaves_no_pin_of_its_own_and_removes_one_a_dead_agent_left() {
+    if !privileged() {
+        return;
+    }
+    if !std::path::Path::new("/sys/fs/bpf").is_dir() {
+        println!("SKIPPED: no bpffs at /sys/fs/bpf on this host (the live map is then made by aya's load)");
+        return;
+    }
+    // What an agent killed between its start's pin and aya's load leaves.
+    let stale = format!("/sys/fs/bpf/gpumem-start-{}-LIVE", a_dead_pid());
+    let map = aya::maps::Array::<aya::maps::MapData, u32>::create(1, 0).expect("creating a map");
+    map.pin(&stale).expect("pinning a map in bpffs");
+    let agent = Agent::start(&[]);
+    assert!(
+        !std::path::Path::new(&stale).exists(),
+        "a dead agent's start pin is removed: {:?}",
+        start_pins()
+    );
+    let own = format!("gpumem-start-{}-", agent.pid());
+    assert!(!start_pins().iter().any(|n| n.starts_with(&own)), "{:?}", start_pins());
+    // Its maps are its programs' (the live table's and `LIVE`'s use is
+    // the live_table tests'): what the workload holds, exactly.
+    let mut w = Workload::spawn(&["--scenario", "basic", "--pause"], None, &[]);
+    let c = w.checkpoint();
+    agent.wait_for_checkpoint(&c);
+    assert_process_holds(&agent.status(), w.pid(), c.held);
+    w.run_to_end();
+    let (status, _) = agent.stop();
+    assert!(status.success());
+}
+
 #[test]
 fn a_second_agent_on_one_socket_is_refused_before_it_attaches_anything() {
     if !privileged() {

@@ -1,7 +1,8 @@
-//! The two bpf(2) commands aya 0.14 cannot make for a multi-uprobe link:
+//! The bpf(2) commands aya 0.14 cannot make for a multi-uprobe link:
 //! loading a kprobe-type program with `expected_attach_type =
 //! BPF_TRACE_UPROBE_MULTI`, and `BPF_LINK_CREATE` with its offsets and
-//! cookies (kernel 6.6+).
+//! cookies (kernel 6.6+); pinning. And creating a map apart from aya's
+//! load (`bpf/early_map.rs`).
 use std::{
     ffi::CString,
     io,
@@ -136,7 +137,28 @@ pub fn link(prog: &OwnedFd, path: &Path, offsets: &[u64], cookies: &[u64], ret: 
     bpf_fd(bpf_cmd::BPF_LINK_CREATE, &mut attr)
 }
 
-/// Pins `link` at `path` on bpffs (`BPF_OBJ_PIN`).
+/// A map as a legacy `bpf_map_def` defines it, named `name` (the kernel
+/// keeps the first 15 bytes).
+pub fn create_map(
+    name: &str,
+    kind: u32,
+    key: u32,
+    value: u32,
+    entries: u32,
+    flags: u32,
+) -> io::Result<OwnedFd> {
+    // SAFETY: an all-zero bpf_attr is its documented empty value.
+    let mut attr: bpf_attr = unsafe { std::mem::zeroed() };
+    // SAFETY: writing the map-create member of a zeroed union.
+    let m = unsafe { &mut attr.__bindgen_anon_1 };
+    (m.map_type, m.key_size, m.value_size, m.max_entries, m.map_flags) = (kind, key, value, entries, flags);
+    for (dst, src) in m.map_name.iter_mut().zip(name.bytes().take(15)) {
+        *dst = src as nix::libc::c_char;
+    }
+    bpf_fd(bpf_cmd::BPF_MAP_CREATE, &mut attr)
+}
+
+/// Pins `link` (or any bpf object) at `path` on bpffs (`BPF_OBJ_PIN`).
 pub fn pin(link: &OwnedFd, path: &Path) -> io::Result<()> {
     let path = CString::new(path.as_os_str().as_encoded_bytes()).map_err(io::Error::other)?;
     // SAFETY: an all-zero bpf_attr is its documented empty value.
