@@ -21,7 +21,7 @@ use std::{
 
 use aya::EbpfLoader;
 
-use super::multi;
+use super::multi::{self, MapDef};
 
 /// Where this start's own pins go (bpffs).
 const BPFFS: &str = "/sys/fs/bpf";
@@ -57,7 +57,7 @@ impl EarlyMap {
                 if own_pin {
                     remove_stale();
                 }
-                let fd = multi::create_map(Self::NAME, def[0], def[1], def[2], def[3], def[4])?;
+                let fd = multi::create_map(Self::NAME, &def)?;
                 multi::pin(&fd, &at)
             })
             .ok()?;
@@ -99,9 +99,8 @@ impl Pinned {
     }
 }
 
-/// `name`'s legacy definition in the object's `maps` section: type, key
-/// and value sizes, entries, flags.
-fn definition(object: &[u8], name: &str) -> Option<[u32; 5]> {
+/// `name`'s legacy definition in the object's `maps` section.
+fn definition(object: &[u8], name: &str) -> Option<MapDef> {
     use object::{Object, ObjectSection, ObjectSymbol};
     let file = object::File::parse(object).ok()?;
     let section = file.section_by_name("maps")?;
@@ -111,20 +110,20 @@ fn definition(object: &[u8], name: &str) -> Option<[u32; 5]> {
     let at = usize::try_from(symbol.address().checked_sub(section.address())?).ok()?;
     let word =
         |i: usize| data.get(at + 4 * i..at + 4 * i + 4).map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]));
-    Some([word(0)?, word(1)?, word(2)?, word(3)?, word(4)?])
+    Some(MapDef { kind: word(0)?, key: word(1)?, value: word(2)?, entries: word(3)?, flags: word(4)? })
 }
 
 /// Removes pins of earlier starts whose agents are gone.
 fn remove_stale() {
     let Ok(dir) = std::fs::read_dir(BPFFS) else { return };
+    // This pid's own: an agent's that died before this one got its pid.
+    let gone = |pid: u32| pid == std::process::id() || !Path::new("/proc").join(pid.to_string()).exists();
     for entry in dir.flatten() {
         let name = entry.file_name();
         let Some(pid) = name.to_str().and_then(|n| n.strip_prefix(PREFIX)).and_then(|r| r.split('-').next())
         else {
             continue;
         };
-        // This pid's own: an agent's that died before this one got its pid.
-        let gone = |pid: u32| pid == std::process::id() || !Path::new("/proc").join(pid.to_string()).exists();
         if pid.parse::<u32>().is_ok_and(gone) {
             let _ = std::fs::remove_file(entry.path());
         }
@@ -141,7 +140,8 @@ mod tests {
         let key = std::mem::size_of::<gpumem_common::LiveKey>() as u32;
         let value = std::mem::size_of::<gpumem_common::LiveAlloc>() as u32;
         let no_prealloc = aya_obj::generated::BPF_F_NO_PREALLOC;
-        assert_eq!(def, [hash, key, value, gpumem_common::LIVE_ENTRIES, no_prealloc]);
+        let entries = gpumem_common::LIVE_ENTRIES;
+        assert_eq!(def, super::MapDef { kind: hash, key, value, entries, flags: no_prealloc });
         assert_eq!(super::definition(object, "NO_SUCH_MAP"), None);
     }
 }

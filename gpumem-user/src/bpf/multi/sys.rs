@@ -137,21 +137,24 @@ pub fn link(prog: &OwnedFd, path: &Path, offsets: &[u64], cookies: &[u64], ret: 
     bpf_fd(bpf_cmd::BPF_LINK_CREATE, &mut attr)
 }
 
-/// A map as a legacy `bpf_map_def` defines it, named `name` (the kernel
-/// keeps the first 15 bytes).
-pub fn create_map(
-    name: &str,
-    kind: u32,
-    key: u32,
-    value: u32,
-    entries: u32,
-    flags: u32,
-) -> io::Result<OwnedFd> {
+/// A map as the first five words of a legacy `bpf_map_def` define it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MapDef {
+    pub kind: u32,
+    pub key: u32,
+    pub value: u32,
+    pub entries: u32,
+    pub flags: u32,
+}
+
+/// Creates map `def`, named `name` (the kernel keeps the first 15 bytes).
+pub fn create_map(name: &str, def: &MapDef) -> io::Result<OwnedFd> {
     // SAFETY: an all-zero bpf_attr is its documented empty value.
     let mut attr: bpf_attr = unsafe { std::mem::zeroed() };
     // SAFETY: writing the map-create member of a zeroed union.
     let m = unsafe { &mut attr.__bindgen_anon_1 };
-    (m.map_type, m.key_size, m.value_size, m.max_entries, m.map_flags) = (kind, key, value, entries, flags);
+    (m.map_type, m.key_size, m.value_size, m.max_entries, m.map_flags) =
+        (def.kind, def.key, def.value, def.entries, def.flags);
     for (dst, src) in m.map_name.iter_mut().zip(name.bytes().take(15)) {
         *dst = src as nix::libc::c_char;
     }
