@@ -11,6 +11,7 @@ pub mod btf_offset;
 pub mod discover;
 mod early_map;
 mod error;
+mod file_blocks;
 pub mod handover;
 pub mod hashed;
 pub mod kernel;

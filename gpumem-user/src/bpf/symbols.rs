@@ -8,7 +8,9 @@
 //! functions' code is kept for choosing each probe's site (`site`).
 use std::{collections::HashMap, path::Path};
 
-use object::{Object, ObjectSection, ObjectSymbol, SymbolKind};
+use object::{Object, ObjectSection, ObjectSymbol, ReadCache, ReadRef, SymbolKind};
+
+use super::file_blocks::FileBlocks;
 
 #[derive(Debug, thiserror::Error)]
 pub enum SymbolError {
@@ -31,37 +33,42 @@ struct Function {
 /// How much code an unsized symbol is taken to have.
 const UNSIZED: u64 = 1 << 16;
 
-/// Function symbols of one file, by name, with their code.
-#[derive(Debug, Default)]
+/// Function symbols of one file, by name, with their code, which is read
+/// from the file when asked for (as the symbol tables were: only the
+/// blocks of the file they are in, `file_blocks.rs`).
+#[derive(Debug)]
 pub struct SymbolOffsets {
     by_name: HashMap<String, Function>,
-    data: Vec<u8>,
+    file: ReadCache<FileBlocks>,
 }
 
 impl SymbolOffsets {
     pub fn load(path: &Path) -> Result<Self, SymbolError> {
-        let data = std::fs::read(path)
+        let blocks = FileBlocks::open(path)
             .map_err(|source| SymbolError::Read { path: path.display().to_string(), source })?;
-        Self::parse(data).map_err(|source| SymbolError::Parse { path: path.display().to_string(), source })
+        Self::parse(ReadCache::new(blocks))
+            .map_err(|source| SymbolError::Parse { path: path.display().to_string(), source })
     }
 
-    pub fn parse(data: Vec<u8>) -> Result<Self, object::Error> {
+    fn parse(file: ReadCache<FileBlocks>) -> Result<Self, object::Error> {
         let mut by_name = HashMap::new();
         {
-            let file = object::File::parse(data.as_slice())?;
+            let elf = object::File::parse(&file)?;
+            // Known once parsed (the parse reads it first).
+            let len = (&file).len().unwrap_or(0);
             // Exported (dynamic) symbols first; the static table, when
             // present, only fills in what the dynamic one lacks.
-            for sym in file.dynamic_symbols().chain(file.symbols()) {
+            for sym in elf.dynamic_symbols().chain(elf.symbols()) {
                 if sym.kind() != SymbolKind::Text || !sym.is_definition() {
                     continue;
                 }
-                let (Ok(name), Some(function)) = (sym.name(), function(&file, &sym, data.len())) else {
+                let (Ok(name), Some(function)) = (sym.name(), function(&elf, &sym, len)) else {
                     continue;
                 };
                 by_name.entry(name.to_string()).or_insert(function);
             }
         }
-        Ok(Self { by_name, data })
+        Ok(Self { by_name, file })
     }
 
     /// Where `symbol` starts in the file.
@@ -69,10 +76,11 @@ impl SymbolOffsets {
         self.by_name.get(symbol).map(|f| f.offset)
     }
 
-    /// `symbol`'s code.
+    /// `symbol`'s code (None, too, where the file can no longer be read
+    /// there).
     pub fn code(&self, symbol: &str) -> Option<&[u8]> {
         let f = self.by_name.get(symbol)?;
-        self.data.get(f.offset as usize..(f.offset + f.len) as usize)
+        (&self.file).read_bytes_at(f.offset, f.len).ok()
     }
 
     pub fn len(&self) -> usize {
@@ -85,11 +93,15 @@ impl SymbolOffsets {
 }
 
 /// A text symbol's place in the file, if it has one within the file.
-fn function<'a>(file: &object::File<'a>, sym: &object::Symbol<'a, '_>, file_len: usize) -> Option<Function> {
+fn function<'a, R: ReadRef<'a>>(
+    file: &object::File<'a, R>,
+    sym: &object::Symbol<'a, '_, R>,
+    file_len: u64,
+) -> Option<Function> {
     let section = file.section_by_index(sym.section_index()?).ok()?;
     let (file_start, file_size) = section.file_range()?;
     let offset = sym.address().checked_sub(section.address())?.checked_add(file_start)?;
-    let section_end = (file_start + file_size).min(file_len as u64);
+    let section_end = (file_start + file_size).min(file_len);
     let rest = section_end.checked_sub(offset)?;
     let len = if sym.size() > 0 { sym.size().min(rest) } else { rest.min(UNSIZED) };
     Some(Function { offset, len })
@@ -123,6 +135,8 @@ mod tests {
 
     #[test]
     fn garbage_is_a_parse_error_not_a_panic() {
-        assert!(SymbolOffsets::parse(b"definitely not an ELF file".to_vec()).is_err());
+        let mut f = tempfile::NamedTempFile::new().unwrap();
+        std::io::Write::write_all(&mut f, b"definitely not an ELF file").unwrap();
+        assert!(matches!(SymbolOffsets::load(f.path()), Err(SymbolError::Parse { .. })));
     }
 }
