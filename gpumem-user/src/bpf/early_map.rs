@@ -1,18 +1,21 @@
-//! The live map (`LIVE`, a hash map of a million entries), created on a
-//! thread of its own while aya's loader parses the kernel's BTF, rather
+//! The costliest maps to create (the live map, `LIVE`, a hash map of a
+//! million entries, and the preallocated hash and LRU maps), created on a
+//! thread of their own while aya's loader parses the kernel's BTF, rather
 //! than inside aya's load, one map after another: the kernel allocates and
-//! zeroes its million buckets (16 MiB) at creation, 13 to 15 ms of every
-//! start on one core while the other had nothing to do.
+//! zeroes the live map's million buckets (16 MiB) at creation, 13 to 15 ms
+//! of every start, and every element of a preallocated map, 0.4 to 3 ms
+//! each, on one core while the other had nothing to do.
 //!
 //! aya takes a map from outside only through a pin (`map_pin_path`: a map
 //! pinned where it is told to pin one is opened, not created), so the
-//! thread pins it: where `--persist` keeps its maps, at the map's own pin
-//! (which aya would have made there itself), else at a pin of this start's
-//! own in bpffs (`gpumem-start-PID-LIVE`), removed as soon as aya's load
-//! has opened it, whether the load worked or not. One left by an agent
-//! that died in between (its pid gone) is removed by the next start.
-//! Where anything of this fails (no bpffs at /sys/fs/bpf, a definition not
-//! found) aya's load creates the map as before.
+//! thread pins each: where `--persist` keeps its maps, at the map's own
+//! pin (which aya would have made there itself), else at a pin of this
+//! start's own in bpffs (`gpumem-start-PID-NAME`), removed as soon as
+//! aya's load has opened it, whether the load worked or not. One left by
+//! an agent that died in between (its pid gone) is removed by the next
+//! start. Where bpffs is not mounted at /sys/fs/bpf (and no `--persist`
+//! mounted it), or anything of this fails for a map (a definition not
+//! found), aya's load creates the map as before.
 use std::{
     io,
     path::{Path, PathBuf},
@@ -27,73 +30,121 @@ use super::multi::{self, MapDef};
 const BPFFS: &str = "/sys/fs/bpf";
 const PREFIX: &str = "gpumem-start-";
 
-/// The map being created, and where it will be pinned.
-pub struct EarlyMap {
+/// The maps created early, the costliest first (each took 0.4 ms or more
+/// of aya's load, `strace -T`, 2026-12-02). Not the ring buffer, whose
+/// size the agent sets in the loader.
+pub const EARLY: &[&str] = &[
+    "LIVE",
+    "POD_SEEN",
+    "THREAD_CTX",
+    "PROC_USAGE",
+    "LIVE_TABLE",
+    "PENDING",
+    "VMM_MAPPINGS",
+    "LEADER_GONE",
+    "CGROUP_LIMITS",
+    "CGROUP_USAGE",
+    "CTX_DEVICE",
+    "CALLERS",
+    "HANDOVER_MARKS",
+];
+
+/// One map to make, and where it will be pinned.
+struct Early {
+    name: &'static str,
+    def: MapDef,
     path: PathBuf,
     /// A pin of this start's own, removed after aya's load.
     own_pin: bool,
-    thread: JoinHandle<io::Result<()>>,
 }
 
-impl EarlyMap {
-    /// The map created early.
-    pub const NAME: &'static str = "LIVE";
+/// The maps being created.
+pub struct EarlyMaps {
+    maps: Vec<Early>,
+    thread: JoinHandle<Vec<io::Result<()>>>,
+}
 
-    /// Starts creating `LIVE` as `object` defines it, to be pinned at
-    /// `pinned_at` (`--persist`'s pin of it) or at a pin of this start's
-    /// own. None where there is nothing to do (`pinned_at` exists: an
-    /// earlier agent's map, reused) or the object has no such map.
-    pub fn start(object: &[u8], pinned_at: Option<PathBuf>) -> Option<Self> {
-        let def = definition(object, Self::NAME)?;
-        let (path, own_pin) = match pinned_at {
-            Some(p) if p.exists() => return None,
-            Some(p) => (p, false),
-            None => (Path::new(BPFFS).join(format!("{PREFIX}{}-{}", std::process::id(), Self::NAME)), true),
-        };
-        let at = path.clone();
+impl EarlyMaps {
+    /// Starts creating `names`' maps as `object` defines them, each to be
+    /// pinned where `pinned_at` says (`--persist`'s pin of it) or at a pin
+    /// of this start's own. A map whose pin exists (an earlier agent's,
+    /// reused) or which the object does not define is left to aya's load;
+    /// None where that leaves nothing.
+    pub fn start(
+        object: &[u8],
+        names: &[&'static str],
+        pinned_at: impl Fn(&'static str) -> Option<PathBuf>,
+    ) -> Option<Self> {
+        let mut maps = Vec::new();
+        // Checked once: without bpffs there, a map made for a pin of this
+        // start's own could not be handed over, only made twice.
+        let mut bpffs = None;
+        for &name in names {
+            let Some(def) = definition(object, name) else { continue };
+            let (path, own_pin) = match pinned_at(name) {
+                Some(p) if p.exists() => continue,
+                Some(p) => (p, false),
+                None if !*bpffs.get_or_insert_with(bpffs_mounted) => continue,
+                None => (Path::new(BPFFS).join(format!("{PREFIX}{}-{name}", std::process::id())), true),
+            };
+            maps.push(Early { name, def, path, own_pin });
+        }
+        if maps.is_empty() {
+            return None;
+        }
+        let todo: Vec<(&'static str, MapDef, PathBuf, bool)> =
+            maps.iter().map(|m| (m.name, m.def, m.path.clone(), m.own_pin)).collect();
         let thread = std::thread::Builder::new()
-            .name("gpumem-live-map".into())
+            .name("gpumem-maps".into())
             .spawn(move || {
-                if own_pin {
+                if todo.iter().any(|t| t.3) {
                     remove_stale();
                 }
-                let fd = multi::create_map(Self::NAME, &def)?;
-                multi::pin(&fd, &at)
+                todo.iter().map(|(name, def, at, _)| multi::pin(&multi::create_map(name, def)?, at)).collect()
             })
             .ok()?;
-        Some(Self { path, own_pin, thread })
+        Some(Self { maps, thread })
     }
 
-    /// Waits for the map and, where it was made and pinned, tells `loader`
-    /// to open it there.
+    /// Waits for the maps and, for each made and pinned, tells `loader` to
+    /// open it there.
     pub fn hand_to<'a>(self, loader: &mut EbpfLoader<'a>) -> Pinned {
-        let made = self.thread.join().unwrap_or_else(|_| Err(io::Error::other("the thread panicked")));
-        match made {
-            Ok(()) => {
-                loader.map_pin_path(Self::NAME, self.path.clone());
-                Pinned { own: self.own_pin.then_some(self.path) }
-            }
-            Err(e) => {
-                tracing::debug!("the live map made early: {e}; aya's load makes it");
-                Pinned { own: None }
+        let made = self.thread.join().unwrap_or_default();
+        let mut own = Vec::new();
+        for (i, m) in self.maps.into_iter().enumerate() {
+            match made.get(i) {
+                Some(Ok(())) => {
+                    loader.map_pin_path(m.name, m.path.clone());
+                    if m.own_pin {
+                        own.push(m.path);
+                    }
+                }
+                Some(Err(e)) => tracing::debug!("map {} made early: {e}; aya's load makes it", m.name),
+                None => {
+                    tracing::debug!("map {} made early: the thread panicked; aya's load makes it", m.name)
+                }
             }
         }
+        Pinned { own }
     }
 }
 
-/// This start's own pin, until aya's load has opened the map.
-#[must_use = "the pin must be removed after aya's load"]
+/// This start's own pins, until aya's load has opened the maps.
+#[must_use = "the pins must be removed after aya's load"]
 pub struct Pinned {
-    own: Option<PathBuf>,
+    own: Vec<PathBuf>,
 }
 
 impl Pinned {
-    /// Removes this start's own pin (aya holds the map by then, or its
+    /// Removes this start's own pins (aya holds the maps by then, or its
     /// load failed and nothing should).
     pub fn remove(self) {
-        if let Some(path) = self.own {
+        for path in self.own {
             if let Err(e) = std::fs::remove_file(&path) {
-                tracing::warn!("removing {}: {e} (remove it by hand: it holds a 16 MiB map)", path.display());
+                tracing::warn!(
+                    "removing {}: {e} (remove it by hand: it holds one of gpumem's maps)",
+                    path.display()
+                );
             }
         }
     }
@@ -111,6 +162,13 @@ fn definition(object: &[u8], name: &str) -> Option<MapDef> {
     let word =
         |i: usize| data.get(at + 4 * i..at + 4 * i + 4).map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]));
     Some(MapDef { kind: word(0)?, key: word(1)?, value: word(2)?, entries: word(3)?, flags: word(4)? })
+}
+
+/// Whether bpffs is mounted at [`BPFFS`] (`--persist` mounts it where
+/// not; a plain start leaves the host's mounts alone).
+fn bpffs_mounted() -> bool {
+    use nix::sys::statfs::{statfs, BPF_FS_MAGIC};
+    statfs(BPFFS).is_ok_and(|s| s.filesystem_type() == BPF_FS_MAGIC)
 }
 
 /// Removes pins of earlier starts whose agents are gone.
@@ -132,6 +190,20 @@ fn remove_stale() {
 
 #[cfg(test)]
 mod tests {
+    /// Every map made early is one of the object's, of a kind made whole
+    /// at creation (the ring buffer's size is the agent's to set).
+    #[test]
+    fn every_early_map_is_the_object_s() {
+        let object: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/gpumem"));
+        use aya_obj::generated::bpf_map_type::*;
+        let kinds = [BPF_MAP_TYPE_HASH, BPF_MAP_TYPE_LRU_HASH, BPF_MAP_TYPE_ARRAY].map(|k| k as u32);
+        for name in super::EARLY {
+            let def = super::definition(object, name).unwrap_or_else(|| panic!("{name} in the maps section"));
+            assert!(kinds.contains(&def.kind), "{name} is of kind {}", def.kind);
+            assert!(def.entries > 0, "{name}");
+        }
+    }
+
     #[test]
     fn the_live_map_s_definition_is_read_from_the_object() {
         let object: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/gpumem"));

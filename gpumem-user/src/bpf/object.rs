@@ -2,11 +2,11 @@
 //! command line): the read-only data the programs branch on (deny, task
 //! storage, where the task's comm is, the build's tag, the log level), the
 //! ring buffer's size, and every map pinned where `--persist` keeps them
-//! (reused where an earlier agent pinned them); the live map made while
+//! (reused where an earlier agent pinned them); the costliest maps made while
 //! aya's loader starts (`early_map`).
 use aya::{Ebpf, EbpfError, EbpfLoader};
 
-use super::{early_map::EarlyMap, log, multi::LinkMode, persist::Pins};
+use super::{early_map::EarlyMaps, log, multi::LinkMode, persist::Pins};
 
 /// How the object is loaded.
 #[derive(Debug, Clone, Copy)]
@@ -68,8 +68,16 @@ pub fn load(
     crate::start_phases::done("the pins (with --persist), the task's fields read from the kernel's BTF");
     let live_mask = live_slots_for_a_test(pins.is_some()) - 1;
     let by_region = u8::from(s.slots_by_region);
-    // Made on its own thread while aya's loader parses the kernel's BTF.
-    let early = EarlyMap::start(object, pins.map(|p| p.map(EarlyMap::NAME)));
+    // Made on a thread of their own while aya's loader parses the
+    // kernel's BTF (not `PENDING` where a test sets its size).
+    let overridden = pending_entries_for_a_test();
+    let early_names: Vec<&'static str> = super::early_map::EARLY
+        .iter()
+        .copied()
+        .filter(|&n| !(n == "PENDING" && overridden.is_some()))
+        .collect();
+    let pinned_at = |name: &'static str| pins.filter(|_| maps.contains(&name)).map(|p| p.map(name));
+    let early = EarlyMaps::start(object, &early_names, pinned_at);
     let mut loader = EbpfLoader::new();
     crate::start_phases::done("aya's loader (it parses the kernel's BTF)");
     loader
@@ -89,7 +97,7 @@ pub fn load(
     if s.options.bpf_log {
         loader.override_global(aya_log::LEVEL, &log::LEVEL, true);
     }
-    if let Some(entries) = pending_entries_for_a_test() {
+    if let Some(entries) = overridden {
         loader.map_max_entries("PENDING", entries);
     }
     if let Some(pins) = pins {

@@ -106,8 +106,8 @@ fn a_dead_pid() -> u32 {
     (2..max).rev().find(|p| !std::path::Path::new(&format!("/proc/{p}")).exists()).unwrap()
 }
 
-/// The pins in bpffs's root that agents' starts make for the live map
-/// (`gpumem-start-PID-LIVE`, bpf/early_map.rs).
+/// The pins in bpffs's root that agents' starts make for the maps they
+/// create beside aya's loader (`gpumem-start-PID-NAME`, bpf/early_map.rs).
 fn start_pins() -> Vec<String> {
     let Ok(dir) = std::fs::read_dir("/sys/fs/bpf") else { return Vec::new() };
     dir.flatten()
@@ -116,25 +116,39 @@ fn start_pins() -> Vec<String> {
         .collect()
 }
 
+fn bpffs_mounted() -> bool {
+    std::fs::read_to_string("/proc/self/mounts").is_ok_and(|m| {
+        m.lines().any(|l| l.split(' ').nth(1) == Some("/sys/fs/bpf") && l.split(' ').nth(2) == Some("bpf"))
+    })
+}
+
 #[test]
 fn a_start_leaves_no_pin_of_its_own_and_removes_one_a_dead_agent_left() {
     if !privileged() {
         return;
     }
-    if !std::path::Path::new("/sys/fs/bpf").is_dir() {
-        println!("SKIPPED: no bpffs at /sys/fs/bpf on this host (the live map is then made by aya's load)");
-        return;
+    // Where bpffs is not mounted a start makes no pins (its maps are made
+    // by aya's load): mounted here as hosts have it (and `--persist` mounts it).
+    if !bpffs_mounted() {
+        let out = std::process::Command::new("mount").args(["-t", "bpf", "bpf", "/sys/fs/bpf"]).output();
+        assert!(out.as_ref().is_ok_and(|o| o.status.success()), "mounting bpffs: {out:?}");
     }
-    // What an agent killed between its start's pin and aya's load leaves.
-    let stale = format!("/sys/fs/bpf/gpumem-start-{}-LIVE", a_dead_pid());
-    let map = aya::maps::Array::<aya::maps::MapData, u32>::create(1, 0).expect("creating a map");
-    map.pin(&stale).expect("pinning a map in bpffs");
+    // What an agent killed between its start's pins and aya's load leaves.
+    let dead = a_dead_pid();
+    let stale: Vec<String> =
+        ["LIVE", "PROC_USAGE"].iter().map(|m| format!("/sys/fs/bpf/gpumem-start-{dead}-{m}")).collect();
+    for path in &stale {
+        let map = aya::maps::Array::<aya::maps::MapData, u32>::create(1, 0).expect("creating a map");
+        map.pin(path).expect("pinning a map in bpffs");
+    }
     let agent = Agent::start(&[]);
-    assert!(
-        !std::path::Path::new(&stale).exists(),
-        "a dead agent's start pin is removed: {:?}",
-        start_pins()
-    );
+    for path in &stale {
+        assert!(
+            !std::path::Path::new(path).exists(),
+            "a dead agent's start pin {path} is removed: {:?}",
+            start_pins()
+        );
+    }
     let own = format!("gpumem-start-{}-", agent.pid());
     assert!(!start_pins().iter().any(|n| n.starts_with(&own)), "{:?}", start_pins());
     // Its maps are its programs' (the live table's and `LIVE`'s use is
