@@ -101,6 +101,12 @@ enum Cmd {
         /// round's this/AGENT ratio and writes target/bench/start_against.json.
         #[arg(long, value_name = "AGENT", conflicts_with_all = ["attach_only", "load_against", "programs_against"])]
         start_against: Option<std::path::PathBuf>,
+        /// Start --start-against's agents on NVIDIA's own 550 libcuda (28
+        /// MB, fetched as `cargo xtask nvidia` does) rather than the
+        /// simulated driver: what a start costs where the library is a
+        /// real one.
+        #[arg(long, requires = "start_against")]
+        on_nvidia: bool,
     },
     /// Lint, build, then run the unit tests, the deployment files' checks,
     /// the privileged end-to-end tests on this kernel and, beside them, the
@@ -219,6 +225,7 @@ fn main() -> std::process::ExitCode {
             cgroup_depth,
             together,
             start_against,
+            on_nvidia,
         } => bench::bench(
             quick,
             bench::Only {
@@ -232,6 +239,7 @@ fn main() -> std::process::ExitCode {
                     together,
                 }),
                 start_against: start_against.as_deref(),
+                on_nvidia,
             },
         ),
         Cmd::Test => test::test(),

@@ -104,10 +104,12 @@ pub struct Only<'a> {
     pub load_against: Option<&'a Path>,
     pub programs_against: Option<Against<'a>>,
     pub start_against: Option<&'a Path>,
+    /// --start-against on NVIDIA's 550 libcuda.
+    pub on_nvidia: bool,
 }
 
 pub fn bench(quick: bool, only: Only<'_>) -> anyhow::Result<()> {
-    let Only { attach: attach_only, load_against, programs_against, start_against } = only;
+    let Only { attach: attach_only, load_against, programs_against, start_against, on_nvidia } = only;
     if !is_root() {
         bail!("cargo xtask bench loads eBPF programs: run it as root");
     }
@@ -120,7 +122,7 @@ pub fn bench(quick: bool, only: Only<'_>) -> anyhow::Result<()> {
         return programs_against::compare(&b, &against, reps + 1, pairs * 10);
     }
     if let Some(other) = start_against {
-        return start_against::compare(&b, other, if quick { 12 } else { 24 });
+        return start_against::compare(&b, other, if quick { 12 } else { 24 }, on_nvidia);
     }
     if attach_only {
         let attach = attach::measure(&b, reps)?;

@@ -56,6 +56,14 @@ fn reference_library(out: &Path) -> anyhow::Result<PathBuf> {
     Ok(lib)
 }
 
+/// NVIDIA's 550 libcuda (fetched where missing).
+pub fn library_550() -> anyhow::Result<crate::nvidia::Library> {
+    crate::nvidia::libraries()?
+        .into_iter()
+        .find(|l| l.version.starts_with("550."))
+        .context("NVIDIA's 550 library was not fetched")
+}
+
 /// Runs the section: `reps` interleaved repetitions of every library,
 /// configuration and loop, `iterations` per loop.
 pub fn measure(
@@ -65,10 +73,7 @@ pub fn measure(
     bpftrace: &Result<PathBuf, String>,
 ) -> anyhow::Result<Section> {
     let reference = reference_library(&b.out)?;
-    let nvidia = crate::nvidia::libraries()?
-        .into_iter()
-        .find(|l| l.version.starts_with("550."))
-        .context("NVIDIA's 550 library was not fetched")?;
+    let nvidia = library_550()?;
     let libraries = [(LIBRARIES[0], reference), (LIBRARIES[1], nvidia.path.clone())];
     let mut samples = Samples::new();
     for rep in 0..reps {

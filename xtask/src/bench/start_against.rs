@@ -16,10 +16,11 @@ use super::{
     setup::{alternately, median, Built},
 };
 
-pub fn compare(b: &Built, other: &Path, rounds: usize) -> anyhow::Result<()> {
+pub fn compare(b: &Built, other: &Path, rounds: usize, on_nvidia: bool) -> anyhow::Result<()> {
     let other = other.canonicalize().with_context(|| format!("the other agent, {}", other.display()))?;
     let links = if attach::multi_refusal(b).is_none() { "multi" } else { "single" };
-    let libs = attach::copies(b, 1)?;
+    let libs = if on_nvidia { vec![super::nvidia::library_550()?.path] } else { attach::copies(b, 1)? };
+    let library = if on_nvidia { "NVIDIA's 550 libcuda" } else { "the simulated driver" };
     let timed = alternately("--start-against", rounds, |which| {
         let agent = if which == 0 { other.clone() } else { b.agent.clone() };
         let (ready_ms, link_ms, _, _) = attach::once(&b.with_agent(agent), links, &libs)?;
@@ -36,7 +37,7 @@ pub fn compare(b: &Built, other: &Path, rounds: usize) -> anyhow::Result<()> {
     };
     println!(
         "# Start to ready: this build against {}\n\nOne agent at a time, alternately, {rounds} rounds, {links} links, \
-         one library; medians (ratio: the median of each round's this / other).\n\n| agent | start to ready (ms) | \
+         one library ({library}); medians (ratio: the median of each round's this / other).\n\n| agent | start to ready (ms) | \
          range (ms) | of it linking (ms) |\n| --- | --- | --- | --- |\n| other | {} | {} | {} |\n| this | {} | {} | {} \
          |\n\nthis / other, a round: {}\n",
         other.display(),
@@ -51,6 +52,7 @@ pub fn compare(b: &Built, other: &Path, rounds: usize) -> anyhow::Result<()> {
     let json = json!({
         "other": other.display().to_string(),
         "links": links,
+        "library": library,
         "rounds": timed.iter().map(|r| json!({
             "other": { "ready_ms": r[0][0], "link_ms": r[0][1] },
             "this": { "ready_ms": r[1][0], "link_ms": r[1][1] },
