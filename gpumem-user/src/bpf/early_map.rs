@@ -24,10 +24,12 @@ use std::{
 
 use aya::EbpfLoader;
 
-use super::multi::{self, MapDef};
+use super::{
+    multi::{self, MapDef},
+    persist::bpffs::{on_bpffs, BPFFS},
+};
 
-/// Where this start's own pins go (bpffs).
-const BPFFS: &str = "/sys/fs/bpf";
+/// This start's own pins go in bpffs's root, named thus.
 const PREFIX: &str = "gpumem-start-";
 
 /// The maps created early, the costliest first (each took 0.4 ms or more
@@ -167,8 +169,7 @@ fn definition(object: &[u8], name: &str) -> Option<MapDef> {
 /// Whether bpffs is mounted at [`BPFFS`] (`--persist` mounts it where
 /// not; a plain start leaves the host's mounts alone).
 fn bpffs_mounted() -> bool {
-    use nix::sys::statfs::{statfs, BPF_FS_MAGIC};
-    statfs(BPFFS).is_ok_and(|s| s.filesystem_type() == BPF_FS_MAGIC)
+    on_bpffs(Path::new(BPFFS)).unwrap_or(false)
 }
 
 /// Removes pins of earlier starts whose agents are gone.

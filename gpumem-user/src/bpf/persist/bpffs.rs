@@ -4,13 +4,17 @@ use std::path::Path;
 use super::error::PersistError;
 
 /// Where the kernel's bpf filesystem is conventionally mounted.
-const BPFFS: &str = "/sys/fs/bpf";
+pub const BPFFS: &str = "/sys/fs/bpf";
+
+/// Whether `path` is on bpffs.
+pub fn on_bpffs(path: &Path) -> nix::Result<bool> {
+    use nix::sys::statfs::{statfs, BPF_FS_MAGIC};
+    statfs(path).map(|s| s.filesystem_type() == BPF_FS_MAGIC)
+}
 
 /// Checks that `root` is (or will be) on bpffs, mounting it at
 /// /sys/fs/bpf where nothing is mounted there.
 pub fn ensure_bpffs(root: &Path) -> Result<(), PersistError> {
-    use nix::sys::statfs::{statfs, BPF_FS_MAGIC};
-    let on_bpffs = |p: &Path| statfs(p).map(|s| s.filesystem_type() == BPF_FS_MAGIC);
     let probe = if root.exists() { root } else { root.parent().unwrap_or(root) };
     let no = |why: String| PersistError::NoBpffs { path: probe.display().to_string(), why };
     match on_bpffs(probe) {

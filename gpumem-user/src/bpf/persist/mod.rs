@@ -22,7 +22,7 @@ use std::{
 
 use aya::programs::links::FdLink;
 
-mod bpffs;
+pub(super) mod bpffs;
 mod error;
 mod identity;
 pub mod interrupted;
