@@ -22,7 +22,7 @@ use std::{
 
 use aya::programs::links::FdLink;
 
-pub(super) mod bpffs;
+pub mod bpffs;
 mod error;
 mod identity;
 pub mod interrupted;
