@@ -60,10 +60,9 @@ struct Early {
     own_pin: bool,
 }
 
-/// The maps being created.
+/// The maps being created: the thread gives each back with what came of it.
 pub struct EarlyMaps {
-    maps: Vec<Early>,
-    thread: JoinHandle<Vec<io::Result<()>>>,
+    thread: JoinHandle<Vec<(Early, io::Result<()>)>>,
 }
 
 impl EarlyMaps {
@@ -94,37 +93,40 @@ impl EarlyMaps {
         if maps.is_empty() {
             return None;
         }
-        let todo: Vec<(&'static str, MapDef, PathBuf, bool)> =
-            maps.iter().map(|m| (m.name, m.def, m.path.clone(), m.own_pin)).collect();
         let thread = std::thread::Builder::new()
             .name("gpumem-maps".into())
             .spawn(move || {
-                if todo.iter().any(|t| t.3) {
+                if maps.iter().any(|m| m.own_pin) {
                     remove_stale();
                 }
-                todo.iter().map(|(name, def, at, _)| multi::pin(&multi::create_map(name, def)?, at)).collect()
+                maps.into_iter()
+                    .map(|m| {
+                        let made = multi::create_map(m.name, &m.def).and_then(|fd| multi::pin(&fd, &m.path));
+                        (m, made)
+                    })
+                    .collect()
             })
             .ok()?;
-        Some(Self { maps, thread })
+        Some(Self { thread })
     }
 
     /// Waits for the maps and, for each made and pinned, tells `loader` to
     /// open it there.
     pub fn hand_to<'a>(self, loader: &mut EbpfLoader<'a>) -> Pinned {
-        let made = self.thread.join().unwrap_or_default();
+        let Ok(made) = self.thread.join() else {
+            tracing::debug!("the thread making maps early panicked; aya's load makes them");
+            return Pinned { own: Vec::new() };
+        };
         let mut own = Vec::new();
-        for (i, m) in self.maps.into_iter().enumerate() {
-            match made.get(i) {
-                Some(Ok(())) => {
+        for (m, result) in made {
+            match result {
+                Ok(()) => {
                     loader.map_pin_path(m.name, m.path.clone());
                     if m.own_pin {
                         own.push(m.path);
                     }
                 }
-                Some(Err(e)) => tracing::debug!("map {} made early: {e}; aya's load makes it", m.name),
-                None => {
-                    tracing::debug!("map {} made early: the thread panicked; aya's load makes it", m.name)
-                }
+                Err(e) => tracing::debug!("map {} made early: {e}; aya's load makes it", m.name),
             }
         }
         Pinned { own }

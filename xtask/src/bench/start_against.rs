@@ -19,8 +19,11 @@ use super::{
 pub fn compare(b: &Built, other: &Path, rounds: usize, on_nvidia: bool) -> anyhow::Result<()> {
     let other = other.canonicalize().with_context(|| format!("the other agent, {}", other.display()))?;
     let links = if attach::multi_refusal(b).is_none() { "multi" } else { "single" };
-    let libs = if on_nvidia { vec![super::nvidia::library_550()?.path] } else { attach::copies(b, 1)? };
-    let library = if on_nvidia { "NVIDIA's 550 libcuda" } else { "the simulated driver" };
+    let (libs, library) = if on_nvidia {
+        (vec![super::nvidia::library_550()?.path], "NVIDIA's 550 libcuda")
+    } else {
+        (attach::copies(b, 1)?, "the simulated driver")
+    };
     let timed = alternately("--start-against", rounds, |which| {
         let agent = if which == 0 { other.clone() } else { b.agent.clone() };
         let (ready_ms, link_ms, _, _) = attach::once(&b.with_agent(agent), links, &libs)?;
