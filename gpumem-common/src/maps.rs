@@ -46,10 +46,11 @@ pub const EVENTS_BYTES: u32 = 4 << 20;
 /// Bytes waiting in the ring buffer above which a record wakes the agent;
 /// below, records are submitted quietly and the agent drains on a timer.
 pub const WAKEUP_BACKLOG: u32 = 256 << 10;
-/// The least time between two records of one CPU that wake the agent
-/// (ns): a wake-up is a self-interrupt (`irq_work`, an APIC write, a VM
-/// exit under a hypervisor), and while the agent catches up every record
-/// above the backlog asked for one, 125 ns a pair in the bench's loop. At
+/// The least time between two looks of one CPU at the ring's backlog,
+/// and so between two of its records that wake the agent (ns): a wake-up
+/// is a self-interrupt (`irq_work`, an APIC write, a VM exit under a
+/// hypervisor), and while the agent catches up every record above the
+/// backlog asked for one, 125 ns a pair in the bench's loop. At
 /// the most one 2-core host produced (about 110 MB of records a second) a
 /// millisecond fills 110 KiB of the ring's 4 MiB.
 pub const WAKEUP_GAP_NS: u64 = 1_000_000;
