@@ -20,11 +20,7 @@ use gpumem_common::{ns, LiveAlloc, LiveKey, DEVICE_UNKNOWN};
 
 use crate::decode::{Body, Change, Event, Origin};
 
-/// The ledger's maps, touched on every record: foldhash, seeded at
-/// random per map, rather than SipHash (a tenth of a record's time; the
-/// keys are pids, cgroup ids and addresses, and a random seed keeps a
-/// process from choosing addresses that collide).
-type HashMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
+use crate::fast_hash::HashMap;
 
 /// A device ordinal, or None where the calling thread's context was not
 /// known.

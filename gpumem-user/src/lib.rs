@@ -17,6 +17,7 @@ pub mod cmd;
 pub mod control;
 pub mod decode;
 pub mod enrich;
+pub mod fast_hash;
 pub mod flock;
 pub mod health;
 pub mod holders;

@@ -4,7 +4,7 @@
 //! count those) nor a reason to name the device's holders. A `limit`
 //! record comes before its call's return in the ring (one thread, one
 //! order), so a thread is remembered from one to the other.
-use std::collections::HashSet;
+use crate::fast_hash::HashSet;
 
 /// How many threads are remembered before they are forgotten at once
 /// (returns lost from the ring would otherwise keep theirs forever).

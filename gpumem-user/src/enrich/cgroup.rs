@@ -8,12 +8,13 @@
 //! removed while its records still arrive must not cost a walk each).
 use procfs::process::MountInfos;
 use std::{
-    collections::HashMap,
     os::unix::fs::MetadataExt,
     path::{Path, PathBuf},
     sync::Arc,
     time::{Duration, Instant},
 };
+
+use crate::fast_hash::HashMap;
 
 const RESCAN_EVERY: Duration = Duration::from_secs(1);
 
@@ -35,7 +36,7 @@ impl CgroupResolver {
     }
 
     pub fn with_root(root: Option<PathBuf>) -> Self {
-        Self { root, paths: HashMap::new(), missed: HashMap::new() }
+        Self { root, paths: HashMap::default(), missed: HashMap::default() }
     }
 
     pub fn root(&self) -> Option<&Path> {

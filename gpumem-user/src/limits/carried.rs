@@ -62,6 +62,9 @@ impl Carried {
     /// An allocation freed (or replaced at its address): the new base of
     /// every slot that carried it.
     pub fn freed(&mut self, tgid: u32, key: (u32, u64)) -> Vec<(u32, u64)> {
+        if self.is_empty() {
+            return Vec::new(); // no limit carries anything: every record's case
+        }
         self.unseen.remove(&(tgid, key));
         self.update(|procs| procs.get_mut(&tgid).and_then(|m| m.remove(&key)).is_some())
     }
@@ -69,8 +72,16 @@ impl Carried {
     /// A process exited or exec'd: the new base of every slot that carried
     /// some of it.
     pub fn exited(&mut self, tgid: u32) -> Vec<(u32, u64)> {
+        if self.is_empty() {
+            return Vec::new();
+        }
         self.unseen.retain(|&(t, _)| t != tgid);
         self.update(|procs| procs.remove(&tgid).is_some())
+    }
+
+    /// Whether nothing is carried, nor awaited.
+    fn is_empty(&self) -> bool {
+        self.slots.is_empty() && self.unseen.is_empty()
     }
 
     /// Forgets a slot (its limit was cleared).
