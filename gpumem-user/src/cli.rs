@@ -149,6 +149,14 @@ pub struct RunArgs {
     /// twice, for records that wrap).
     #[arg(long, value_name = "SIZE", default_value = "4MiB", value_parser = parse_ring_size)]
     pub ring_buffer: u32,
+    /// Run the agent at nice -N (0 to 20; 0 leaves its priority as
+    /// started, and a start at a lower nice value is kept), so that on a
+    /// host whose cores the traced processes keep busy it still reads the
+    /// ring as fast as they fill it (auditd's `priority_boost` does the
+    /// same). It takes only the time its records need. Needs CAP_SYS_NICE;
+    /// refused, the agent warns and runs on as started.
+    #[arg(long, value_name = "N", default_value_t = 4, value_parser = clap::value_parser!(u8).range(0..=20))]
+    pub priority_boost: u8,
     /// Log, from the eBPF programs, each limit decision, deny rewrite and
     /// full map (as `gpumem: bpf: ...` lines on stderr):
     /// for when something looks wrong. Off, it costs nothing: the verifier

@@ -119,6 +119,9 @@ fn systemd_unit_runs_the_agent_with_flags_it_knows() {
     assert_eq!(run.socket.parent(), Some(socket_dir.as_path()), "the socket lies in RuntimeDirectory=");
     assert_eq!(run.socket, Path::new(DEFAULT_SOCKET), "`gpumem status` finds it without --socket");
     assert_eq!(unit_value(&unit, "ExecReload"), "/bin/kill -HUP $MAINPID", "SIGHUP rereads --config");
+    // The unit starts the agent at the nice value --priority-boost asks
+    // for, which it then keeps: no CAP_SYS_NICE needed, and no warning.
+    assert_eq!(unit_value(&unit, "Nice"), format!("-{}", run.priority_boost));
 }
 
 #[test]
@@ -197,6 +200,7 @@ fn daemonset_mounts_what_the_agent_reads() {
     let caps = capabilities(yaml_list(&yaml, "add").iter().map(String::as_str));
     assert!(privileges::sufficient(&caps), "{caps:?} would not load the programs");
     assert!(caps.contains(&Capability::CAP_SYS_PTRACE), "other containers' /proc/PID/maps need it");
+    assert!(caps.contains(&Capability::CAP_SYS_NICE), "--priority-boost, on by default, needs it");
     assert_eq!(yaml_list(&yaml, "drop"), ["ALL"]);
     assert!(yaml.contains("\n      hostPID: true\n"), "the host's processes are the agent's to see");
 }

@@ -209,7 +209,7 @@ mod tests {
     fn the_manifest_reads_as_the_kubelet_runs_it() {
         let ds = DaemonSet::read();
         assert!(ds.host_pid && ds.read_only_root && ds.no_new_privileges);
-        assert_eq!(ds.caps_add, ["BPF", "PERFMON", "SYS_PTRACE"]);
+        assert_eq!(ds.caps_add, ["BPF", "PERFMON", "SYS_PTRACE", "SYS_NICE"]);
         assert!(ds
             .mounts
             .iter()

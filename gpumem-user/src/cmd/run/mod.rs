@@ -3,6 +3,7 @@
 //! (`event_loop.rs`) until told to stop, and detach (or, with `--persist`,
 //! leave everything attached and pinned).
 mod event_loop;
+mod priority;
 mod setup;
 
 use anyhow::Context;
@@ -39,6 +40,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     // refused before it loads anything.
     let _socket_lock = crate::control::lock::SocketLock::take(&args.socket)?;
     setup::raise_memlock();
+    priority::boost(args.priority_boost);
     if !args.persist {
         persist::refuse_unadopted(&args.pin_dir)?;
     } else if std::os::unix::net::UnixStream::connect(&args.socket).is_ok() {
