@@ -42,7 +42,7 @@ pub use self::{
     pins::PinDir,
     podman::{Container, Podman},
     poll::{poll, poll_moving, wait_until, DEADLINE},
-    procfs::{all_stopped, cpu_ticks, rss_kib, stopped, stopped_while},
+    procfs::{all_stopped, cpu_ticks, rss_kib, stat_fields, stopped, stopped_while},
     prometheus::Prometheus,
     records::*,
     tmpfs::Tmpfs,

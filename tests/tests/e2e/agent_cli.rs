@@ -100,6 +100,31 @@ fn start_ready_and_clean_stop() {
     assert!(!socket.exists(), "the control socket is removed at exit");
 }
 
+/// A thread's nice value (`/proc/PID/stat`'s 19th field).
+fn nice_of(pid: u32) -> i32 {
+    stat_fields(pid)[16].parse().expect("a nice value")
+}
+
+#[test]
+fn the_agent_runs_at_the_priority_boost_it_is_given() {
+    if !privileged() {
+        return;
+    }
+    // The agent starts at this process's nice value and lowers it to -N,
+    // never raising it (a start at a lower one is kept).
+    let own = nice_of(std::process::id());
+    for (boost, expected) in [(None, own.min(-4)), (Some("0"), own), (Some("11"), own.min(-11))] {
+        let extra: Vec<&str> = boost.map(|b| vec!["--priority-boost", b]).unwrap_or_default();
+        let agent = Agent::start(&extra);
+        assert_eq!(nice_of(agent.pid()), expected, "--priority-boost {boost:?}, started at nice {own}");
+        assert!(!agent.stderr().contains("scheduling priority"), "root may raise it: {}", agent.stderr());
+        let (status, _) = agent.stop();
+        assert!(status.success());
+    }
+    let (ok, err) = run_agent(&["run", "--priority-boost", "21", "--duration", "1"]);
+    assert!(!ok && err.contains("--priority-boost"), "{err}");
+}
+
 /// A pid no process has now (the highest free below `pid_max`).
 fn a_dead_pid() -> u32 {
     let max: u32 = std::fs::read_to_string("/proc/sys/kernel/pid_max").unwrap().trim().parse().unwrap();
