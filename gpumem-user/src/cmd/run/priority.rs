@@ -2,8 +2,8 @@
 //! the ring only as long as it holds them; on a host whose cores the
 //! traced processes keep busy, the agent at the same priority gets less
 //! than its share (measured on a 2-core host with two unpaced loops: the
-//! agent runnable but waiting 175 to 200 ms of each half second, records
-//! lost in most runs; at nice -4, 50 to 73 ms and none). auditd raises its
+//! agent runnable but waiting 175 to 224 ms of each half second, records
+//! lost in 7 runs of 9; at nice -4, 39 to 73 ms and none in 6). auditd raises its
 //! priority for the same reason (`priority_boost`, 4 by default). The
 //! agent takes only the time its records need, so a boost cannot take
 //! more from the workloads than that.
@@ -26,18 +26,21 @@ pub fn boost(boost: u8) {
     // SAFETY: plain syscalls about the calling thread.
     let current = unsafe { libc::getpriority(libc::PRIO_PROCESS, 0) };
     if current == -1 && Errno::last_raw() != 0 {
-        tracing::warn!("cannot read the agent's scheduling priority: {}", Errno::last());
+        let err = Errno::last();
+        tracing::warn!("cannot read the agent's scheduling priority: {err}");
         return;
     }
     let Some(want) = target(current, boost) else { return };
     // SAFETY: as above.
     if unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, want) } != 0 {
+        // Read before anything else runs that may set errno.
+        let err = Errno::last();
         tracing::warn!(
             "cannot raise the agent's scheduling priority to nice {want} (--priority-boost {boost}): {}; on a \
              host whose cores the traced processes keep busy records may then be lost (`dropped` records say \
              so): give the agent CAP_SYS_NICE, or --priority-boost 0 to run at nice {current} without this \
              warning",
-            Errno::last()
+            err
         );
         return;
     }
