@@ -211,14 +211,14 @@ impl LimitTable {
             .map_err(|e| LimitError::Write { target: format!("slot {slot}"), source: Box::new(e) })
     }
 
+    /// What the kernel counts in `slot` now, with its base.
+    fn counted(&self, slot: u32) -> u64 {
+        counted(&self.state, &self.base, slot)
+    }
+
     /// LIMIT_BASE[slot] (0 where it cannot be read).
     pub fn base(&self, slot: u32) -> u64 {
         self.base.get(&slot, 0).unwrap_or(0)
-    }
-
-    /// What the kernel counts in `slot` now, with its base.
-    fn counted(&self, slot: u32) -> u64 {
-        self.state.get(&slot, 0).map(|s| s.usage).unwrap_or(0).wrapping_add(self.base(slot))
     }
 
     /// Puts `rule` in a fresh run of slots (their bases `carried` first,
@@ -393,3 +393,10 @@ mod clear;
 mod shared;
 #[cfg(test)]
 mod tests;
+
+/// What the kernel counts in `slot` of `state` now, with its base in
+/// `base` (0 for what cannot be read).
+fn counted(state: &Array<MapData, LimitState>, base: &Array<MapData, u64>, slot: u32) -> u64 {
+    let usage = state.get(&slot, 0).map(|s| s.usage).unwrap_or(0);
+    usage.wrapping_add(base.get(&slot, 0).unwrap_or(0))
+}

