@@ -213,7 +213,7 @@ impl LimitTable {
 
     /// What the kernel counts in `slot` now, with its base.
     fn counted(&self, slot: u32) -> u64 {
-        counted(&self.state, &self.base, slot)
+        slots::counted(&self.state, &self.base, slot)
     }
 
     /// LIMIT_BASE[slot] (0 where it cannot be read).
@@ -393,10 +393,3 @@ mod clear;
 mod shared;
 #[cfg(test)]
 mod tests;
-
-/// What the kernel counts in `slot` of `state` now, with its base in
-/// `base` (0 for what cannot be read).
-fn counted(state: &Array<MapData, LimitState>, base: &Array<MapData, u64>, slot: u32) -> u64 {
-    let usage = state.get(&slot, 0).map(|s| s.usage).unwrap_or(0);
-    usage.wrapping_add(base.get(&slot, 0).unwrap_or(0))
-}

@@ -2,7 +2,10 @@
 //! nothing counts under them.
 use std::time::Instant;
 
-use super::{counted, slots::Slot, write_error, Devices, Installed, LimitError, LimitTable};
+use super::{
+    slots::{counted, Slot},
+    write_error, Devices, Installed, LimitError, LimitTable,
+};
 use crate::limits::policy::Target;
 
 impl LimitTable {

@@ -4,7 +4,8 @@
 //! nothing counts under it any more (see [`Slots::reclaim`]).
 use std::time::{Duration, Instant};
 
-use gpumem_common::MAX_LIMITS;
+use aya::maps::{Array, MapData};
+use gpumem_common::{LimitState, MAX_LIMITS};
 
 use super::installed::Installed;
 
@@ -125,6 +126,13 @@ impl Slots {
         }
         freed
     }
+}
+
+/// What the kernel counts in `slot` of `state` now, with its base in
+/// `base` (0 for what cannot be read).
+pub fn counted(state: &Array<MapData, LimitState>, base: &Array<MapData, u64>, slot: u32) -> u64 {
+    let usage = state.get(&slot, 0).map(|s| s.usage).unwrap_or(0);
+    usage.wrapping_add(base.get(&slot, 0).unwrap_or(0))
 }
 
 #[cfg(test)]
