@@ -1,6 +1,6 @@
 //! Processes the kernel held at exec until their pod's rules were made
 //! (`limits/pod_hold.rs`): a `held` record for each one let go on.
-use std::io;
+use std::{io, sync::Arc};
 
 use super::{held_now, Agent};
 use crate::{
@@ -34,7 +34,8 @@ impl Agent {
     fn say_released(&mut self, released: Vec<Released>) -> io::Result<()> {
         for r in released {
             let (pod_cgroup, _) = self.enricher.cgroup(r.pod_cgroup_id);
-            let at = self.enricher.cgroup(r.origin.cgroup_id);
+            let (cgroup, container) = self.enricher.cgroup(r.origin.cgroup_id);
+            let at = (cgroup, container.map(Arc::unwrap_or_clone));
             let line = HeldLine::new(&r.origin, at, (r.pod_cgroup_id, pod_cgroup), (r.held_ns, r.resumed));
             tracing::info!(
                 "pid {} ({}) was held {:.1} ms at exec for its pod's rules; {}",

@@ -20,7 +20,7 @@ mod scrape;
 mod status;
 mod top;
 
-use std::io;
+use std::{io, sync::Arc};
 
 use gpumem_common::{declare::declaration::Declaration, CUDA_ERROR_OUT_OF_MEMORY};
 
@@ -116,7 +116,7 @@ impl Agent {
         let (kernel, ledger) = (&self.kernel, &self.ledger);
         let read = || held_now(kernel, ledger);
         let bound = self.limits.declared_in_container(origin.pid, decl, place, &read);
-        let mut line = DeclaredLine::new(origin, decl, cgroup, container);
+        let mut line = DeclaredLine::new(origin, decl, cgroup, container.map(Arc::unwrap_or_clone));
         line.container_limit = bound;
         line
     }

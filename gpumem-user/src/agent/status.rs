@@ -1,6 +1,6 @@
 //! The usage table, the ledger's view beside the kernel's, for `status`
 //! answers and `usage` lines.
-use std::io;
+use std::{io, sync::Arc};
 
 use super::Agent;
 use crate::output::{monotonic_ns, Line, Scope, SplitLine, StatusEntry, StatusReport, UsageEvent, UsageLine};
@@ -13,7 +13,8 @@ impl Agent {
         let mut cgroups = self.cgroup_entries();
         for e in processes.iter_mut().chain(cgroups.iter_mut()) {
             let (cgroup, container) = self.enricher.cgroup(e.cgroup_id);
-            (e.cgroup, e.container) = (cgroup.as_deref().map(str::to_string), container);
+            (e.cgroup, e.container) =
+                (cgroup.as_deref().map(str::to_string), container.map(Arc::unwrap_or_clone));
             if let Some(pid) = e.pid {
                 let info = self.enricher.process(pid);
                 (e.exe, e.cmdline) = (info.exe, info.cmdline);

@@ -29,6 +29,14 @@ pub struct Container {
     pub name: Option<String>,
 }
 
+impl Container {
+    /// Whether the kubelet's directories have said all its names (a pod's
+    /// container: its namespace, pod and name).
+    pub fn named(&self) -> bool {
+        self.namespace.is_some() && self.pod.is_some() && self.name.is_some()
+    }
+}
+
 fn is_id(s: &str) -> bool {
     s.len() == 64 && s.bytes().all(|b| b.is_ascii_hexdigit())
 }

@@ -53,6 +53,9 @@ impl Carried {
     /// changes nothing; any other at a carried address replaces one whose
     /// free was never seen, as the kernel treats it.
     pub fn allocated(&mut self, tgid: u32, key: (u32, u64)) -> Vec<(u32, u64)> {
+        if self.is_empty() {
+            return Vec::new(); // as in `freed`: no SipHash of the key at every record
+        }
         if self.unseen.remove(&(tgid, key)) {
             return Vec::new();
         }

@@ -106,7 +106,7 @@ pub struct EventLine {
     #[serde(flatten)]
     pub caller: Caller<RecordEvent>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub container: Option<Container>,
+    pub container: Option<Arc<Container>>,
     pub device: Option<u32>,
     pub kind: Cow<'static, str>,
     pub size: u64,
@@ -126,7 +126,7 @@ pub struct EventLine {
 impl EventLine {
     /// The line of a memory record or a reported call; None for a limit
     /// decision (see [`LimitLine`]).
-    pub fn new(e: &Event, cgroup: Option<Arc<str>>, container: Option<Container>) -> Option<Self> {
+    pub fn new(e: &Event, cgroup: Option<Arc<str>>, container: Option<Arc<Container>>) -> Option<Self> {
         let (event, c) = match &e.body {
             Body::Alloc(c) => (RecordEvent::Alloc, *c),
             Body::Free(c) => (RecordEvent::Free, *c),
@@ -147,7 +147,7 @@ impl EventLine {
 
     fn with(
         caller: Caller<RecordEvent>,
-        container: Option<Container>,
+        container: Option<Arc<Container>>,
         c: &Change,
         kind: &'static str,
     ) -> Self {

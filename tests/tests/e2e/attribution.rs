@@ -35,7 +35,7 @@ fn records_name_the_pod_container_and_process() {
         pod: Some(POD.into()),
         name: Some(NAME.into()),
     };
-    assert_eq!(alloc.container, Some(container));
+    assert_eq!(alloc.container, Some(std::sync::Arc::new(container)));
     let s = agent.status();
     let p = proc_entry(&s, pid).unwrap();
     assert!(p.exe.as_deref().is_some_and(|e| e.ends_with("/gpumem-workload")), "{p:?}");

@@ -3,12 +3,15 @@
 //! lines), at a fraction of its cost. serde_json escapes every key of a
 //! flattened struct and formats through a map; here the keys are constants
 //! and a string is copied as it is unless it holds a byte JSON escapes.
-//! The rare parts (container, flags, holders) still go through serde_json.
+//! A container, on every record of a pod's, is written here too (through
+//! serde_json, a pod's record cost the agent a fifth more); the rare parts
+//! (flags, holders) still go through serde_json.
 use std::io;
 
 use bytes::{BufMut, BytesMut};
 
 use super::EventLine;
+use crate::enrich::container::Container;
 
 /// Appends `l` as one JSON object (no newline) to `out`.
 pub fn write(out: &mut BytesMut, l: &EventLine) -> io::Result<()> {
@@ -34,7 +37,7 @@ pub fn write(out: &mut BytesMut, l: &EventLine) -> io::Result<()> {
     }
     if let Some(container) = &l.container {
         out.put_slice(b",\"container\":");
-        serde_json::to_writer(out.writer(), container)?;
+        container_object(out, container)?;
     }
     out.put_slice(b",\"device\":");
     optional(out, l.device);
@@ -57,6 +60,30 @@ pub fn write(out: &mut BytesMut, l: &EventLine) -> io::Result<()> {
     if let Some(holders) = &l.holders {
         out.put_slice(b",\"holders\":");
         serde_json::to_writer(out.writer(), holders)?;
+    }
+    out.put_u8(b'}');
+    Ok(())
+}
+
+/// A container as serde_json writes `Container`: its fields in order, the
+/// absent ones left out.
+fn container_object(out: &mut BytesMut, c: &Container) -> io::Result<()> {
+    out.put_slice(b"{\"runtime\":");
+    string(out, &c.runtime)?;
+    out.put_slice(b",\"id\":");
+    string(out, &c.id)?;
+    let optional = [
+        (&b",\"pod_uid\":"[..], &c.pod_uid),
+        (b",\"qos\":", &c.qos),
+        (b",\"namespace\":", &c.namespace),
+        (b",\"pod\":", &c.pod),
+        (b",\"name\":", &c.name),
+    ];
+    for (key, value) in optional {
+        if let Some(v) = value {
+            out.put_slice(key);
+            string(out, v)?;
+        }
     }
     out.put_u8(b'}');
     Ok(())

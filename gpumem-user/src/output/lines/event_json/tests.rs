@@ -1,4 +1,4 @@
-use std::borrow::Cow;
+use std::{borrow::Cow, sync::Arc};
 
 use proptest::prelude::*;
 
@@ -44,12 +44,12 @@ fn line(comm: String, cgroup: Option<String>, device: Option<u32>, result: Optio
 #[test]
 fn the_rare_parts_are_written_as_serde_json_writes_them() {
     let mut l = line("tab\there \"q\" \\ é\u{7f}".into(), None, None, None);
-    l.container = Some(Container {
+    l.container = Some(Arc::new(Container {
         runtime: "docker".into(),
         id: "a".repeat(64),
         pod: Some("p".into()),
         ..Container::default()
-    });
+    }));
     l.flags = vec![Flag::Untracked, Flag::CgroupSlotsFull];
     l.holders = Some(Box::new(Holders {
         device: Some(1),
@@ -84,5 +84,19 @@ proptest! {
         }
         let (serde, ours) = both(&l);
         prop_assert_eq!(ours, serde);
+    }
+
+    #[test]
+    fn any_container_is_written_byte_for_byte_as_serde_json_writes_it(
+        runtime in any::<String>(),
+        id in any::<String>(),
+        optional in proptest::collection::vec(proptest::option::of(any::<String>()), 5),
+    ) {
+        let mut l = line("python".into(), Some("/kubepods.slice/x.scope".into()), Some(0), Some(0));
+        let [pod_uid, qos, namespace, pod, name]: [Option<String>; 5] = optional.try_into().unwrap();
+        l.container = Some(Arc::new(Container { runtime, id, pod_uid, qos, namespace, pod, name }));
+        let (serde, ours) = both(&l);
+        prop_assert_eq!(&ours, &serde);
+        prop_assert_eq!(serde_json::from_str::<Line>(&ours).unwrap(), Line::Event(l));
     }
 }
