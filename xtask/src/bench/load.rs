@@ -11,7 +11,7 @@ use std::{
 
 use anyhow::{bail, Context};
 
-use super::{setup::Built, tracer::Tracer};
+use super::{pod::BenchPod, setup::Built, tracer::Tracer};
 use crate::util::output;
 
 /// One measured load.
@@ -162,7 +162,17 @@ impl Meter<'_> {
 }
 
 fn loop_cmd(b: &Built, pairs: u64, rate: u64) -> Command {
-    let mut c = Command::new(&b.workload);
+    loop_args(Command::new(&b.workload), b, pairs, rate)
+}
+
+/// [`loop_cmd`] in cgroup `dir`.
+fn loop_cmd_in(b: &Built, pairs: u64, dir: &Path) -> Command {
+    let mut c = Command::new("sh");
+    c.args(["-c", r#"echo 0 > "$0/cgroup.procs" && exec "$@""#]).arg(dir).arg(&b.workload);
+    loop_args(c, b, pairs, 0)
+}
+
+fn loop_args(mut c: Command, b: &Built, pairs: u64, rate: u64) -> Command {
     c.arg("--libcuda").arg(&b.libcuda).args(["--scenario", "loop", "--size", "4096"]);
     c.args(["--iterations", &pairs.to_string(), "--rate", &rate.to_string()]);
     c.stdout(Stdio::null());
@@ -214,6 +224,14 @@ pub fn measure(b: &Built, quick: bool) -> anyhow::Result<AgentLoad> {
     })?;
     let saturation_events_per_s = row.events_per_s;
     rows.push(row);
+    // The same loops in a pod's container: each record names the
+    // container and its pod.
+    let pod = BenchPod::make()?;
+    rows.push(m.measure(IN_A_POD, || {
+        run_all((0..cores).map(|_| loop_cmd_in(b, pairs, pod.cgroup())).collect())?;
+        Ok(2 * pairs * cores)
+    })?);
+    drop(pod);
     let live = 100_000;
     let row = m.measure("100k live", || hold(b, &socket, live, Duration::ZERO))?;
     let (agent_rss_mb_100k_live, agent_allocated_mb_100k_live) =
@@ -237,6 +255,9 @@ pub fn measure(b: &Built, quick: bool) -> anyhow::Result<AgentLoad> {
         live_allocations: live,
     })
 }
+
+/// The load of [`BenchPod`]'s loops, at saturation.
+const IN_A_POD: &str = "saturation, in a pod";
 
 /// How long the `100k live, exits` load runs short loops beside the held
 /// allocations: more than two of the agent's sweeps (at most one every

@@ -20,6 +20,7 @@ mod attach;
 mod load;
 mod load_against;
 mod nvidia;
+mod pod;
 mod programs_against;
 mod start_against;
 pub use programs_against::Against;

@@ -173,7 +173,7 @@ fn load_table(load: &AgentLoad) -> String {
         );
     }
     md + &format!(
-        "\nRecords produced {}, applied by the agent {}, lost in the kernel (counted) {}. The `100k live` rows hold {} allocations at once (`exits`: beside short loops, one process after another, for {} s, so that the agent sweeps what their exits leave while the spill is in the hash map). Peak RSS includes the kernel ring buffer ({} MiB by default) twice, {:.1} MB resident: the kernel maps its pages twice into the agent, for records that wrap. `allocated` is the peak less the pages mapped from files (the binary, libraries, the ring buffer).\n",
+        "\nRecords produced {}, applied by the agent {}, lost in the kernel (counted) {}. The `100k live` rows hold {} allocations at once (`exits`: beside short loops, one process after another, for {} s, so that the agent sweeps what their exits leave while the spill is in the hash map). `saturation, in a pod` runs the saturation's loops in one pod's container cgroup (the kubelet's systemd layout, the pod and container named by `/var/log/pods` and `/var/log/containers`), so that every record carries the container and its pod. Peak RSS includes the kernel ring buffer ({} MiB by default) twice, {:.1} MB resident: the kernel maps its pages twice into the agent, for records that wrap. `allocated` is the peak less the pages mapped from files (the binary, libraries, the ring buffer).\n",
         load.produced_records,
         load.delivered_records,
         load.lost_records,
