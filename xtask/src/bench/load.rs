@@ -11,7 +11,11 @@ use std::{
 
 use anyhow::{bail, Context};
 
-use super::{pod::BenchPod, setup::Built, tracer::Tracer};
+use super::{
+    pod::BenchPod,
+    setup::{workload_in, Built},
+    tracer::Tracer,
+};
 use crate::util::output;
 
 /// One measured load.
@@ -167,9 +171,7 @@ fn loop_cmd(b: &Built, pairs: u64, rate: u64) -> Command {
 
 /// [`loop_cmd`] in cgroup `dir`.
 fn loop_cmd_in(b: &Built, pairs: u64, dir: &Path) -> Command {
-    let mut c = Command::new("sh");
-    c.args(["-c", r#"echo 0 > "$0/cgroup.procs" && exec "$@""#]).arg(dir).arg(&b.workload);
-    loop_args(c, b, pairs, 0)
+    loop_args(workload_in(b, dir), b, pairs, 0)
 }
 
 fn loop_args(mut c: Command, b: &Built, pairs: u64, rate: u64) -> Command {

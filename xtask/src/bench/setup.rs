@@ -80,9 +80,15 @@ pub fn run_loop(b: &Built, args: &[&str], pairs: usize) -> anyhow::Result<f64> {
 /// [`run_loop`] with the workload in cgroup `dir` (a cgroup v2 directory)
 /// from its start.
 pub fn run_loop_in(b: &Built, args: &[&str], pairs: usize, dir: &Path) -> anyhow::Result<f64> {
+    loop_output(workload_in(b, dir), &b.libcuda, args, pairs)
+}
+
+/// The workload, to be given its arguments, started in cgroup `dir` (a
+/// cgroup v2 directory): a shell moves itself there and execs it.
+pub fn workload_in(b: &Built, dir: &Path) -> Command {
     let mut c = Command::new("sh");
     c.args(["-c", r#"echo 0 > "$0/cgroup.procs" && exec "$@""#]).arg(dir).arg(&b.workload);
-    loop_output(c, &b.libcuda, args, pairs)
+    c
 }
 
 /// The workload's `loop` scenario on `libcuda` with `extra` arguments:
