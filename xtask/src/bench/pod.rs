@@ -5,7 +5,10 @@
 //! (`/var/log/pods/NS_POD_UID/CONTAINER/`, `/var/log/containers/`). A
 //! record of a process in a pod carries the container's runtime, id, pod
 //! UID, QoS class, namespace, pod and name, so it costs the agent more
-//! than one of a plain cgroup's. Everything made is removed when dropped.
+//! than one of a plain cgroup's. Everything made is removed when dropped;
+//! what bears the bench's own names (its cgroups, the pod's log
+//! directory, the link) is the bench's even where an interrupted run left
+//! it, and goes too.
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
@@ -44,8 +47,10 @@ impl BenchPod {
             pod.make_dir(&root.join(dir))?;
         }
         let pod_dir = root.join("pods").join(format!("{NAMESPACE}_{POD}_{UID}"));
-        pod.make_dir(&pod_dir)?;
-        pod.make_dir(&pod_dir.join(CONTAINER))?;
+        let _ = std::fs::remove_dir_all(&pod_dir);
+        std::fs::create_dir_all(pod_dir.join(CONTAINER))
+            .with_context(|| format!("the bench pod's directory {}", pod_dir.display()))?;
+        pod.logs.push(pod_dir.clone());
         let log = pod_dir.join(CONTAINER).join("0.log");
         std::fs::write(&log, "").with_context(|| format!("the bench pod's log {}", log.display()))?;
         let link = root.join("containers").join(format!("{POD}_{NAMESPACE}_{CONTAINER}-{ID}.log"));
@@ -61,14 +66,17 @@ impl BenchPod {
         &self.leaf
     }
 
+    /// Cgroup `dir`, made where an interrupted run left none.
     fn make_cgroup(&mut self, dir: &Path) -> anyhow::Result<()> {
         if !dir.exists() {
             std::fs::create_dir(dir).with_context(|| format!("the bench pod's cgroup {}", dir.display()))?;
-            self.cgroups.push(dir.to_path_buf());
         }
+        self.cgroups.push(dir.to_path_buf());
         Ok(())
     }
 
+    /// Directory `dir`, removed when dropped only if made here: a
+    /// kubelet's own `/var/log/pods` stays.
     fn make_dir(&mut self, dir: &Path) -> anyhow::Result<()> {
         if !dir.exists() {
             std::fs::create_dir(dir)
@@ -81,7 +89,8 @@ impl BenchPod {
 
 impl Drop for BenchPod {
     fn drop(&mut self) {
-        // The loops have exited, so each cgroup is empty; innermost first.
+        // The loops have exited, so each cgroup is empty (an interrupted
+        // run's too); innermost first.
         for d in self.cgroups.iter().rev() {
             if let Err(e) = std::fs::remove_dir(d) {
                 eprintln!("xtask: bench: removing cgroup {}: {e}", d.display());
