@@ -36,6 +36,7 @@ pub mod map_name {
     pub const POD_SEEN: &str = "POD_SEEN";
     pub const POD_HELD: &str = "POD_HELD";
     pub const POD_HOLD: &str = "POD_HOLD";
+    pub const WAKE_AT: &str = "WAKE_AT";
 }
 
 /// Default ring buffer size in bytes (a power-of-two multiple of the page
@@ -54,6 +55,12 @@ pub const WAKEUP_BACKLOG: u32 = 256 << 10;
 /// the most one 2-core host produced (about 110 MB of records a second) a
 /// millisecond fills 110 KiB of the ring's 4 MiB.
 pub const WAKEUP_GAP_NS: u64 = 1_000_000;
+/// A CPU's `WAKE_AT` value while the agent is idle (it read no record for
+/// a second and stopped its drain timer): the CPU's next record wakes it
+/// (the first look at the backlog after the mark, as the gap from any
+/// time to it is more than `WAKEUP_GAP_NS`), and that look's time
+/// replaces the mark. Written on every CPU by the agent alone.
+pub const WAKE_IDLE: u64 = u64::MAX;
 /// Calls in flight (between entry and return), all threads on the host.
 pub const PENDING_ENTRIES: u32 = 16384;
 /// Live allocations tracked at once, all processes on the host.

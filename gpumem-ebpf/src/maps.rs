@@ -28,8 +28,10 @@ use gpumem_common::{
 #[map]
 pub static EVENTS: RingBuf = RingBuf::with_byte_size(EVENTS_BYTES, 0);
 
-/// When this CPU's last record woke the agent (ktime ns), for
-/// `WAKEUP_GAP_NS` (base/records.rs). Each build's own: not carried over.
+/// When this CPU last looked at the ring's backlog (ktime ns), for
+/// `WAKEUP_GAP_NS`, or `WAKE_IDLE` while the agent is idle
+/// (base/records.rs); the agent writes only the mark and its clearing
+/// (gpumem-user's bpf/wake.rs). Each build's own: not carried over.
 #[map]
 pub static WAKE_AT: PerCpuArray<u64> = PerCpuArray::with_max_entries(1, 0);
 

@@ -11,7 +11,7 @@ use aya_ebpf::{
     bindings::{BPF_RB_AVAIL_DATA, BPF_RB_FORCE_WAKEUP, BPF_RB_NO_WAKEUP},
     helpers::bpf_ktime_get_ns,
 };
-use gpumem_common::{stat, Header, Record, WAKEUP_BACKLOG, WAKEUP_GAP_NS};
+use gpumem_common::{stat, Header, Record, WAKEUP_BACKLOG, WAKEUP_GAP_NS, WAKE_IDLE};
 
 use crate::{
     base::{counters::count, task::Task},
@@ -106,17 +106,24 @@ fn header(event: u32, api: u32, who: Subject) -> Header {
 /// `WAKE_AT` (a per-CPU array, whose lookup kernels from 6.10 inline),
 /// where the ring's query is a helper call at every record (two a pair).
 /// A backlog that builds up just after a look wakes the agent at most
-/// `WAKEUP_GAP_NS` later.
+/// `WAKEUP_GAP_NS` later. An idle agent (no drain timer) marks every CPU's
+/// `WAKE_AT` with `WAKE_IDLE`: each CPU's first record after the mark
+/// wakes it (the mark is a slow-path value, so the fast path is as before).
 #[inline(never)]
 fn wakeup(now: u64) -> u64 {
     let Some(at) = WAKE_AT.get_ptr_mut(0) else { return BPF_RB_FORCE_WAKEUP as u64 };
     // SAFETY: checked map value pointer, this CPU's own (programs run with
-    // migration off).
+    // migration off; the agent writes it only to mark it idle or clear
+    // the mark).
     unsafe {
-        if now.wrapping_sub(*at) < WAKEUP_GAP_NS {
+        let last = *at;
+        if now.wrapping_sub(last) < WAKEUP_GAP_NS {
             return BPF_RB_NO_WAKEUP as u64;
         }
         *at = now;
+        if last == WAKE_IDLE {
+            return BPF_RB_FORCE_WAKEUP as u64;
+        }
     }
     if EVENTS.query(BPF_RB_AVAIL_DATA as u64) < u64::from(WAKEUP_BACKLOG) {
         return BPF_RB_NO_WAKEUP as u64;

@@ -145,6 +145,12 @@ impl Agent {
         }
     }
 
+    /// The agent went idle (`on`) or left it (`woken`: a record's wake-up
+    /// ended it), for `status`.
+    pub fn set_idle(&mut self, on: bool, woken: bool) {
+        self.health.set_idle(on, woken);
+    }
+
     /// A library attached.
     pub fn add_library(&mut self, r: &AttachReport) {
         self.libraries.push(r.library.path.display().to_string());

@@ -21,6 +21,7 @@ impl Agent {
             }
         }
         let stats = self.kernel.stats();
+        let (idle, idle_wakes) = self.health.idle();
         StatusReport {
             libraries: self.libraries.clone(),
             libcuda_attached: self.libraries.iter().any(|p| {
@@ -43,6 +44,8 @@ impl Agent {
             live_entries_forgotten: self.health.reclaim.forgotten().live,
             vmm_mappings_forgotten: self.health.reclaim.forgotten().mappings,
             released_entries: self.kernel.released_entries(),
+            idle,
+            idle_wakes,
         }
     }
 

@@ -34,6 +34,7 @@ pub mod symbols;
 pub mod takeover;
 mod task_calls;
 mod view;
+pub mod wake;
 
 use aya::{
     programs::{

@@ -36,6 +36,10 @@ pub struct Health {
     reported: Reported,
     /// The live table's slots of released images, emptied.
     pub reclaim: reclaim::Reclaim,
+    /// Whether the agent is idle (its drain timer stopped, see
+    /// cmd/run/idle.rs), and how many times a record woke it from idle.
+    idle: bool,
+    idle_wakes: u64,
 }
 
 #[derive(Debug, Default, PartialEq, Eq)]
@@ -51,6 +55,18 @@ impl Health {
     /// Counting from nothing, sweeping with `reclaim`.
     pub fn new(reclaim: reclaim::Reclaim) -> Self {
         Self { reclaim, ..Self::default() }
+    }
+
+    /// The agent went idle (`on`) or left it; `woken`: a record's wake-up
+    /// ended it.
+    pub fn set_idle(&mut self, on: bool, woken: bool) {
+        self.idle = on;
+        self.idle_wakes += u64::from(!on && woken);
+    }
+
+    /// Whether the agent is idle, and the times a record woke it from idle.
+    pub fn idle(&self) -> (bool, u64) {
+        (self.idle, self.idle_wakes)
     }
 
     /// A record applied.

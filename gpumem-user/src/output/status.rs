@@ -93,6 +93,13 @@ pub struct StatusReport {
     /// once /proc says every thread is gone (the next health step).
     #[serde(default)]
     pub released_entries: u64,
+    /// Whether the agent is idle: it read no record for a second and
+    /// stopped its drain timer, and the next record wakes it.
+    #[serde(default)]
+    pub idle: bool,
+    /// Times a record woke the agent from idle since it started.
+    #[serde(default)]
+    pub idle_wakes: u64,
 }
 
 impl StatusReport {

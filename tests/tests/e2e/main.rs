@@ -25,6 +25,7 @@ mod forensics;
 mod frameworks;
 mod gpu_kit;
 mod host_changes;
+mod idle;
 mod libraries;
 mod limit_changes;
 mod limits;

@@ -11,7 +11,7 @@ use tokio::{
     task::JoinHandle,
 };
 
-use super::setup;
+use super::{idle::DrainTimer, setup};
 use crate::{
     agent::Agent,
     bpf::{log::BpfLog, rescan::Rescan, ring::Ring, Tracer},
@@ -21,13 +21,6 @@ use crate::{
     stop_at,
 };
 
-/// How often the agent drains records the kernel submitted quietly: how
-/// late a record may reach the output (requests, scrapes, SIGHUP and
-/// usage records drain first; a backlog of `WAKEUP_BACKLOG` wakes the
-/// agent at once). Each wake-up costs the agent about as much as 50
-/// records: at 20 ms an idle agent took 0.5% of a core for these ticks,
-/// at 100 ms 0.16%.
-const DRAIN_EVERY: Duration = Duration::from_millis(100);
 /// The longest the loop reads records before it looks at signals,
 /// requests and timers again.
 const TURN: Duration = Duration::from_millis(50);
@@ -47,14 +40,40 @@ pub struct State {
     /// What the rescan looked at, and the library files that could not
     /// be attached (said once).
     pub rescan: Rescan,
+    /// When the ring is drained without a request: every `DRAIN_EVERY`,
+    /// or at a record's wake-up while idle.
+    pub drain: DrainTimer,
 }
 
 impl State {
     /// The agent, once it has applied every record in the ring (of `ring`
     /// bytes).
     fn drained(&mut self, ring: u32) -> anyhow::Result<&mut Agent> {
-        drain_at_most(self.ring.get_mut(), &mut self.agent, ring, Duration::MAX)?;
+        let read = drain_at_most(self.ring.get_mut(), &mut self.agent, ring, Duration::MAX)?;
+        self.drain.read(read.records, false, &mut self.agent);
         Ok(&mut self.agent)
+    }
+
+    /// A drain timer's tick: reads for at most `TURN`, and goes idle after
+    /// enough ticks that read nothing (see idle.rs).
+    fn on_tick(&mut self, ring: u32) -> anyhow::Result<()> {
+        let read = drain_at_most(self.ring.get_mut(), &mut self.agent, ring, TURN)?;
+        self.drain.read(read.records, false, &mut self.agent);
+        if read.bounded {
+            // More is waiting: the next turn comes at once (after signals
+            // and requests), not a tick later.
+            self.drain.reset_immediately();
+        }
+        if read.records == 0 && self.drain.quiet_tick() && self.drain.mark() {
+            // A record that looked at the backlog before its CPU's mark did
+            // not wake the agent: read what came meanwhile.
+            let read = drain_at_most(self.ring.get_mut(), &mut self.agent, ring, TURN)?;
+            self.drain.settle(read.records, &mut self.agent);
+        }
+        if let Some(log) = self.bpf_log.as_mut() {
+            log.drain();
+        }
+        Ok(())
     }
 }
 
@@ -115,9 +134,6 @@ pub async fn run(s: &mut State, args: &RunArgs, mut signals: Signals) -> anyhow:
     };
     tokio::pin!(deadline);
     let mut health = tokio::time::interval(HEALTH_EVERY);
-    // The kernel submits records without waking the agent unless a backlog
-    // builds up (see gpumem-ebpf's base/records.rs): drain on a short timer.
-    let mut drain_tick = tokio::time::interval(DRAIN_EVERY);
     let mut rescan = first_rescan(s, args).await;
     let mut usage = tokio::time::interval(args.interval.unwrap_or(Duration::from_secs(3600)));
     usage.tick().await; // the first tick is immediate; usage starts one interval in
@@ -134,10 +150,12 @@ pub async fn run(s: &mut State, args: &RunArgs, mut signals: Signals) -> anyhow:
             tokio::select! {
                 guard = s.ring.readable_mut() => {
                     let mut guard = guard.context("waiting on the ring buffer")?;
-                    if drain_at_most(guard.get_inner_mut(), &mut s.agent, ring, TURN)? {
-                        drain_tick.reset_immediately();
-                    }
+                    let read = drain_at_most(guard.get_inner_mut(), &mut s.agent, ring, TURN)?;
                     guard.clear_ready();
+                    s.drain.read(read.records, true, &mut s.agent);
+                    if read.bounded {
+                        s.drain.reset_immediately();
+                    }
                 }
                 // Each of these first applies everything already in the
                 // ring: a status, page or usage line taken after a
@@ -150,17 +168,12 @@ pub async fn run(s: &mut State, args: &RunArgs, mut signals: Signals) -> anyhow:
                     let _ = page.send(encode(&s.drained(ring)?.scrape()).map_err(|e| format!("encoding the page: {e}")));
                 }
                 _ = signals.hup.recv() => reload(s.drained(ring)?, args),
-                _ = drain_tick.tick() => {
-                    if drain_at_most(s.ring.get_mut(), &mut s.agent, ring, TURN)? {
-                        // More is waiting: the next turn comes at once
-                        // (after signals and requests), not a tick later.
-                        drain_tick.reset_immediately();
-                    }
-                    if let Some(log) = s.bpf_log.as_mut() {
-                        log.drain();
-                    }
-                }
+                _ = s.drain.tick() => s.on_tick(ring)?,
                 _ = health.tick() => {
+                    if s.drain.idle() {
+                        // What raced the marks (see idle.rs).
+                        s.drained(ring)?;
+                    }
                     let tracer = &s.tracer;
                     s.agent
                         .check_health(|gone| tracer.release_gone(gone), |dead| tracer.forget_dead(dead))
@@ -213,17 +226,23 @@ pub fn drain(ring: &mut Ring, agent: &mut Agent) -> anyhow::Result<()> {
     drain_at_most(ring, agent, u32::MAX, Duration::MAX).map(drop)
 }
 
+/// What [`drain_at_most`] read.
+pub struct Read {
+    /// It stopped at a bound, records perhaps still waiting.
+    pub bounded: bool,
+    pub records: u64,
+}
+
 /// How many bytes of records are read between two commits (an eighth of
 /// a smaller ring): what was read is written out, then its space given
 /// back to the kernel's producers.
 const COMMIT_EVERY: usize = 64 << 10;
 
 /// [`drain`], reading at most `bytes` of records (headers counted: all
-/// that a ring of that size held when called) and for at most `time`;
-/// true when it stopped at a bound, records perhaps still waiting. The
+/// that a ring of that size held when called) and for at most `time`. The
 /// ring is told a record was read only once its line is written (see
 /// `bpf/ring.rs`): an agent killed meanwhile leaves it to its successor.
-pub fn drain_at_most(ring: &mut Ring, agent: &mut Agent, bytes: u32, time: Duration) -> anyhow::Result<bool> {
+pub fn drain_at_most(ring: &mut Ring, agent: &mut Agent, bytes: u32, time: Duration) -> anyhow::Result<Read> {
     let started = std::time::Instant::now();
     let every = COMMIT_EVERY.min(ring.size() / 8);
     let (mut read, mut records, mut clock_at, mut commit_at) = (0usize, 0u64, 0usize, every);
@@ -251,7 +270,7 @@ pub fn drain_at_most(ring: &mut Ring, agent: &mut Agent, bytes: u32, time: Durat
         stop_at::stop_at("read", &what);
     }
     written(ring, agent)?;
-    Ok(bounded)
+    Ok(Read { bounded, records })
 }
 
 /// Writes out what the agent formatted, then gives the records it came

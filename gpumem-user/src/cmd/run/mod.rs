@@ -3,6 +3,7 @@
 //! (`event_loop.rs`) until told to stop, and detach (or, with `--persist`,
 //! leave everything attached and pinned).
 mod event_loop;
+mod idle;
 mod priority;
 mod setup;
 
@@ -157,6 +158,12 @@ fn start(
         );
     }
     let bpf_log = args.bpf_log.then(|| tracer.take_log()).transpose()?;
+    // The programs' log is drained on the drain timer: with it, the timer
+    // never stops.
+    let marks = match args.bpf_log {
+        true => None,
+        false => Some(crate::bpf::wake::WakeMarks::take(&mut tracer)?),
+    };
     let (kernel, hashed) = KernelMaps::take(&mut tracer)?;
     let adopted = tracer.pins().is_some_and(|p| p.adopted());
     let held = match adopted {
@@ -198,7 +205,8 @@ fn start(
     let ring = unsafe { AsyncFd::register_with_interest(ring, Interest::READABLE) }
         .map_err(|e| anyhow::anyhow!("watching the ring buffer: {e}"))?;
     let agent = Agent::new(sink, (kernel, hashed), limits, ledger, &attached);
-    Ok(event_loop::State { agent, tracer, ring, bpf_log, rescan: Default::default() })
+    let drain = idle::DrainTimer::new(marks);
+    Ok(event_loop::State { agent, tracer, ring, bpf_log, rescan: Default::default(), drain })
 }
 
 /// Attaches (or adopts) every library found at start-up.
