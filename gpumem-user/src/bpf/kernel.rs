@@ -1,18 +1,13 @@
 //! Reading the kernel's usage maps and counters: the source of truth the
 //! agent's ledger is checked against. Read only: the agent writes no map
-//! but the limit maps (`limits/table.rs`).
-use std::{
-    collections::HashMap,
-    os::fd::{AsFd, AsRawFd},
-};
+//! but the limit maps (`limits/table.rs`) and the idle marks
+//! (`bpf/wake.rs`).
+use std::collections::HashMap;
 
-use aya::{
-    maps::{Array, HashMap as BpfHashMap, IterableMap, MapData, PerCpuArray},
-    programs::ProgramFd,
-};
+use aya::maps::{Array, HashMap as BpfHashMap, IterableMap, MapData, PerCpuArray};
 use gpumem_common::{map_name, ns, spilled, stat, LiveAlloc, LiveKey, Pending, PendingKey, ProcUsage};
 
-use super::{error::BpfError, hashed::HashedMaps, live_table::LiveTable, Tracer};
+use super::{error::BpfError, hashed::HashedMaps, live_table::LiveTable, skipped::SkippedRuns, Tracer};
 
 /// Handles on the kernel's usage maps.
 pub struct KernelMaps {
@@ -27,8 +22,8 @@ pub struct KernelMaps {
     table: LiveTable,
     /// Whether the programs look in `live` for allocations but VMM handles.
     spilled: Array<MapData, u64>,
-    /// Every loaded program, for the runs the kernel skipped.
-    programs: Vec<ProgramFd>,
+    /// Every loaded program's runs the kernel skipped.
+    programs: Vec<SkippedRuns>,
 }
 
 /// Kernel counters, summed over CPUs (see `gpumem_common::stat`).
@@ -64,7 +59,7 @@ impl KernelMaps {
             live,
             table: LiveTable::of(tracer.take_any_map(map_name::LIVE_TABLE)?)?,
             spilled: tracer.take_map(map_name::LIVE_SPILLED)?,
-            programs: tracer.program_fds(),
+            programs: tracer.program_fds().into_iter().map(SkippedRuns::of).collect(),
         };
         Ok((maps, hashed))
     }
@@ -164,33 +159,7 @@ impl KernelMaps {
             cgroup_slots_full: sum(stat::CGROUP_SLOTS_FULL),
             out_ptr_unreadable: sum(stat::OUT_PTR_UNREADABLE),
             view_rewrites: sum(stat::VIEW_REWRITES),
-            skipped_runs: self.programs.iter().filter_map(recursion_misses).fold(0, u64::wrapping_add),
+            skipped_runs: self.programs.iter().filter_map(SkippedRuns::now).fold(0, u64::wrapping_add),
         }
-    }
-}
-
-/// The kernel's count of skipped runs of one program, from its fd's
-/// `/proc/self/fdinfo` (aya's program info does not carry it; the line is
-/// there from 5.12).
-pub fn recursion_misses(fd: &ProgramFd) -> Option<u64> {
-    let text = std::fs::read_to_string(format!("/proc/self/fdinfo/{}", fd.as_fd().as_raw_fd())).ok()?;
-    fdinfo_field(&text, "recursion_misses")
-}
-
-/// A numeric `name:` line of an fdinfo text.
-fn fdinfo_field(text: &str, name: &str) -> Option<u64> {
-    text.lines().find_map(|l| l.strip_prefix(name)?.strip_prefix(':')?.trim().parse().ok())
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn reads_a_program_fdinfo_field() {
-        let text =
-            "pos:\t0\nflags:\t02000002\nprog_type:\t2\nrun_time_ns:\t10\nrun_cnt:\t3\nrecursion_misses:\t7\n";
-        assert_eq!(super::fdinfo_field(text, "recursion_misses"), Some(7));
-        assert_eq!(super::fdinfo_field(text, "run_cnt"), Some(3));
-        assert_eq!(super::fdinfo_field("run_cnt:\tx\n", "run_cnt"), None);
-        assert_eq!(super::fdinfo_field(text, "verified_insns"), None);
     }
 }

@@ -26,6 +26,7 @@ pub mod probes;
 pub mod rescan;
 pub mod ring;
 pub mod site;
+pub mod skipped;
 #[cfg(test)]
 mod stack_check;
 #[cfg(test)]

@@ -6,10 +6,7 @@
 //! the kernel's own parsers, and names and lists what is in force.
 use std::{collections::HashMap, path::Path};
 
-use aya::{
-    maps::{Array, HashMap as BpfHashMap, MapData, MapError},
-    programs::ProgramFd,
-};
+use aya::maps::{Array, HashMap as BpfHashMap, MapData, MapError};
 use gpumem_common::{
     declare::{
         declaration::{Declaration, Defaults, EnvConfig},
@@ -25,7 +22,7 @@ use super::{
     table::LimitError,
 };
 use crate::{
-    bpf::{kernel::recursion_misses, Tracer},
+    bpf::{skipped::SkippedRuns, Tracer},
     output::LimitStatus,
 };
 
@@ -38,7 +35,7 @@ pub struct Declarations {
     declared: BpfHashMap<MapData, u32, Declared>,
     /// The exec program, and the runs of it the kernel skipped so far (7.x:
     /// an exec whose declaration was not read, see `recover`).
-    exec: Option<(ProgramFd, u64)>,
+    exec: Option<(SkippedRuns, u64)>,
     /// What each declaring process declared, by pid: from its `declared`
     /// record, or read at start-up.
     seen: HashMap<u32, Declaration>,
@@ -49,8 +46,9 @@ pub struct Declarations {
 impl Declarations {
     pub fn open(tracer: &mut Tracer) -> Result<Self, LimitError> {
         let exec = tracer.program_fd(EXEC_PROGRAM).map(|fd| {
-            let skipped = recursion_misses(&fd).unwrap_or(0);
-            (fd, skipped)
+            let runs = SkippedRuns::of(fd);
+            let skipped = runs.now().unwrap_or(0);
+            (runs, skipped)
         });
         Ok(Self {
             config: tracer.take_map(map_name::ENV_CONFIG)?,
@@ -132,8 +130,8 @@ impl Declarations {
         for pid in gone {
             let _ = self.declared.remove(&pid);
         }
-        let Some((fd, before)) = self.exec.as_mut() else { return Vec::new() };
-        let now = recursion_misses(fd).unwrap_or(*before);
+        let Some((runs, before)) = self.exec.as_mut() else { return Vec::new() };
+        let now = runs.now().unwrap_or(*before);
         if now == *before {
             return Vec::new();
         }
