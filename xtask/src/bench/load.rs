@@ -83,6 +83,23 @@ fn wait_for_records(
     }
 }
 
+/// Waits until the agent says it is idle (`gpumem status --json`'s
+/// `idle`: its drain timer stopped after a second without a record), so
+/// that the idle load measures an agent at rest, not its first second; a
+/// build whose status has no `idle` (before db629ad) at once.
+fn wait_until_idle(b: &Built, socket: &Path) -> anyhow::Result<()> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let text = output(Command::new(&b.agent).args(["status", "--json", "--socket"]).arg(socket))?;
+        let v: serde_json::Value = serde_json::from_str(&text).context("gpumem status --json")?;
+        match v.get("idle").map(serde_json::Value::as_bool) {
+            None | Some(Some(true)) => return Ok(()),
+            _ if Instant::now() > deadline => bail!("after 30 s with nothing to read the agent is not idle"),
+            _ => std::thread::sleep(Duration::from_millis(50)),
+        }
+    }
+}
+
 /// CPU time of every thread of `pid` so far (schedstat: ns on a CPU).
 fn cpu_ns(pid: u32) -> u64 {
     let Ok(tasks) = procfs::process::Process::new(pid as i32).and_then(|p| p.tasks()) else { return 0 };
@@ -205,6 +222,7 @@ pub fn measure(b: &Built, quick: bool) -> anyhow::Result<AgentLoad> {
     let seconds = if quick { 3 } else { 10 };
     let mut rows = Vec::new();
     // What the agent costs with nothing to read: its timers alone.
+    wait_until_idle(b, &socket)?;
     let idle = Duration::from_secs(seconds);
     rows.push(m.measure("idle", || {
         std::thread::sleep(idle);
