@@ -227,7 +227,7 @@ pub fn mapped_paths(mut wanted: impl FnMut(u32) -> bool) -> Vec<PathBuf> {
 }
 
 /// Reads the file at `path` into `buf`, which is emptied first.
-pub fn read_into(path: &str, buf: &mut Vec<u8>) -> std::io::Result<()> {
+fn read_into(path: &str, buf: &mut Vec<u8>) -> std::io::Result<()> {
     use std::io::Read;
     buf.clear();
     std::fs::File::open(path)?.read_to_end(buf).map(drop)

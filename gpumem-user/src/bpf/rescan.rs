@@ -13,7 +13,7 @@
 //! (`discover::mapped_paths`).
 use std::{collections::HashMap, path::PathBuf};
 
-use super::discover::{mapped_paths, read_into};
+use super::discover::mapped_paths;
 
 /// The rescan's memory of what it looked at.
 #[derive(Debug, Default)]
@@ -25,8 +25,6 @@ pub struct Rescan {
     /// Library files that could not be attached (said once), by (device,
     /// inode).
     pub rejected: std::collections::HashSet<(u64, u64)>,
-    /// Where each process's `stat` is read.
-    buf: Vec<u8>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -44,19 +42,32 @@ impl Rescan {
     pub fn mapped_since(&mut self) -> Vec<PathBuf> {
         self.looks += 1;
         let look = self.looks;
-        let (seen, buf) = (&mut self.seen, &mut self.buf);
+        let seen = &mut self.seen;
+        let mut buf = [0u8; STAT_BYTES];
         let out = mapped_paths(|pid| {
             // A process gone or not ours to read is skipped.
-            if read_into(&format!("/proc/{pid}/stat"), buf).is_err() {
-                return false;
-            }
-            let Some((start, vsize)) = start_and_vsize(buf) else { return false };
+            let Ok(stat) = read_stat(pid, &mut buf) else { return false };
+            let Some((start, vsize)) = start_and_vsize(stat) else { return false };
             let before = seen.insert(pid, Seen { start, vsize, look });
             !before.is_some_and(|b| b.start == start && b.vsize == vsize)
         });
         self.seen.retain(|_, s| s.look == look);
         out
     }
+}
+
+/// More than a `/proc/PID/stat` line holds (52 numbers and a command name
+/// of at most 64 bytes).
+const STAT_BYTES: usize = 2048;
+
+/// Process `pid`'s `/proc/PID/stat` line, in `buf`: an open, one read and
+/// a close, as the kernel writes the line whole at the first read (a read
+/// to the end took three system calls more: a size probe, a seek, and the
+/// read that finds the end, for every process every second).
+fn read_stat(pid: u32, buf: &mut [u8; STAT_BYTES]) -> std::io::Result<&[u8]> {
+    use std::io::Read;
+    let n = std::fs::File::open(format!("/proc/{pid}/stat"))?.read(buf)?;
+    Ok(&buf[..n])
 }
 
 /// A process's start time and virtual size from its `/proc/PID/stat`

@@ -55,7 +55,9 @@ impl PinDir {
         let info = loaded_programs().flatten().find(|p| p.id() == id).expect("the linked program");
         let fd = info.fd().expect("the linked program's fd");
         // gpumem needs 5.15 or newer, whose fdinfo has the count.
-        gpumem::bpf::skipped::SkippedRuns::of(fd).now().expect("recursion_misses in the linked program's fdinfo")
+        gpumem::bpf::skipped::SkippedRuns::of(fd)
+            .now()
+            .expect("recursion_misses in the linked program's fdinfo")
     }
 
     /// Runs `gpumem detach` on this directory.

@@ -36,3 +36,21 @@ fn a_process_looked_at_before_it_maps_a_driver_library_is_read_again() {
     unsafe { libc::munmap(at, len) };
     assert!(found.contains(&mine), "{found:?}");
 }
+
+/// One read holds a process's whole `stat` line: the same as read to the
+/// end.
+#[test]
+fn one_read_holds_a_whole_stat_line() {
+    let mut buf = [0u8; STAT_BYTES];
+    let pid = std::process::id();
+    let one = read_stat(pid, &mut buf).unwrap().to_vec();
+    let whole = std::fs::read(format!("/proc/{pid}/stat")).unwrap();
+    assert!(one.ends_with(b"\n") && one.len() < STAT_BYTES, "{}", String::from_utf8_lossy(&one));
+    // Between the two reads only the times and counters can move: the
+    // fields up to the start time are the same.
+    let fields =
+        |s: &[u8]| String::from_utf8_lossy(s).split(' ').take(22).map(String::from).collect::<Vec<_>>();
+    assert_eq!(fields(&one)[..5], fields(&whole)[..5]);
+    assert_eq!(start_and_vsize(&one).map(|s| s.0), start_and_vsize(&whole).map(|s| s.0));
+    assert!(read_stat(u32::MAX, &mut buf).is_err(), "no such process");
+}
