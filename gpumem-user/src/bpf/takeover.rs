@@ -15,8 +15,9 @@ use super::persist::{word, PersistError, Pins};
 
 /// Maps each build has of its own, never carried: the empty program array
 /// every uprobe program tail-calls (it holds only programs of the attach
-/// type it first held), the programs' log, when each CPU last woke the
-/// agent (each build's programs space their own wake-ups), and the
+/// type it first held), the programs' log, when each CPU last looked at
+/// the ring's backlog or the idle agent's mark (each build's programs
+/// space their own wake-ups, and each agent marks its own), and the
 /// per-CPU place a process's first usage entry is built in.
 const OWN_MAPS: &[&str] = &["TASK_STACK", "AYA_LOGS", "WAKE_AT", "PROC_FRESH"];
 

@@ -61,10 +61,12 @@ impl DrainTimer {
     }
 
     /// After a drain that read `records` records; `woken`: the ring's
-    /// wake-up asked for it. A record read while idle ends it (a wake-up by
-    /// one counted), and the timer ticks again one period on.
+    /// wake-up asked for it. A record read while idle ends it, and so does
+    /// a wake-up that read nothing (the record that woke the agent waits
+    /// behind one another CPU has not committed yet, and its CPU's mark is
+    /// spent): a wake-up counted, and the timer ticks again one period on.
     pub fn read(&mut self, records: u64, woken: bool, agent: &mut Agent) {
-        if records == 0 {
+        if records == 0 && !(woken && self.idle) {
             return;
         }
         self.quiet = 0;
@@ -72,14 +74,26 @@ impl DrainTimer {
             return;
         }
         self.idle = false;
+        self.clear();
+        self.tick.reset();
+        agent.set_idle(false, woken);
+    }
+
+    /// The agent stops: a mark left in a map kept for the next agent
+    /// (`--persist`) would only wake it once a CPU; cleared all the same.
+    pub fn stop(&mut self) {
+        if std::mem::take(&mut self.idle) {
+            self.clear();
+        }
+    }
+
+    fn clear(&mut self) {
         if let Some(marks) = self.marks.as_mut() {
             if let Err(e) = marks.clear() {
                 // Left, each CPU's next look wakes the agent once more.
                 tracing::warn!("clearing the idle marks: {e}");
             }
         }
-        self.tick.reset();
-        agent.set_idle(false, woken);
     }
 
     /// After a tick that read nothing: whether the agent should go idle
@@ -113,13 +127,22 @@ impl DrainTimer {
     /// then the marks are cleared and the timer runs on.
     pub fn settle(&mut self, records: u64, agent: &mut Agent) {
         let Some(marks) = self.marks.as_mut() else { return };
-        if records == 0 && marks.intact().unwrap_or(false) {
-            self.idle = true;
-            agent.set_idle(true, false);
-            return;
+        match marks.intact() {
+            Ok(true) if records == 0 => {
+                self.idle = true;
+                agent.set_idle(true, false);
+                return;
+            }
+            Ok(_) => {}
+            Err(e) => {
+                tracing::warn!(
+                    "the agent keeps its drain timer running when idle: reading the CPUs' marks failed: {e}"
+                );
+                self.clear();
+                self.marks = None;
+                return;
+            }
         }
-        if let Err(e) = marks.clear() {
-            tracing::warn!("clearing the idle marks: {e}");
-        }
+        self.clear();
     }
 }

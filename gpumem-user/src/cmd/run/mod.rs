@@ -109,6 +109,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
 /// stopping); the rest waits in the pinned ring for the next agent.
 /// Without, the programs go first, then everything left is read.
 fn stop(mut state: event_loop::State, args: &RunArgs) -> anyhow::Result<()> {
+    state.drain.stop();
     match state.tracer.pins() {
         Some(_) => {
             let (ring, agent) = (state.ring.get_mut(), &mut state.agent);
