@@ -2,7 +2,10 @@
 use std::io::{self, Write};
 
 use super::{pending::Pending, Sink};
-use crate::output::{lines::event_json, Line};
+use crate::output::{
+    lines::event_json::{self, Placed},
+    Line,
+};
 
 /// Flush to the writer once this much is buffered, even mid-batch.
 const FLUSH_AT: usize = 64 * 1024;
@@ -10,19 +13,22 @@ const FLUSH_AT: usize = 64 * 1024;
 pub struct JsonSink<W: Write + Send> {
     out: W,
     pending: Pending,
+    /// The last event line's cgroup and container, as written.
+    placed: Placed,
 }
 
 impl<W: Write + Send> JsonSink<W> {
     pub fn new(out: W) -> Self {
-        Self { out, pending: Pending::default() }
+        Self { out, pending: Pending::default(), placed: Placed::default() }
     }
 }
 
 impl<W: Write + Send> Sink for JsonSink<W> {
     fn write(&mut self, line: &Line) -> io::Result<()> {
+        let placed = &mut self.placed;
         self.pending.add(&mut self.out, FLUSH_AT, |w| {
             match line {
-                Line::Event(event) => event_json::write(w.get_mut(), event)?,
+                Line::Event(event) => event_json::write(w.get_mut(), event, placed)?,
                 _ => serde_json::to_writer(&mut *w, line)?,
             }
             w.write_all(b"\n")

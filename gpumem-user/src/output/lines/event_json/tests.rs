@@ -2,7 +2,7 @@ use std::{borrow::Cow, sync::Arc};
 
 use proptest::prelude::*;
 
-use super::write;
+use super::{write, Placed};
 use crate::{
     enrich::container::Container,
     output::{Caller, EventLine, Flag, Holder, Holders, Line, RecordEvent},
@@ -12,7 +12,7 @@ use crate::{
 fn both(l: &EventLine) -> (String, String) {
     let serde = serde_json::to_string(&Line::Event(l.clone())).unwrap();
     let mut ours = bytes::BytesMut::new();
-    write(&mut ours, l).unwrap();
+    write(&mut ours, l, &mut Placed::default()).unwrap();
     (serde, String::from_utf8(ours.to_vec()).unwrap())
 }
 
@@ -98,5 +98,33 @@ proptest! {
         let (serde, ours) = both(&l);
         prop_assert_eq!(&ours, &serde);
         prop_assert_eq!(serde_json::from_str::<Line>(&ours).unwrap(), Line::Event(l));
+    }
+
+    #[test]
+    fn lines_written_one_after_another_each_carry_their_own_cgroup_and_container(
+        picks in proptest::collection::vec((0usize..3, 0usize..3), 1..12),
+        paths in proptest::collection::vec(any::<String>(), 2),
+    ) {
+        // Lines of a few cgroups and containers, in any order, some the
+        // very same allocations as the line before and some equal copies.
+        let cgroups: [Option<Arc<str>>; 3] =
+            [None, Some(paths[0].as_str().into()), Some(paths[1].as_str().into())];
+        let pod = |id: &str| Some(Arc::new(Container {
+            runtime: "containerd".into(),
+            id: id.into(),
+            pod: Some("p\"1".into()),
+            ..Container::default()
+        }));
+        let containers = [None, pod("a"), pod("a")];
+        let mut placed = Placed::default();
+        for (cgroup, container) in picks {
+            let mut l = line("python".into(), None, Some(0), Some(0));
+            l.caller.cgroup = cgroups[cgroup].clone();
+            l.container = containers[container].clone();
+            let mut ours = bytes::BytesMut::new();
+            write(&mut ours, &l, &mut placed).unwrap();
+            let serde = serde_json::to_string(&Line::Event(l)).unwrap();
+            prop_assert_eq!(String::from_utf8(ours.to_vec()).unwrap(), serde);
+        }
     }
 }
