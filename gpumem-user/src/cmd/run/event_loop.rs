@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use tokio::{
-    io::unix::AsyncFd,
+    io::unix::{AsyncFd, AsyncFdReadyMutGuard},
     signal::unix::{signal, Signal, SignalKind},
     sync::mpsc,
     task::JoinHandle,
@@ -54,6 +54,21 @@ impl State {
         Ok(&mut self.agent)
     }
 
+    /// The health step's drain while idle: what raced the marks (see
+    /// idle.rs), or, where the ring's wake-up came in the same poll as
+    /// the step's tick and `select!` chose the tick, what woke the agent,
+    /// read as its wake-up (counted in `idle_wakes`).
+    fn idle_health(&mut self, ring: u32) -> anyhow::Result<()> {
+        use futures_util::FutureExt;
+        match self.ring.readable_mut().now_or_never() {
+            Some(guard) => {
+                let mut guard = guard.context("waiting on the ring buffer")?;
+                woken(&mut guard, &mut self.agent, &mut self.drain, ring)
+            }
+            None => self.drained(ring).map(drop),
+        }
+    }
+
     /// A drain timer's tick: reads for at most `TURN`, and goes idle after
     /// enough ticks that read nothing (see idle.rs).
     fn on_tick(&mut self, ring: u32) -> anyhow::Result<()> {
@@ -75,6 +90,24 @@ impl State {
         }
         Ok(())
     }
+}
+
+/// The drain the ring's wake-up asked for (through `guard`, its readiness
+/// then cleared): for at most `TURN`, the rest at the timer's next turn,
+/// at once.
+fn woken(
+    guard: &mut AsyncFdReadyMutGuard<'_, Ring>,
+    agent: &mut Agent,
+    drain: &mut DrainTimer,
+    ring: u32,
+) -> anyhow::Result<()> {
+    let read = drain_at_most(guard.get_inner_mut(), agent, ring, TURN)?;
+    guard.clear_ready();
+    drain.read(read.records, true, agent);
+    if read.bounded {
+        drain.reset_immediately();
+    }
+    Ok(())
 }
 
 /// The agent's signal handlers. With `--persist` they are installed
@@ -150,12 +183,7 @@ pub async fn run(s: &mut State, args: &RunArgs, mut signals: Signals) -> anyhow:
             tokio::select! {
                 guard = s.ring.readable_mut() => {
                     let mut guard = guard.context("waiting on the ring buffer")?;
-                    let read = drain_at_most(guard.get_inner_mut(), &mut s.agent, ring, TURN)?;
-                    guard.clear_ready();
-                    s.drain.read(read.records, true, &mut s.agent);
-                    if read.bounded {
-                        s.drain.reset_immediately();
-                    }
+                    woken(&mut guard, &mut s.agent, &mut s.drain, ring)?;
                 }
                 // Each of these first applies everything already in the
                 // ring: a status, page or usage line taken after a
@@ -171,8 +199,7 @@ pub async fn run(s: &mut State, args: &RunArgs, mut signals: Signals) -> anyhow:
                 _ = s.drain.tick() => s.on_tick(ring)?,
                 _ = health.tick() => {
                     if s.drain.idle() {
-                        // What raced the marks (see idle.rs).
-                        s.drained(ring)?;
+                        s.idle_health(ring)?;
                     }
                     let tracer = &s.tracer;
                     s.agent
