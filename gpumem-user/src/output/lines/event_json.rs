@@ -27,10 +27,9 @@ use crate::enrich::container::Container;
 pub struct Placed {
     cgroup: Option<Arc<str>>,
     container: Option<Arc<Container>>,
+    /// Empty before the first line and after a member that failed to
+    /// write; never empty once written (it begins with `,"cgroup":`).
     json: BytesMut,
-    /// Whether `json` holds the members of the values above (not before
-    /// the first line, nor after a member that failed to write).
-    written: bool,
 }
 
 impl Placed {
@@ -38,14 +37,16 @@ impl Placed {
     /// bytes of the line before where its values are the same ones.
     fn put(&mut self, out: &mut BytesMut, l: &EventLine) -> io::Result<()> {
         let c = &l.caller;
-        let same =
-            self.written && same_arc(&self.cgroup, &c.cgroup) && same_arc(&self.container, &l.container);
+        let same = !self.json.is_empty()
+            && same_arc(&self.cgroup, &c.cgroup)
+            && same_arc(&self.container, &l.container);
         if !same {
-            self.written = false;
             self.json.clear();
-            cgroup_members(&mut self.json, c.cgroup.as_deref(), l.container.as_deref())?;
+            if let Err(e) = cgroup_members(&mut self.json, c.cgroup.as_deref(), l.container.as_deref()) {
+                self.json.clear();
+                return Err(e);
+            }
             (self.cgroup, self.container) = (c.cgroup.clone(), l.container.clone());
-            self.written = true;
         }
         out.put_slice(&self.json);
         Ok(())
