@@ -34,6 +34,20 @@ pub struct LoadRow {
     /// Records the kernel counted lost (the ring buffer full) during the
     /// load.
     pub records_lost: u64,
+    /// Records the agent applied during the load.
+    pub records_delivered: u64,
+    /// The agent's CPU time over the load (all its threads), in ms.
+    pub agent_cpu_ms: f64,
+}
+
+impl LoadRow {
+    /// The agent's CPU time per record it applied, in µs: what a record
+    /// read costs it, whatever the kernel lost (a starved agent's time
+    /// over the records produced would understate it); None with none
+    /// applied (idle).
+    pub fn cpu_us_per_record_delivered(&self) -> Option<f64> {
+        (self.records_delivered > 0).then(|| self.agent_cpu_ms * 1e3 / self.records_delivered as f64)
+    }
 }
 
 #[derive(Debug)]
@@ -165,17 +179,19 @@ impl Meter<'_> {
         let produced = run()?;
         let produce_time = t0.elapsed();
         let (records, lost) = wait_for_records(self.b, self.socket, (records0, lost0), produced, load)?;
-        let wall = t0.elapsed();
+        let (wall, cpu) = (t0.elapsed(), cpu_ns(self.pid) - cpu0);
         self.lost += lost;
         self.produced += produced;
         self.delivered += records;
         let row = LoadRow {
             load: load.to_string(),
             events_per_s: produced as f64 / produce_time.as_secs_f64(),
-            agent_cpu_pct: (cpu_ns(self.pid) - cpu0) as f64 / wall.as_nanos() as f64 * 100.0,
+            agent_cpu_pct: cpu as f64 / wall.as_nanos() as f64 * 100.0,
             agent_peak_rss_mb: peak_rss_mb(self.pid),
             agent_peak_allocated_mb: peak_allocated_mb(self.pid),
             records_lost: lost,
+            records_delivered: records,
+            agent_cpu_ms: cpu as f64 / 1e6,
         };
         eprintln!("xtask: bench {load}: {row:?}, {lost} of {produced} records lost");
         Ok(row)

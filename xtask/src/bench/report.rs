@@ -114,6 +114,11 @@ fn report_json(machine: &str, samples: &Samples, run: &Run, load: &AgentLoad) ->
         "agent_cpu_pct_at_1k": cpu_at("1k/s"),
         "agent_cpu_pct_at_10k": cpu_at("10k/s"),
         "agent_cpu_pct_at_saturation": cpu_at("saturation"),
+        "agent_cpu_us_per_record_at_saturation": load
+            .rows
+            .iter()
+            .find(|r| r.load == "saturation")
+            .and_then(super::load::LoadRow::cpu_us_per_record_delivered),
         "agent_rss_mb_100k_live": load.agent_rss_mb_100k_live,
         "agent_allocated_mb_100k_live": load.agent_allocated_mb_100k_live,
         "ring_mapped_mb": load.ring_mapped_mb,
@@ -160,10 +165,11 @@ fn report_md(machine: &str, samples: &Samples, run: &Run, load: &AgentLoad) -> S
 }
 
 fn load_table(load: &AgentLoad) -> String {
-    let mut md = "\nThe agent under load (one agent, streaming JSON Lines to a file):\n\n| load | records/s produced | agent CPU (% of a core) | agent peak RSS (MB) | of it allocated (MB) | records lost |\n| --- | --- | --- | --- | --- | --- |\n".to_string();
+    let mut md = "\nThe agent under load (one agent, streaming JSON Lines to a file):\n\n| load | records/s produced | agent CPU (% of a core) | agent CPU per record delivered (µs) | agent peak RSS (MB) | of it allocated (MB) | records lost |\n| --- | --- | --- | --- | --- | --- | --- |\n".to_string();
     for row in &load.rows {
+        let per_record = row.cpu_us_per_record_delivered().map_or("–".into(), |us| format!("{us:.2}"));
         md += &format!(
-            "| {} | {:.0} | {:.1} | {:.1} | {:.1} | {} |\n",
+            "| {} | {:.0} | {:.1} | {per_record} | {:.1} | {:.1} | {} |\n",
             row.load,
             row.events_per_s,
             row.agent_cpu_pct,
