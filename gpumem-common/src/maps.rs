@@ -135,6 +135,10 @@ pub mod ns {
     pub const VMM_HANDLE: u32 = 3;
     /// `VMM_MAPPINGS` keys: mapped virtual addresses.
     pub const VMM_MAPPING: u32 = 4;
+    /// Not a live key's: `CGROUP_USAGE`'s keys (cgroup ids), where the
+    /// agent has the kernel forget a removed cgroup's total
+    /// (`forget_dead`).
+    pub const CGROUP: u32 = 5;
 
     /// The namespace an allocation of `kind` lives in.
     pub const fn for_kind(kind: u32) -> u32 {

@@ -193,6 +193,23 @@ pub fn forget_released(tgid: u32) {
     }
 }
 
+/// Deletes cgroup `cgroup_id`'s total if it is 0: for a cgroup the agent
+/// found removed (`forget_dead`), whose entry nothing else deletes (a
+/// node's pods come and go, and the map would fill over weeks). Whether
+/// it did. A charge can meet a removed cgroup only where its thread
+/// moved out of it, and the cgroup was removed, during the driver's call:
+/// that charge, made through the pointer it looked up before this
+/// delete, is lost to the cgroup's total (which nothing reads, the
+/// cgroup gone); after it, in the element the map gave a new cgroup
+/// meanwhile, it would count there (a preempted program, between its
+/// lookup and its add, at the very moment of that delete).
+#[inline(always)]
+pub fn forget_empty_cgroup(cgroup_id: u64) -> bool {
+    // SAFETY: checked map value pointer.
+    let empty = CGROUP_USAGE.get_ptr(cgroup_id).is_some_and(|p| unsafe { core::ptr::read_volatile(p) } == 0);
+    empty && CGROUP_USAGE.remove(cgroup_id).is_ok()
+}
+
 /// Current totals, without changing them.
 #[inline(always)]
 pub fn current(tgid: u32, cgroup_id: u64) -> Totals {

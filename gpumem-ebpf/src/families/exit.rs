@@ -203,11 +203,14 @@ crate::base::agent_run::agent_run!(
     /// cannot find (the kernel releases an image's charges, not its entries):
     /// a VMM handle or an allocation kept in `LIVE`, forgotten if it is still
     /// of the image args[2] names (account/live.rs `forget_dead`), or a
-    /// mapping in `VMM_MAPPINGS` (vmm.rs `forget_dead_mapping`). Without this
-    /// they stay until their key is reused: `LIVE` and `VMM_MAPPINGS` fill
-    /// over months, and an allocation kept in `LIVE` keeps every free looking
-    /// there. args[0] is the key's tgid and namespace (high half), args[1] its
-    /// address. Returns 1 if the entry was forgotten, else 0.
+    /// mapping in `VMM_MAPPINGS` (vmm.rs `forget_dead_mapping`), or the
+    /// total of a cgroup the agent found removed, if it is 0 (namespace
+    /// `ns::CGROUP`, usage.rs `forget_empty_cgroup`). Without this they
+    /// stay until their key is reused: `LIVE`, `VMM_MAPPINGS` and
+    /// `CGROUP_USAGE` fill over months, and an allocation kept in `LIVE`
+    /// keeps every free looking there. args[0] is the key's tgid and
+    /// namespace (high half), args[1] its address (the cgroup's id).
+    /// Returns 1 if the entry was forgotten, else 0.
     forget_dead => forget_dead_run
 );
 
@@ -220,6 +223,8 @@ fn forget_dead_run(ctx: RawTracePointContext) -> i32 {
     let key = LiveKey { tgid: who as u32, ns: (who >> 32) as u32, addr };
     let forgot = if key.ns == ns::VMM_MAPPING {
         vmm::forget_dead_mapping(key)
+    } else if key.ns == ns::CGROUP {
+        usage::forget_empty_cgroup(addr)
     } else {
         live::forget_dead(key, generation)
     };

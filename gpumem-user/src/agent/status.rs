@@ -10,7 +10,8 @@ impl Agent {
     /// process and cgroup either of them knows.
     pub fn status(&mut self) -> StatusReport {
         let mut processes = self.process_entries();
-        let mut cgroups = self.cgroup_entries();
+        let kernel_cgroups = self.kernel.cgroups();
+        let mut cgroups = self.cgroup_entries(&kernel_cgroups);
         for e in processes.iter_mut().chain(cgroups.iter_mut()) {
             let (cgroup, container) = self.enricher.cgroup(e.cgroup_id);
             (e.cgroup, e.container) =
@@ -43,6 +44,8 @@ impl Agent {
             live_spilled: self.kernel.spilled(),
             live_entries_forgotten: self.health.reclaim.forgotten().live,
             vmm_mappings_forgotten: self.health.reclaim.forgotten().mappings,
+            cgroup_entries: kernel_cgroups.len() as u64,
+            cgroup_entries_forgotten: self.health.reclaim.forgotten().cgroups,
             released_entries: self.kernel.released_entries(),
             idle,
             idle_wakes,
@@ -73,8 +76,8 @@ impl Agent {
         entries
     }
 
-    fn cgroup_entries(&self) -> Vec<StatusEntry> {
-        let kernel = self.kernel.cgroups();
+    /// `kernel`: the kernel's totals by cgroup id.
+    fn cgroup_entries(&self, kernel: &std::collections::HashMap<u64, u64>) -> Vec<StatusEntry> {
         let mut entries: Vec<StatusEntry> = self
             .ledger
             .cgroups()
@@ -87,7 +90,7 @@ impl Agent {
                 ..StatusEntry::default()
             })
             .collect();
-        for (&id, &kernel_bytes) in &kernel {
+        for (&id, &kernel_bytes) in kernel {
             if kernel_bytes != 0 && self.ledger.cgroup(id).is_none() {
                 entries.push(StatusEntry { cgroup_id: id, kernel_bytes, ..StatusEntry::default() });
             }

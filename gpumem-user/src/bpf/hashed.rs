@@ -1,5 +1,6 @@
-//! The hash maps of live entries (`LIVE`, `VMM_MAPPINGS`) and the
-//! processes' current images (`PROC_USAGE`), on handles of their own:
+//! The hash maps of live entries (`LIVE`, `VMM_MAPPINGS`), the
+//! processes' current images (`PROC_USAGE`) and the cgroups' totals
+//! (`CGROUP_USAGE`), on handles of their own:
 //! what the agent's sweep reads on a thread of its own
 //! (`health/reclaim.rs`). A walk costs two syscalls an entry (about 120 ms
 //! for 34,000 entries, the bench's 100k live allocations' spill): on the
@@ -25,6 +26,9 @@ pub enum Dead {
     Allocation { key: LiveKey, generation: u64 },
     /// A mapping in `VMM_MAPPINGS` of a process image that is gone.
     Mapping(LiveKey),
+    /// The total in `CGROUP_USAGE` of a cgroup that is gone, 0 when read
+    /// (forgotten only if still 0).
+    Cgroup(u64),
 }
 
 /// The hash maps' live entries and the processes' current images
@@ -39,6 +43,8 @@ pub struct Hashed {
     pub mappings: Vec<(LiveKey, u64)>,
     /// Each process's current generation (`ProcUsage::generation`).
     pub current: HashMap<u32, u64>,
+    /// The cgroups whose total in `CGROUP_USAGE` is 0.
+    pub empty_cgroups: Vec<u64>,
 }
 
 /// Handles of their own on the maps a sweep reads: moved to the sweep's
@@ -47,6 +53,7 @@ pub struct HashedMaps {
     live: BpfHashMap<MapData, LiveKey, LiveAlloc>,
     mappings: BpfHashMap<MapData, LiveKey, u64>,
     procs: BpfHashMap<MapData, u32, ProcUsage>,
+    cgroups: BpfHashMap<MapData, u64, u64>,
 }
 
 impl std::fmt::Debug for HashedMaps {
@@ -56,30 +63,34 @@ impl std::fmt::Debug for HashedMaps {
 }
 
 impl HashedMaps {
-    /// Handles of their own on `live` and `procs` (`LIVE`, `PROC_USAGE`,
-    /// which the agent's other readers keep), and `mappings`
-    /// (`VMM_MAPPINGS`, which nothing else reads).
+    /// Handles of their own on `live`, `procs` and `cgroups` (`LIVE`,
+    /// `PROC_USAGE`, `CGROUP_USAGE`, which the agent's other readers
+    /// keep), and `mappings` (`VMM_MAPPINGS`, which nothing else reads).
     pub fn new(
         live: &MapData,
         procs: &MapData,
+        cgroups: &MapData,
         mappings: BpfHashMap<MapData, LiveKey, u64>,
     ) -> Result<Self, BpfError> {
         Ok(Self {
             live: reopen(map_name::LIVE, live)?,
             mappings,
             procs: reopen(map_name::PROC_USAGE, procs)?,
+            cgroups: reopen(map_name::CGROUP_USAGE, cgroups)?,
         })
     }
 
     /// What the hash maps of live entries hold now: `LIVE`'s entries and
     /// `VMM_MAPPINGS`'s, then each process's current generation, read
     /// after them (an image's generation is never used again, so an entry
-    /// of another is dead for good).
+    /// of another is dead for good), and the cgroups with a total of 0.
     pub fn read(&self) -> Hashed {
         let live = self.live.iter().flatten().map(|(key, a)| (key, a.generation)).collect();
         let mappings = self.mappings.iter().flatten().collect();
         let current = self.procs.iter().flatten().map(|(tgid, u)| (tgid, u.generation)).collect();
-        Hashed { live, mappings, current }
+        let empty_cgroups =
+            self.cgroups.iter().flatten().filter(|&(_, bytes)| bytes == 0).map(|(id, _)| id).collect();
+        Hashed { live, mappings, current, empty_cgroups }
     }
 }
 

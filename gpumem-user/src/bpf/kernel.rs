@@ -50,10 +50,12 @@ impl KernelMaps {
     pub fn take(tracer: &mut Tracer) -> Result<(Self, HashedMaps), BpfError> {
         let procs: BpfHashMap<MapData, u32, ProcUsage> = tracer.take_map(map_name::PROC_USAGE)?;
         let live: BpfHashMap<MapData, LiveKey, LiveAlloc> = tracer.take_map(map_name::LIVE)?;
-        let hashed = HashedMaps::new(live.map(), procs.map(), tracer.take_map(map_name::VMM_MAPPINGS)?)?;
+        let cgroups: BpfHashMap<MapData, u64, u64> = tracer.take_map(map_name::CGROUP_USAGE)?;
+        let mappings = tracer.take_map(map_name::VMM_MAPPINGS)?;
+        let hashed = HashedMaps::new(live.map(), procs.map(), cgroups.map(), mappings)?;
         let maps = Self {
             procs,
-            cgroups: tracer.take_map(map_name::CGROUP_USAGE)?,
+            cgroups,
             stats: tracer.take_map(map_name::STATS)?,
             pending: tracer.take_map(map_name::PENDING)?,
             live,

@@ -358,6 +358,9 @@ impl Tracer {
                 opts.args[2] = generation;
             }
             hashed::Dead::Mapping(key) => [opts.args[0], opts.args[1]] = key_args(key),
+            hashed::Dead::Cgroup(id) => {
+                [opts.args[0], opts.args[1]] = [u64::from(gpumem_common::ns::CGROUP) << 32, id]
+            }
         }
         let prog = self.ebpf.program(probes::FORGET_DEAD).map(<&RawTracePoint>::try_from)?.ok()?;
         prog.test_run(opts).ok().map(|r| r.return_value)

@@ -67,23 +67,41 @@ impl CgroupResolver {
         let Some(root) = self.root.clone() else {
             return;
         };
-        let mut stack = vec![root.clone()];
-        while let Some(dir) = stack.pop() {
-            let Ok(meta) = std::fs::metadata(&dir) else {
-                continue;
-            };
+        walk(&root, |dir, id| {
             let rel = dir.strip_prefix(&root).map(|r| format!("/{}", r.display())).unwrap_or_default();
-            self.paths.insert(meta.ino(), if rel == "/" { "/".into() } else { rel.into() });
-            let Ok(entries) = std::fs::read_dir(&dir) else {
-                continue;
-            };
-            for e in entries.flatten() {
-                if e.file_type().is_ok_and(|t| t.is_dir()) {
-                    stack.push(e.path());
-                }
+            self.paths.insert(id, if rel == "/" { "/".into() } else { rel.into() });
+        });
+    }
+}
+
+/// Calls `found` with every cgroup directory under `root` (the cgroup2
+/// mount) and its id, `root` first; a directory removed meanwhile is
+/// skipped.
+fn walk(root: &Path, mut found: impl FnMut(&Path, u64)) {
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        let Ok(meta) = std::fs::metadata(&dir) else {
+            continue;
+        };
+        found(&dir, meta.ino());
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            if e.file_type().is_ok_and(|t| t.is_dir()) {
+                stack.push(e.path());
             }
         }
     }
+}
+
+/// The id of every cgroup under `root` (the cgroup2 mount) now.
+pub fn existing_ids(root: &Path) -> std::collections::HashSet<u64> {
+    let mut ids = std::collections::HashSet::new();
+    walk(root, |_, id| {
+        ids.insert(id);
+    });
+    ids
 }
 
 impl Default for CgroupResolver {
@@ -148,5 +166,24 @@ mod tests {
         let late = root.join("libpod_parent/libpod-abc");
         std::fs::create_dir_all(&late).unwrap();
         assert_eq!(r.path(cgroup_id(&late).unwrap()).as_deref(), Some("/libpod_parent/libpod-abc"));
+    }
+
+    #[test]
+    fn existing_ids_are_every_directory_there_and_none_removed() {
+        let scratch = tempfile::tempdir().unwrap();
+        let root = scratch.path().to_path_buf();
+        let (kept, gone) = (root.join("kubepods/pod1/ctr"), root.join("kubepods/pod2"));
+        std::fs::create_dir_all(&kept).unwrap();
+        std::fs::create_dir_all(&gone).unwrap();
+        std::fs::write(root.join("kubepods/cgroup.procs"), "").unwrap();
+        let gone_id = cgroup_id(&gone).unwrap();
+        std::fs::remove_dir(&gone).unwrap();
+        let ids = existing_ids(&root);
+        let expected: std::collections::HashSet<u64> = ["", "kubepods", "kubepods/pod1", "kubepods/pod1/ctr"]
+            .iter()
+            .map(|d| cgroup_id(&root.join(d)).unwrap())
+            .collect();
+        assert_eq!(ids, expected, "directories only");
+        assert!(!ids.contains(&gone_id));
     }
 }

@@ -1,9 +1,12 @@
 //! Emptying the live table's slots of process images that exited or
 //! exec'd (`KernelMaps::reclaim_dead`), and having the kernel forget
 //! their entries in the hash maps (VMM handles, their mappings,
-//! allocations kept in `LIVE`: `bpf/hashed.rs`): the kernel releases an
-//! image's charges at its exit but cannot walk the maps for its entries,
-//! so the agent does, after exits and at most every [`GAP`]. The hash
+//! allocations kept in `LIVE`: `bpf/hashed.rs`), and the totals of
+//! cgroups that were removed: the kernel releases an image's charges at
+//! its exit but cannot walk the maps for its entries, nor tell a cgroup
+//! gone, so the agent does, after exits and at most every [`GAP`] (a
+//! pod's cgroup goes after its processes' exits, and is found at the
+//! sweep after the next exit). The hash
 //! maps' walk runs on a thread of its own, so that the event loop drains
 //! the ring buffer meanwhile; the dead entries it found come back to the
 //! loop, which has the kernel forget them a batch a step
@@ -58,13 +61,15 @@ pub struct Reclaim {
     dead: VecDeque<Dead>,
 }
 
-/// Entries of exited images the kernel forgot.
+/// Entries of exited images, and of removed cgroups, the kernel forgot.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct Forgotten {
     /// VMM handles and allocations in `LIVE`.
     pub live: u64,
     /// Mappings in `VMM_MAPPINGS`.
     pub mappings: u64,
+    /// Removed cgroups' totals (0) in `CGROUP_USAGE`.
+    pub cgroups: u64,
 }
 
 impl Reclaim {
@@ -155,6 +160,7 @@ impl Reclaim {
             let Some(entry) = self.dead.pop_front() else { return };
             match (forget(entry), entry) {
                 (Some(1), Dead::Mapping(_)) => self.forgotten.mappings += 1,
+                (Some(1), Dead::Cgroup(_)) => self.forgotten.cgroups += 1,
                 (Some(1), _) => self.forgotten.live += 1,
                 // Changed since it was read, or its image's release under
                 // way: judged again at the next sweep.
@@ -200,10 +206,25 @@ fn old_spill(kernel: &mut KernelMaps) {
 }
 
 /// One walk, on its own thread: reads the hash maps and finds the dead
-/// entries (/proc asked for processes without an image).
+/// entries (/proc asked for processes without an image; the cgroup2
+/// mount walked for the cgroups there are, where some total is 0).
 fn walk(maps: &HashedMaps) -> Vec<Dead> {
     let proc_root = Path::new("/proc");
-    dead(maps.read(), |tgid| super::gone::tasks(proc_root, tgid) == super::gone::Tasks::Gone)
+    let hashed = maps.read();
+    // Walked after the totals were read: a cgroup charged before that read
+    // was there before this walk, so one the walk misses was removed. No
+    // mount found: none is judged gone.
+    let existing = match hashed.empty_cgroups.is_empty() {
+        true => None,
+        false => {
+            crate::enrich::cgroup::host_cgroup2_mount().map(|root| crate::enrich::cgroup::existing_ids(&root))
+        }
+    };
+    dead(
+        hashed,
+        |tgid| super::gone::tasks(proc_root, tgid) == super::gone::Tasks::Gone,
+        |id| existing.as_ref().is_none_or(|ids| ids.contains(&id)),
+    )
 }
 
 /// The entries in `hashed` that process images which exited or exec'd
@@ -215,8 +236,14 @@ fn walk(maps: &HashedMaps) -> Vec<Dead> {
 /// (generation 0: a multicast handle, one charged while the usage map was
 /// full, a mapping whose handle's entry is gone) goes with its process:
 /// when it has no usage entry and /proc says it is gone (`process_gone`).
-pub fn dead(hashed: Hashed, process_gone: impl Fn(u32) -> bool) -> Vec<Dead> {
-    let Hashed { live, mappings, current } = hashed;
+/// Last, each cgroup whose total is 0 and that `cgroup_exists` says is
+/// gone.
+pub fn dead(
+    hashed: Hashed,
+    process_gone: impl Fn(u32) -> bool,
+    cgroup_exists: impl Fn(u64) -> bool,
+) -> Vec<Dead> {
+    let Hashed { live, mappings, current, empty_cgroups } = hashed;
     let dead = |tgid: u32, generation: u64| match current.get(&tgid) {
         Some(&now) => generation != 0 && generation != now,
         None => generation != 0 || process_gone(tgid),
@@ -235,6 +262,7 @@ pub fn dead(hashed: Hashed, process_gone: impl Fn(u32) -> bool) -> Vec<Dead> {
             .filter(|&(key, &generation)| dead(key.tgid, generation))
             .map(|(&key, &generation)| Dead::Allocation { key, generation }),
     );
+    gone.extend(empty_cgroups.into_iter().filter(|&id| !cgroup_exists(id)).map(Dead::Cgroup));
     gone
 }
 
@@ -252,6 +280,7 @@ mod tests {
         let n = FORGETS_PER_STEP as u64 + 10;
         let entry = |i: u64| match i {
             0..5 => Dead::Mapping(key(1, ns::VMM_MAPPING, i)),
+            5..8 => Dead::Cgroup(100 + i),
             _ => Dead::Allocation { key: key(1, ns::VMM_HANDLE, i), generation: 5 },
         };
         r.dead.extend((0..n).map(entry));
@@ -261,7 +290,7 @@ mod tests {
             Some(1)
         });
         assert!(asked.iter().copied().eq((0..FORGETS_PER_STEP as u64).map(entry)), "in order, a batch");
-        let forgotten = Forgotten { live: FORGETS_PER_STEP as u64 - 5, mappings: 5 };
+        let forgotten = Forgotten { live: FORGETS_PER_STEP as u64 - 8, mappings: 5, cgroups: 3 };
         assert_eq!((r.forgotten(), r.dead.len(), r.due), (forgotten, 10, false));
 
         // Changed since the walk (0: not forgotten): judged at the next sweep.
@@ -279,9 +308,12 @@ mod tests {
     }
 
     #[test]
-    fn entries_of_images_that_are_not_current_are_dead_and_mappings_come_first() {
+    fn entries_of_images_that_are_not_current_are_dead_mappings_first_and_removed_empty_cgroups_last() {
         // Process 1 runs image 10 (it exec'd from image 5); process 2 has
         // exited (no usage entry); process 3 runs with nothing charged.
+        // Cgroups 1 and 40 hold nothing and are there; 41 and 42 hold
+        // nothing and were removed (a cgroup holding bytes is never read
+        // as empty, whether there or not).
         let live = [
             (key(1, ns::VMM_HANDLE, 0xa), 10),
             (key(1, ns::VMM_HANDLE, 0xb), 5),
@@ -297,9 +329,15 @@ mod tests {
             (key(1, ns::VMM_MAPPING, 0x400), 0x99), // handle's entry gone
             (key(3, ns::VMM_MAPPING, 0x500), 0xe),
         ];
-        let hashed =
-            Hashed { live: live.into_iter().collect(), mappings, current: [(1, 10)].into_iter().collect() };
-        let gone = dead(hashed, |tgid| tgid == 2);
+        let hashed = Hashed {
+            live: live.into_iter().collect(),
+            mappings,
+            current: [(1, 10)].into_iter().collect(),
+            empty_cgroups: vec![41, 1, 40, 42],
+        };
+        let gone = dead(hashed, |tgid| tgid == 2, |id| id == 1 || id == 40);
+        let (gone, cgroups) = gone.split_at(gone.len() - 2);
+        assert_eq!(cgroups, [Dead::Cgroup(41), Dead::Cgroup(42)], "the removed empty cgroups, last");
         let (maps, mut allocations): (Vec<Dead>, Vec<Dead>) =
             gone.iter().partition(|g| matches!(g, Dead::Mapping(_)));
         assert_eq!(

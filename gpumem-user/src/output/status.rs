@@ -88,6 +88,15 @@ pub struct StatusReport {
     /// images that exited or exec'd without unmapping them.
     #[serde(default)]
     pub vmm_mappings_forgotten: u64,
+    /// Cgroups the kernel keeps a total for, now (`CGROUP_USAGE`, 16,384
+    /// at most): each that ever charged, until it is removed and holds
+    /// nothing.
+    #[serde(default)]
+    pub cgroup_entries: u64,
+    /// Totals the kernel forgot since the agent started: of cgroups that
+    /// were removed holding nothing (found at the sweep after an exit).
+    #[serde(default)]
+    pub cgroup_entries_forgotten: u64,
     /// Processes released (they hold nothing) whose usage entry the kernel
     /// keeps, now: kept at an exit for the process's last threads, deleted
     /// once /proc says every thread is gone (the next health step).

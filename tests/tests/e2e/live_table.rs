@@ -4,7 +4,8 @@
 //! uncharged by its frees; likewise the entries an exited process leaves
 //! in the hash maps (VMM handles, their mappings, allocations kept there
 //! when their slots were taken) are forgotten by the kernel at the
-//! agent's asking, and a running process's kept.
+//! agent's asking, and a running process's kept; and so are the totals of
+//! cgroups removed holding nothing.
 use gpumem::output::{Flag, RecordEvent};
 use gpumem_tests::harness::*;
 
@@ -226,4 +227,69 @@ fn stopped_with_every_free_found(agent: Agent, processes: &[(u32, usize)]) {
             "every free of process {pid} found its allocation"
         );
     }
+}
+
+/// Cgroups that charged and were removed holding nothing (a finished
+/// pod's containers): at the sweep after the next exit the kernel forgets
+/// exactly their totals. A cgroup still there keeps its own at 0, and one
+/// removed while a process moved out of it still holds what it charged
+/// there keeps its own until that is freed (the sweep after, it goes
+/// too).
+#[test]
+fn removed_cgroups_totals_are_forgotten_once_they_hold_nothing_and_the_others_kept() {
+    if !privileged() {
+        return;
+    }
+    let agent = Agent::start(&[]);
+    let before = agent.status().cgroup_entries;
+    let run_in = |cg: &Cgroup| {
+        let w =
+            Workload::spawn(&["--scenario", "hold", "--iterations", "2", "--size", "4096"], Some(cg), &[]);
+        let pid = w.pid();
+        w.finish();
+        agent.wait_for_exit(pid);
+    };
+    let kept = Cgroup::create("totals-kept");
+    let removed: Vec<Cgroup> = (0..3).map(|i| Cgroup::create(&format!("totals-removed-{i}"))).collect();
+    for cg in removed.iter().chain([&kept]) {
+        run_in(cg);
+    }
+    // Moved out of its cgroup holding 3 allocations, which stay charged
+    // to it.
+    let moved = Cgroup::create("totals-moved");
+    let mut holder = Workload::spawn(
+        &["--scenario", "hold", "--iterations", "3", "--size", "4096", "--pause"],
+        Some(&moved),
+        &[],
+    );
+    let c = holder.checkpoint();
+    assert_eq!(c.checkpoint, "held");
+    agent.wait_for_checkpoint(&c);
+    std::fs::write(kept.dir.join("cgroup.procs"), holder.pid().to_string()).expect("moving the holder");
+    let moved_id = moved.id;
+    assert_eq!(agent.status().cgroup_entries, before + 5);
+    drop(removed);
+    drop(moved);
+
+    // A sweep follows an exit.
+    run_in(&kept);
+    let s = agent.wait_for_status("the 3 removed empty cgroups' totals forgotten", |s| {
+        s.cgroup_entries_forgotten >= 3
+    });
+    assert_eq!((s.cgroup_entries_forgotten, s.cgroup_entries), (3, before + 2), "kept's and moved's stay");
+    let held = s.cgroups.iter().find(|e| e.cgroup_id == moved_id).map(|e| e.kernel_bytes);
+    assert_eq!(held, Some(3 * 4096), "the removed cgroup still holds the moved process's charges");
+
+    // Freed: its total is 0, and the sweep after the holder's exit forgets it.
+    let pid = holder.pid();
+    holder.resume();
+    let c = holder.checkpoint();
+    assert_eq!(c.checkpoint, "freed");
+    holder.finish();
+    agent.wait_for_exit(pid);
+    let s = agent.wait_for_status("the moved process's removed cgroup forgotten once empty", |s| {
+        s.cgroup_entries_forgotten >= 4
+    });
+    assert_eq!((s.cgroup_entries_forgotten, s.cgroup_entries), (4, before + 1), "only kept's stays");
+    stopped_with_every_free_found(agent, &[(pid, 3)]);
 }
