@@ -199,10 +199,11 @@ pub fn forget_released(tgid: u32) {
 /// it did. A charge can meet a removed cgroup only where its thread
 /// moved out of it, and the cgroup was removed, during the driver's call:
 /// that charge, made through the pointer it looked up before this
-/// delete, is lost to the cgroup's total (which nothing reads, the
-/// cgroup gone); after it, in the element the map gave a new cgroup
-/// meanwhile, it would count there (a preempted program, between its
-/// lookup and its add, at the very moment of that delete).
+/// delete, is lost to the cgroup's total (gone with the cgroup; were a
+/// second such charge to make the entry again, the first one's free would
+/// take the new total below 0); after it, in the element the map gave a
+/// new cgroup meanwhile, it would count there (a preempted program,
+/// between its lookup and its add, at the very moment of that delete).
 #[inline(always)]
 pub fn forget_empty_cgroup(cgroup_id: u64) -> bool {
     // SAFETY: checked map value pointer.

@@ -16,8 +16,9 @@ use gpumem_common::{map_name, LiveAlloc, LiveKey, ProcUsage};
 
 use super::error::BpfError;
 
-/// An entry in the hash maps of a process image that is gone, for the
-/// kernel to forget (`forget_dead`, which checks it again as it removes it).
+/// An entry in the hash maps of a process image that is gone, or the
+/// total of a cgroup that is, for the kernel to forget (`forget_dead`,
+/// which checks it again as it removes it).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Dead {
     /// An entry of `LIVE` (a VMM handle, or an allocation kept there) of
@@ -31,8 +32,8 @@ pub enum Dead {
     Cgroup(u64),
 }
 
-/// The hash maps' live entries and the processes' current images
-/// ([`HashedMaps::read`]).
+/// The hash maps' live entries, the processes' current images and the
+/// cgroups holding nothing ([`HashedMaps::read`]).
 #[derive(Debug, Default)]
 pub struct Hashed {
     /// `LIVE` (VMM handles, and allocations the table does not keep):

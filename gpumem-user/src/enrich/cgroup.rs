@@ -62,46 +62,95 @@ impl CgroupResolver {
         self.paths.get(&id).cloned()
     }
 
-    /// Walks the whole hierarchy again.
+    /// Walks the whole hierarchy again: the cgroups found are the paths
+    /// known (each path already known shared as it was), and those
+    /// removed are forgotten, so that a node's pods coming and going do
+    /// not grow the map. A walk that fails part way adds what it found and
+    /// forgets nothing.
     pub fn rescan(&mut self) {
         let Some(root) = self.root.clone() else {
             return;
         };
-        walk(&root, |dir, id| {
+        let mut found: HashMap<u64, Arc<str>> = HashMap::default();
+        let walked = walk(&root, |dir, id| {
             let rel = dir.strip_prefix(&root).map(|r| format!("/{}", r.display())).unwrap_or_default();
-            self.paths.insert(id, if rel == "/" { "/".into() } else { rel.into() });
+            let rel = if rel == "/" { "/" } else { rel.as_str() };
+            let path = self.paths.get(&id).filter(|p| ***p == *rel).cloned().unwrap_or_else(|| rel.into());
+            found.insert(id, path);
         });
-    }
-}
-
-/// Calls `found` with every cgroup directory under `root` (the cgroup2
-/// mount) and its id, `root` first; a directory removed meanwhile is
-/// skipped.
-fn walk(root: &Path, mut found: impl FnMut(&Path, u64)) {
-    let mut stack = vec![root.to_path_buf()];
-    while let Some(dir) = stack.pop() {
-        let Ok(meta) = std::fs::metadata(&dir) else {
-            continue;
-        };
-        found(&dir, meta.ino());
-        let Ok(entries) = std::fs::read_dir(&dir) else {
-            continue;
-        };
-        for e in entries.flatten() {
-            if e.file_type().is_ok_and(|t| t.is_dir()) {
-                stack.push(e.path());
-            }
+        match walked {
+            Ok(()) => self.paths = found,
+            Err(_) => self.paths.extend(found),
         }
     }
 }
 
-/// The id of every cgroup under `root` (the cgroup2 mount) now.
-pub fn existing_ids(root: &Path) -> std::collections::HashSet<u64> {
+/// Calls `found` with every cgroup directory under `root` (the cgroup2
+/// mount) and its id, `root` first. A directory removed meanwhile is
+/// skipped; any other error stops the walk and is returned, what was
+/// found so far found (the resolver takes that; [`present`] takes none).
+fn walk(root: &Path, mut found: impl FnMut(&Path, u64)) -> std::io::Result<()> {
+    let gone = |e: &std::io::Error| e.kind() == std::io::ErrorKind::NotFound;
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        let meta = match std::fs::metadata(&dir) {
+            Err(e) if gone(&e) && dir != root => continue,
+            other => other?,
+        };
+        found(&dir, meta.ino());
+        let entries = match std::fs::read_dir(&dir) {
+            Err(e) if gone(&e) => continue,
+            other => other?,
+        };
+        for e in entries {
+            let e = e?;
+            if e.file_type()?.is_dir() {
+                stack.push(e.path());
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The id of the cgroup2 hierarchy's root cgroup.
+pub const ROOT_CGROUP_ID: u64 = 1;
+
+/// The id of every cgroup there is now, where that can be told for
+/// certain: the whole walk of the host's cgroup2 mount succeeded and the
+/// mount is the hierarchy's root (not a container's own subtree, as a
+/// private cgroup namespace mounts it). None otherwise, said once: a
+/// cgroup missing from the set was removed, and what it holds can be
+/// forgotten, so a partial set must not be taken for the whole.
+pub fn present() -> Option<std::collections::HashSet<u64>> {
+    static SAID: std::sync::Once = std::sync::Once::new();
+    let why = match host_cgroup2_mount() {
+        None => "no cgroup2 mount".to_string(),
+        Some(root) => match present_in(&root) {
+            Ok(ids) => return Some(ids),
+            Err(e) => format!("{}: {e}", root.display()),
+        },
+    };
+    SAID.call_once(|| {
+        tracing::warn!(
+            "the removed cgroups' totals cannot be told apart ({why}); the kernel keeps them, and a node              whose pods come and go fills its 16,384 over time: mount the host's whole cgroup2 tree"
+        )
+    });
+    None
+}
+
+/// [`present`] under `root`: an error unless the walk succeeded and `root`
+/// is the hierarchy's root.
+pub fn present_in(root: &Path) -> std::io::Result<std::collections::HashSet<u64>> {
     let mut ids = std::collections::HashSet::new();
     walk(root, |_, id| {
         ids.insert(id);
-    });
-    ids
+    })?;
+    if !ids.contains(&ROOT_CGROUP_ID) {
+        return Err(std::io::Error::other(
+            "not the cgroup2 hierarchy's root (a cgroup namespace's own subtree?)",
+        ));
+    }
+    Ok(ids)
 }
 
 impl Default for CgroupResolver {
@@ -169,7 +218,24 @@ mod tests {
     }
 
     #[test]
-    fn existing_ids_are_every_directory_there_and_none_removed() {
+    fn a_rescan_forgets_removed_cgroups_and_keeps_the_others_shared() {
+        let scratch = tempfile::tempdir().unwrap();
+        let root = scratch.path().to_path_buf();
+        let (kept, gone) = (root.join("kubepods/pod1"), root.join("kubepods/pod2"));
+        std::fs::create_dir_all(&kept).unwrap();
+        std::fs::create_dir_all(&gone).unwrap();
+        let mut r = CgroupResolver::with_root(Some(root.clone()));
+        let (kept_id, gone_id) = (cgroup_id(&kept).unwrap(), cgroup_id(&gone).unwrap());
+        let before = r.path(kept_id).unwrap();
+        assert!(r.path(gone_id).is_some());
+        std::fs::remove_dir(&gone).unwrap();
+        r.rescan();
+        assert!(!r.paths.contains_key(&gone_id), "a removed cgroup is forgotten");
+        assert!(Arc::ptr_eq(&before, &r.path(kept_id).unwrap()), "the same path, shared as it was");
+    }
+
+    #[test]
+    fn present_ids_are_every_directory_there_and_none_removed_and_only_under_the_hierarchys_root() {
         let scratch = tempfile::tempdir().unwrap();
         let root = scratch.path().to_path_buf();
         let (kept, gone) = (root.join("kubepods/pod1/ctr"), root.join("kubepods/pod2"));
@@ -178,12 +244,21 @@ mod tests {
         std::fs::write(root.join("kubepods/cgroup.procs"), "").unwrap();
         let gone_id = cgroup_id(&gone).unwrap();
         std::fs::remove_dir(&gone).unwrap();
-        let ids = existing_ids(&root);
+        let mut ids = std::collections::HashSet::new();
+        walk(&root, |_, id| {
+            ids.insert(id);
+        })
+        .unwrap();
         let expected: std::collections::HashSet<u64> = ["", "kubepods", "kubepods/pod1", "kubepods/pod1/ctr"]
             .iter()
             .map(|d| cgroup_id(&root.join(d)).unwrap())
             .collect();
         assert_eq!(ids, expected, "directories only");
         assert!(!ids.contains(&gone_id));
+        // A scratch directory is not a cgroup2 root (whose id is 1): from
+        // what is under it nothing is told removed.
+        assert_ne!(cgroup_id(&root).unwrap(), ROOT_CGROUP_ID);
+        assert!(present_in(&root).is_err());
+        assert!(present_in(&root.join("nowhere")).is_err(), "a root that is not there");
     }
 }

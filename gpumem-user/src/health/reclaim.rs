@@ -47,8 +47,8 @@ pub struct Reclaim {
     walk_due: bool,
     /// Slots emptied so far.
     emptied: u64,
-    /// Hash-map entries the kernel forgot so far: in `LIVE`, in
-    /// `VMM_MAPPINGS`.
+    /// Entries the kernel forgot so far: in `LIVE`, in `VMM_MAPPINGS`,
+    /// in `CGROUP_USAGE`.
     forgotten: Forgotten,
     /// Handles of their own on the hash maps, shared with a walk's thread
     /// (a walk that panics leaves them here for the next); None in an
@@ -57,7 +57,7 @@ pub struct Reclaim {
     /// The walk under way, on its thread.
     walk: Option<JoinHandle<Vec<Dead>>>,
     /// Dead entries the last walk found, not yet forgotten, in its order
-    /// (mappings first).
+    /// (mappings first, cgroups' totals last).
     dead: VecDeque<Dead>,
 }
 
@@ -132,8 +132,8 @@ impl Reclaim {
             Ok(handle) => self.walk = Some(handle),
             Err(e) => tracing::warn!(
                 "starting the thread that sweeps the hash maps of live entries: {e}; exited \
-                 processes' VMM handles and spilled allocations are left in them until the next \
-                 sweep (after the next exit) starts one"
+                 processes' VMM handles and spilled allocations, and removed cgroups' totals, are \
+                 left in them until the next sweep (after the next exit) starts one"
             ),
         }
     }
@@ -172,7 +172,8 @@ impl Reclaim {
                     self.dead.clear();
                     tracing::warn!(
                         "the kernel refused to run the program that forgets exited processes' \
-                         entries ({left} entries left; tried again after the next exit)"
+                         entries and removed cgroups' totals ({left} entries left; tried again \
+                         after the next exit)"
                     );
                     return;
                 }
@@ -180,7 +181,8 @@ impl Reclaim {
         }
     }
 
-    /// Hash-map entries of exited images the kernel forgot so far.
+    /// Hash-map entries of exited images, and removed cgroups' totals,
+    /// the kernel forgot so far.
     pub fn forgotten(&self) -> Forgotten {
         self.forgotten
     }
@@ -213,17 +215,15 @@ fn walk(maps: &HashedMaps) -> Vec<Dead> {
     let hashed = maps.read();
     // Walked after the totals were read: a cgroup charged before that read
     // was there before this walk, so one the walk misses was removed. No
-    // mount found: none is judged gone.
-    let existing = match hashed.empty_cgroups.is_empty() {
+    // certain walk (`present`): none is judged gone.
+    let present = match hashed.empty_cgroups.is_empty() {
         true => None,
-        false => {
-            crate::enrich::cgroup::host_cgroup2_mount().map(|root| crate::enrich::cgroup::existing_ids(&root))
-        }
+        false => crate::enrich::cgroup::present(),
     };
     dead(
         hashed,
         |tgid| super::gone::tasks(proc_root, tgid) == super::gone::Tasks::Gone,
-        |id| existing.as_ref().is_none_or(|ids| ids.contains(&id)),
+        |id| present.as_ref().is_none_or(|ids| ids.contains(&id)),
     )
 }
 
@@ -305,6 +305,14 @@ mod tests {
             None
         });
         assert_eq!((runs, r.forgotten(), r.dead.len()), (1, forgotten, 0));
+    }
+
+    #[test]
+    fn no_empty_cgroup_is_dead_where_none_can_be_told_removed() {
+        // What the sweep passes where the cgroup2 tree cannot be walked
+        // whole (`enrich::cgroup::present` is None): every cgroup there.
+        let hashed = Hashed { empty_cgroups: vec![1, 41, 42], ..Hashed::default() };
+        assert_eq!(dead(hashed, |_| true, |_| true), []);
     }
 
     #[test]

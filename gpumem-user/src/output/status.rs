@@ -89,8 +89,9 @@ pub struct StatusReport {
     #[serde(default)]
     pub vmm_mappings_forgotten: u64,
     /// Cgroups the kernel keeps a total for, now (`CGROUP_USAGE`, 16,384
-    /// at most): each that ever charged, until it is removed and holds
-    /// nothing.
+    /// at most): each that ever charged, until a sweep after an exit finds
+    /// it removed holding nothing (never where the agent cannot see the
+    /// host's whole cgroup2 tree).
     #[serde(default)]
     pub cgroup_entries: u64,
     /// Totals the kernel forgot since the agent started: of cgroups that
