@@ -114,10 +114,13 @@ fn wait_until_idle(b: &Built, socket: &Path) -> anyhow::Result<()> {
     }
 }
 
-/// CPU time of every thread of `pid` so far (schedstat: ns on a CPU).
+/// CPU time of process `pid` so far, in ns: its process CPU clock
+/// (`clock_getcpuclockid`), which counts every thread, those that have
+/// exited too (the sweep's thread ends after each walk; a sum over the
+/// threads alive at each read missed it); 0 where it cannot be read.
 fn cpu_ns(pid: u32) -> u64 {
-    let Ok(tasks) = procfs::process::Process::new(pid as i32).and_then(|p| p.tasks()) else { return 0 };
-    tasks.flatten().filter_map(|t| t.schedstat().ok()).map(|s| s.sum_exec_runtime).sum()
+    let Ok(clock) = nix::time::clock_getcpuclockid(nix::unistd::Pid::from_raw(pid as i32)) else { return 0 };
+    nix::time::clock_gettime(clock).map_or(0, |t| t.tv_sec() as u64 * 1_000_000_000 + t.tv_nsec() as u64)
 }
 
 /// The agent's peak resident size (`VmHWM`) in MB.
@@ -179,7 +182,7 @@ impl Meter<'_> {
         let produced = run()?;
         let produce_time = t0.elapsed();
         let (records, lost) = wait_for_records(self.b, self.socket, (records0, lost0), produced, load)?;
-        let (wall, cpu) = (t0.elapsed(), cpu_ns(self.pid) - cpu0);
+        let (wall, cpu) = (t0.elapsed(), cpu_ns(self.pid).saturating_sub(cpu0));
         self.lost += lost;
         self.produced += produced;
         self.delivered += records;
