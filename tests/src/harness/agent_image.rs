@@ -74,6 +74,14 @@ impl Podman {
             Option::is_some,
             || c.logs(),
         );
+        // The runtime copies the container's output to its log on its own
+        // time: an agent can answer before its start's messages are there.
+        poll(
+            "the agent's start in its container's log",
+            || c.logs(),
+            |l| l.contains("gpumem: ready"),
+            String::new,
+        );
         c
     }
 }
