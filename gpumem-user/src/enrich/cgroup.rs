@@ -132,7 +132,8 @@ pub fn present() -> Option<std::collections::HashSet<u64>> {
     };
     SAID.call_once(|| {
         tracing::warn!(
-            "the removed cgroups' totals cannot be told apart ({why}); the kernel keeps them, and a node              whose pods come and go fills its 16,384 over time: mount the host's whole cgroup2 tree"
+            "the removed cgroups' totals cannot be told apart ({why}); the kernel keeps them, and a node \
+             whose pods come and go fills its 16,384 over time: mount the host's whole cgroup2 tree"
         )
     });
     None
