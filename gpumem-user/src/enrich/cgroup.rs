@@ -142,15 +142,21 @@ pub fn present() -> Option<std::collections::HashSet<u64>> {
 /// [`present`] under `root`: an error unless the walk succeeded and `root`
 /// is the hierarchy's root.
 pub fn present_in(root: &Path) -> std::io::Result<std::collections::HashSet<u64>> {
-    let mut ids = std::collections::HashSet::new();
-    walk(root, |_, id| {
-        ids.insert(id);
-    })?;
+    let ids = ids_under(root)?;
     if !ids.contains(&ROOT_CGROUP_ID) {
         return Err(std::io::Error::other(
             "not the cgroup2 hierarchy's root (a cgroup namespace's own subtree?)",
         ));
     }
+    Ok(ids)
+}
+
+/// The id of every directory under `root`, `root`'s own too ([`walk`]).
+fn ids_under(root: &Path) -> std::io::Result<std::collections::HashSet<u64>> {
+    let mut ids = std::collections::HashSet::new();
+    walk(root, |_, id| {
+        ids.insert(id);
+    })?;
     Ok(ids)
 }
 
@@ -245,11 +251,7 @@ mod tests {
         std::fs::write(root.join("kubepods/cgroup.procs"), "").unwrap();
         let gone_id = cgroup_id(&gone).unwrap();
         std::fs::remove_dir(&gone).unwrap();
-        let mut ids = std::collections::HashSet::new();
-        walk(&root, |_, id| {
-            ids.insert(id);
-        })
-        .unwrap();
+        let ids = ids_under(&root).unwrap();
         let expected: std::collections::HashSet<u64> = ["", "kubepods", "kubepods/pod1", "kubepods/pod1/ctr"]
             .iter()
             .map(|d| cgroup_id(&root.join(d)).unwrap())

@@ -83,7 +83,8 @@ fn report_json(machine: &str, samples: &Samples, run: &Run, load: &AgentLoad) ->
             .collect();
         pair_ns.insert(c.into(), row.into());
     }
-    let cpu_at = |name: &str| load.rows.iter().find(|r| r.load == name).map(|r| r.agent_cpu_pct);
+    let row_at = |name: &str| load.rows.iter().find(|r| r.load == name);
+    let cpu_at = |name: &str| row_at(name).map(|r| r.agent_cpu_pct);
     json!({
         "machine": machine,
         "repetitions": run.reps,
@@ -114,11 +115,7 @@ fn report_json(machine: &str, samples: &Samples, run: &Run, load: &AgentLoad) ->
         "agent_cpu_pct_at_1k": cpu_at("1k/s"),
         "agent_cpu_pct_at_10k": cpu_at("10k/s"),
         "agent_cpu_pct_at_saturation": cpu_at("saturation"),
-        "agent_cpu_us_per_record_at_saturation": load
-            .rows
-            .iter()
-            .find(|r| r.load == "saturation")
-            .and_then(super::load::LoadRow::cpu_us_per_record_delivered),
+        "agent_cpu_us_per_record_at_saturation": row_at("saturation").and_then(super::load::LoadRow::cpu_us_per_record_delivered),
         "agent_rss_mb_100k_live": load.agent_rss_mb_100k_live,
         "agent_allocated_mb_100k_live": load.agent_allocated_mb_100k_live,
         "ring_mapped_mb": load.ring_mapped_mb,
