@@ -2,9 +2,10 @@
 //! processes' current images (`PROC_USAGE`) and the cgroups' totals
 //! (`CGROUP_USAGE`), on handles of their own:
 //! what the agent's sweep reads on a thread of its own
-//! (`health/reclaim.rs`). A walk costs two syscalls an entry (about 120 ms
-//! for 34,000 entries, the bench's 100k live allocations' spill): on the
-//! event loop, the ring buffer filled behind it. The entries found dead go
+//! (`health/reclaim.rs`). An entry at a time a walk cost two syscalls an
+//! entry (114 to 376 ms for 35,000 entries, the bench's 100k live
+//! allocations' spill): on the event loop, the ring buffer filled behind
+//! it. Read in batches (`bpf/batch.rs`), it costs a few milliseconds. The entries found dead go
 //! back to the loop, which has the kernel forget them
 //! (`Tracer::forget_dead`): a second handle on that program would be
 //! opened by its id, which needs CAP_SYS_ADMIN, and the agent runs
@@ -14,7 +15,10 @@ use std::{collections::HashMap, os::fd::AsFd};
 use aya::maps::{HashMap as BpfHashMap, Map, MapData};
 use gpumem_common::{map_name, LiveAlloc, LiveKey, ProcUsage};
 
-use super::error::BpfError;
+use super::{
+    batch::{entries, for_each},
+    error::BpfError,
+};
 
 /// An entry in the hash maps of a process image that is gone, or the
 /// total of a cgroup that is, for the kernel to forget (`forget_dead`,
@@ -86,11 +90,14 @@ impl HashedMaps {
     /// after them (an image's generation is never used again, so an entry
     /// of another is dead for good), and the cgroups with a total of 0.
     pub fn read(&self) -> Hashed {
-        let live = self.live.iter().flatten().map(|(key, a)| (key, a.generation)).collect();
-        let mappings = self.mappings.iter().flatten().collect();
-        let current = self.procs.iter().flatten().map(|(tgid, u)| (tgid, u.generation)).collect();
+        let mut live = HashMap::new();
+        for_each(&self.live, |key, a| {
+            live.insert(key, a.generation);
+        });
+        let mappings = entries(&self.mappings);
+        let current = entries(&self.procs).into_iter().map(|(tgid, u)| (tgid, u.generation)).collect();
         let empty_cgroups =
-            self.cgroups.iter().flatten().filter(|&(_, bytes)| bytes == 0).map(|(id, _)| id).collect();
+            entries(&self.cgroups).into_iter().filter(|&(_, bytes)| bytes == 0).map(|(id, _)| id).collect();
         Hashed { live, mappings, current, empty_cgroups }
     }
 }

@@ -7,7 +7,9 @@ use std::collections::HashMap;
 use aya::maps::{Array, HashMap as BpfHashMap, IterableMap, MapData, PerCpuArray};
 use gpumem_common::{map_name, ns, spilled, stat, LiveAlloc, LiveKey, Pending, PendingKey, ProcUsage};
 
-use super::{error::BpfError, hashed::HashedMaps, live_table::LiveTable, skipped::SkippedRuns, Tracer};
+use super::{
+    batch::entries, error::BpfError, hashed::HashedMaps, live_table::LiveTable, skipped::SkippedRuns, Tracer,
+};
 
 /// Handles on the kernel's usage maps.
 pub struct KernelMaps {
@@ -69,18 +71,22 @@ impl KernelMaps {
     /// Bytes held per process, as the kernel counts them (a released
     /// process, whose entry waits for its last threads, holds nothing).
     pub fn processes(&self) -> HashMap<u32, u64> {
-        self.procs.iter().flatten().filter(|(_, u)| !u.released()).map(|(tgid, u)| (tgid, u.bytes)).collect()
+        entries(&self.procs)
+            .into_iter()
+            .filter(|(_, u)| !u.released())
+            .map(|(tgid, u)| (tgid, u.bytes))
+            .collect()
     }
 
     /// Released processes' usage entries, kept for their last threads.
     pub fn released_entries(&self) -> u64 {
-        self.procs.iter().flatten().filter(|(_, u)| u.released()).count() as u64
+        entries(&self.procs).iter().filter(|(_, u)| u.released()).count() as u64
     }
 
     /// Every process usage entry's generation, released ones too: what the
     /// agent finishes for a process it finds gone (`Gone::Process`).
     pub fn usage_entries(&self) -> HashMap<u32, u64> {
-        self.procs.iter().flatten().map(|(tgid, u)| (tgid, u.generation)).collect()
+        entries(&self.procs).into_iter().map(|(tgid, u)| (tgid, u.generation)).collect()
     }
 
     /// The threads with entries in `PENDING`, by process (tgid: tids):
@@ -88,7 +94,7 @@ impl KernelMaps {
     /// skipped.
     pub fn threads_with_calls(&self) -> std::collections::BTreeMap<u32, Vec<u32>> {
         let mut threads: std::collections::BTreeMap<u32, Vec<u32>> = Default::default();
-        for k in self.pending.keys().flatten() {
+        for (k, _) in entries(&self.pending) {
             threads.entry((k.pid_tgid >> 32) as u32).or_default().push(k.pid_tgid as u32);
         }
         for tids in threads.values_mut() {
@@ -100,7 +106,7 @@ impl KernelMaps {
 
     /// Bytes held per cgroup id, as the kernel counts them.
     pub fn cgroups(&self) -> HashMap<u64, u64> {
-        self.cgroups.iter().flatten().collect()
+        entries(&self.cgroups).into_iter().collect()
     }
 
     /// The live allocations the kernel holds now (the table's and the hash
@@ -109,11 +115,11 @@ impl KernelMaps {
     /// are not held): what an agent adopting pinned maps starts its ledger
     /// from, and what a limit set at run time carries.
     pub fn held(&self) -> Vec<(LiveKey, LiveAlloc)> {
-        let procs: HashMap<u32, ProcUsage> = self.procs.iter().flatten().collect();
+        let procs: HashMap<u32, ProcUsage> = entries(&self.procs).into_iter().collect();
         self.table
             .held()
             .into_iter()
-            .chain(self.live.iter().flatten())
+            .chain(entries(&self.live))
             .filter(|(k, a)| procs.get(&k.tgid).is_some_and(|p| p.generation == a.generation))
             .collect()
     }
@@ -121,7 +127,8 @@ impl KernelMaps {
     /// Empties the live table's slots of process images that exited or
     /// exec'd (`LiveTable::reclaim`); how many.
     pub fn reclaim_dead(&self) -> Result<u64, BpfError> {
-        self.table.reclaim(|| self.procs.iter().flatten().map(|(tgid, u)| (tgid, u.generation)).collect())
+        self.table
+            .reclaim(|| entries(&self.procs).into_iter().map(|(tgid, u)| (tgid, u.generation)).collect())
     }
 
     /// Allocations the programs put in `LIVE` because their table slots

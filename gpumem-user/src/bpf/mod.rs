@@ -7,6 +7,7 @@
 pub mod attach;
 #[cfg(test)]
 mod back_edges;
+pub mod batch;
 pub mod btf_offset;
 pub mod discover;
 mod early_map;

@@ -26,7 +26,7 @@ use super::{
     parallel_load::{self, on_threads, Job},
 };
 
-pub use self::sys::{create_map, pin, MapDef};
+pub use self::sys::{create_map, lookup_batch, pin, MapDef};
 
 /// How uprobes are linked (`--uprobe-links`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]

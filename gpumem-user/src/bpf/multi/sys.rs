@@ -2,11 +2,12 @@
 //! loading a kprobe-type program with `expected_attach_type =
 //! BPF_TRACE_UPROBE_MULTI`, and `BPF_LINK_CREATE` with its offsets and
 //! cookies (kernel 6.6+); pinning. And creating a map apart from aya's
-//! load (`bpf/early_map.rs`).
+//! load (`bpf/early_map.rs`), and reading a hash map in batches
+//! (`bpf/batch.rs`).
 use std::{
     ffi::CString,
     io,
-    os::fd::{AsRawFd, FromRawFd, OwnedFd},
+    os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd},
     path::Path,
 };
 
@@ -14,10 +15,13 @@ use aya_obj::generated::{
     bpf_attach_type, bpf_attr, bpf_cmd, bpf_insn, bpf_prog_type, BPF_F_UPROBE_MULTI_RETURN,
 };
 
-/// bpf(2) with `attr`; a new descriptor or the kernel's error.
-fn bpf_fd(cmd: bpf_cmd, attr: &mut bpf_attr) -> io::Result<OwnedFd> {
-    // SAFETY: `attr` is a whole, zero-initialised bpf_attr whose pointers
-    // point at buffers that outlive the call.
+/// bpf(2) with `attr`; what it returned, or the kernel's error.
+///
+/// # Safety
+/// `attr` is a whole, zero-initialised bpf_attr whose pointers point at
+/// buffers that outlive the call, of the sizes `cmd` reads and writes.
+unsafe fn bpf(cmd: bpf_cmd, attr: &mut bpf_attr) -> io::Result<nix::libc::c_long> {
+    // SAFETY: the caller's promise.
     let ret = unsafe {
         nix::libc::syscall(
             nix::libc::SYS_bpf,
@@ -29,6 +33,14 @@ fn bpf_fd(cmd: bpf_cmd, attr: &mut bpf_attr) -> io::Result<OwnedFd> {
     if ret < 0 {
         return Err(io::Error::last_os_error());
     }
+    Ok(ret)
+}
+
+/// bpf(2) with `attr`; a new descriptor or the kernel's error.
+fn bpf_fd(cmd: bpf_cmd, attr: &mut bpf_attr) -> io::Result<OwnedFd> {
+    // SAFETY: every caller passes a zeroed bpf_attr whose pointers point
+    // at buffers that outlive the call.
+    let ret = unsafe { bpf(cmd, attr) }?;
     let fd =
         i32::try_from(ret).map_err(|_| io::Error::other("bpf(2) returned an out-of-range descriptor"))?;
     // SAFETY: the kernel just gave us this descriptor.
@@ -171,17 +183,41 @@ pub fn pin(link: &OwnedFd, path: &Path) -> io::Result<()> {
     p.pathname = path.as_ptr() as u64;
     p.bpf_fd = link.as_raw_fd() as u32;
     // BPF_OBJ_PIN returns 0, not a descriptor.
-    // SAFETY: as in `bpf_fd`.
-    let ret = unsafe {
-        nix::libc::syscall(
-            nix::libc::SYS_bpf,
-            bpf_cmd::BPF_OBJ_PIN as nix::libc::c_long,
-            &mut attr as *mut bpf_attr,
-            std::mem::size_of::<bpf_attr>(),
-        )
-    };
-    if ret < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
+    // SAFETY: a zeroed bpf_attr; the path outlives the call.
+    unsafe { bpf(bpf_cmd::BPF_OBJ_PIN, &mut attr) }.map(drop)
+}
+
+/// One `BPF_MAP_LOOKUP_BATCH` of hash map `map`: up to `count` entries,
+/// from where `place` says (None: from the start), their keys written at
+/// `keys` and their values at `values`; the entries written, the place
+/// after them (a bucket's index, for the next call), and the kernel's
+/// answer: Ok, or ENOENT with the map's last entries, ENOSPC where one
+/// bucket holds more than `count` (none written), or another error.
+///
+/// # Safety
+/// `keys` and `values` have room for `count` of the map's keys and values.
+pub unsafe fn lookup_batch(
+    map: BorrowedFd<'_>,
+    place: Option<u32>,
+    keys: *mut u8,
+    values: *mut u8,
+    count: u32,
+) -> (u32, u32, io::Result<()>) {
+    // The kernel reads the place (a u32 for hash maps) before it writes
+    // the next one there.
+    let mut token: u64 = u64::from(place.unwrap_or(0));
+    let token_ptr = std::ptr::addr_of_mut!(token) as u64;
+    // SAFETY: an all-zero bpf_attr is its documented empty value.
+    let mut attr: bpf_attr = unsafe { std::mem::zeroed() };
+    // SAFETY: writing the batch member of a zeroed union.
+    let b = unsafe { &mut attr.batch };
+    b.in_batch = if place.is_some() { token_ptr } else { 0 };
+    b.out_batch = token_ptr;
+    (b.keys, b.values, b.count, b.map_fd) = (keys as u64, values as u64, count, map.as_raw_fd() as u32);
+    // SAFETY: a zeroed bpf_attr; the token lives to the end of this
+    // function, the buffers have room for `count` (the caller's promise).
+    let result = unsafe { bpf(bpf_cmd::BPF_MAP_LOOKUP_BATCH, &mut attr) }.map(drop);
+    // SAFETY: the kernel wrote back how many entries it copied.
+    let written = unsafe { attr.batch.count };
+    (written.min(count), token as u32, result)
 }
