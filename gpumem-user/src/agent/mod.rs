@@ -236,6 +236,12 @@ impl Agent {
         self.holders.find(about, sources)
     }
 
+    /// What the ring held past its last drain (see `Ring::unread`), for
+    /// `status`.
+    pub fn saw_ring_unread(&mut self, bytes: u64) {
+        self.health.ring_unread = bytes;
+    }
+
     /// Makes everything written so far visible to readers.
     pub fn flush(&mut self) -> io::Result<()> {
         self.sink.flush()

@@ -49,6 +49,7 @@ impl Agent {
             released_entries: self.kernel.released_entries(),
             idle,
             idle_wakes,
+            ring_unread_bytes: self.health.ring_unread,
         }
     }
 

@@ -139,6 +139,12 @@ impl Ring {
         self.mask + 1
     }
 
+    /// Bytes the producers have reserved past those read: after a drain,
+    /// a record still being written (busy) and every record behind it.
+    pub fn unread(&self) -> usize {
+        self.producer_pos().load(Ordering::Acquire).wrapping_sub(self.read)
+    }
+
     /// Bytes read and not yet committed.
     pub fn uncommitted(&self) -> usize {
         self.read.wrapping_sub(self.consumer_pos().load(Ordering::Relaxed))

@@ -40,6 +40,8 @@ pub struct Health {
     /// cmd/run/idle.rs), and how many times a record woke it from idle.
     idle: bool,
     idle_wakes: u64,
+    /// What the ring held past the last drain (`Ring::unread`).
+    pub ring_unread: u64,
 }
 
 #[derive(Debug, Default, PartialEq, Eq)]

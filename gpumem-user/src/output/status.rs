@@ -110,6 +110,12 @@ pub struct StatusReport {
     /// Times a record woke the agent from idle since it started.
     #[serde(default)]
     pub idle_wakes: u64,
+    /// Bytes of the ring buffer that programs had reserved past what the
+    /// agent could read when it answered (it reads everything first): a
+    /// record still being written and those behind it, 0 but for moments.
+    /// One that stays says a record never committed holds up the stream.
+    #[serde(default)]
+    pub ring_unread_bytes: u64,
 }
 
 impl StatusReport {

@@ -51,6 +51,7 @@ impl State {
     fn drained(&mut self, ring: u32) -> anyhow::Result<&mut Agent> {
         let read = drain_at_most(self.ring.get_mut(), &mut self.agent, ring, Duration::MAX)?;
         self.drain.read(read.records, false, &mut self.agent);
+        self.agent.saw_ring_unread(self.ring.get_ref().unread() as u64);
         Ok(&mut self.agent)
     }
 

@@ -199,10 +199,40 @@ pub(super) fn wait_across(before: &[Line], agent: &Agent, c: &Checkpoint) -> Vec
         now
     };
     let what = format!("the records of checkpoint {c:?} across both agents (allocs, frees, failed; lost)");
-    let context =
-        || format!("wanted {want:?}; {}\nstderr:\n{}", progress.borrow().samples.join("; "), agent.stderr());
+    let context = || {
+        format!(
+            "wanted {want:?}; {}\n{}\nstderr:\n{}",
+            progress.borrow().samples.join("; "),
+            unseen(before, agent, c),
+            agent.stderr()
+        )
+    };
     poll_moving(&what, seen, |s| *s == want, context);
     agent.lines()
+}
+
+/// Where a call [`wait_across`] waits for was lost, if the agents know:
+/// whether the kernel counted what the process holds (a record lost on
+/// the way, or a call the kernel never saw), and what each agent's
+/// counters and last `dropped` line say of calls not seen whole.
+fn unseen(before: &[Line], agent: &Agent, c: &Checkpoint) -> String {
+    let s = agent.status();
+    let held = proc_entry(&s, c.pid).map(|e| (e.bytes, e.kernel_bytes));
+    let last = |lines: &[Line]| lines.dropped().last().map(|d| format!("{d:?}"));
+    format!(
+        "process {}: (ledger, kernel) bytes {held:?}, the workload's truth {}; the agent's returns \
+         without their entry {}, records lost {}, late {}, runs skipped {}; the ring's bytes past \
+         what it read {}; the last dropped line of the agents before: {:?}, of this one: {:?}",
+        c.pid,
+        c.held,
+        s.unmatched_returns,
+        s.dropped,
+        s.late_records,
+        s.skipped_runs,
+        s.ring_unread_bytes,
+        last(before),
+        agent.with_lines(last)
+    )
 }
 
 /// What [`wait_across`] saw every 5 s.
