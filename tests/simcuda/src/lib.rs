@@ -28,6 +28,7 @@ pub mod cuda;
 pub mod device;
 pub mod errors;
 pub mod exports;
+pub mod hold;
 pub mod host;
 pub mod memory;
 pub mod multicast;

@@ -66,6 +66,7 @@ pub(crate) fn free_device(dptr: CUdeviceptr, how: u32) -> CUresult {
 }
 
 pub unsafe extern "C" fn cuMemAlloc_v2(dptr: *mut CUdeviceptr, bytesize: usize) -> CUresult {
+    crate::hold::maybe(bytesize);
     // SAFETY: the caller's pointers, passed on as the driver API received them.
     unsafe { alloc_device(dptr, bytesize, 0) }
 }
