@@ -13,7 +13,13 @@ use gpumem_common::{
     map_name,
 };
 
-use super::{error::BpfError, persist, probes, takeover::Takeover, Tracer};
+use super::{
+    error::BpfError,
+    in_flight::{CallMaps, InFlight},
+    persist, probes,
+    takeover::Takeover,
+    Tracer,
+};
 use crate::stop_at::stop_at;
 
 /// What a completed takeover did.
@@ -22,8 +28,44 @@ pub struct TookOver {
     pub from: Takeover,
     /// The old build's pins removed (its links detached by the kernel).
     pub removed: persist::Removed,
-    /// From this build running to the old build's programs gone.
+    /// From the old build's pins' removal to its programs gone.
     pub detach: Duration,
+    /// The calls in flight from before this build's return probes that
+    /// the removal waited for (`in_flight`), and how long.
+    pub calls: usize,
+    pub waited: Duration,
+}
+
+/// What [`Tracer::complete_takeover`] did.
+#[derive(Debug)]
+pub enum Completion {
+    Done(TookOver),
+    /// This build runs; the old build's pins stay until `left` calls in
+    /// flight (on `threads`) have returned ([`Tracer::finish_takeover`]).
+    Waiting {
+        left: usize,
+        threads: String,
+    },
+}
+
+/// How long a takeover waits, before the agent goes on, for the calls in
+/// flight that entered before this build's return probes were attached.
+pub const AT_ONCE: Duration = Duration::from_millis(250);
+/// How often those calls are read again meanwhile.
+const SETTLE_EVERY: Duration = Duration::from_millis(1);
+/// How long the old build's pins stay at most for calls still in flight
+/// (a driver call that takes longer is stuck, or hung).
+pub const WAIT_AT_MOST: Duration = Duration::from_secs(60);
+
+/// A takeover whose new build runs, waiting for calls in flight before
+/// the old build's pins go.
+pub struct StandingDown {
+    from: Takeover,
+    maps: CallMaps,
+    calls: InFlight,
+    /// How many calls were in flight when this build began to run.
+    found: usize,
+    since: Instant,
 }
 
 impl Tracer {
@@ -78,8 +120,12 @@ impl Tracer {
     /// Completes a takeover once every library is attached by this build:
     /// its programs run in the old build's place, the old build's pins go
     /// (waiting for the kernel to detach their programs), and this build
-    /// runs alone. None where nothing was taken over.
-    pub fn complete_takeover(&mut self) -> Result<Option<TookOver>, BpfError> {
+    /// runs alone. Where this build's return probes are single links, the
+    /// old build's pins stay until the calls that entered before them
+    /// have returned (`in_flight`): waited for here up to [`AT_ONCE`], and
+    /// after that by [`Self::finish_takeover`]. None where nothing was
+    /// taken over.
+    pub fn complete_takeover(&mut self) -> Result<Option<Completion>, BpfError> {
         let Some(from) = self.takeover.clone() else { return Ok(None) };
         stop_at("attached", "");
         self.set_word(handover::leaving(from.tag, self.build))?;
@@ -88,6 +134,58 @@ impl Tracer {
         // This build runs now: from here on nothing hands back (the old
         // build's links are going), whatever fails.
         self.takeover = None;
+        let started = Instant::now();
+        if let Some(maps) = self.call_maps.take() {
+            let mut calls = InFlight::find(&maps);
+            let found = calls.len();
+            while calls.settle(&maps) > 0 && started.elapsed() < AT_ONCE {
+                std::thread::sleep(SETTLE_EVERY);
+            }
+            if !calls.is_empty() {
+                let left = calls.len();
+                let threads = calls.describe();
+                self.standing_down = Some(StandingDown { from, maps, calls, found, since: started });
+                return Ok(Some(Completion::Waiting { left, threads }));
+            }
+            return self.remove_old(from, found, started.elapsed()).map(|t| Some(Completion::Done(t)));
+        }
+        self.remove_old(from, 0, Duration::ZERO).map(|t| Some(Completion::Done(t)))
+    }
+
+    /// Whether a takeover waits for calls in flight before the old build's
+    /// pins go ([`Self::complete_takeover`]).
+    pub fn standing_down(&self) -> bool {
+        self.standing_down.is_some()
+    }
+
+    /// Reads again the calls a takeover waits for, and removes the old
+    /// build's pins once they have returned, or once [`WAIT_AT_MOST`] has
+    /// passed, or `now` (the agent stops: the next agent would remove them
+    /// at its start), said with the threads still inside a call: if they
+    /// return later, neither build's return program runs. What it did,
+    /// once.
+    pub fn finish_takeover(&mut self, now: bool) -> Result<Option<TookOver>, BpfError> {
+        let Some(s) = &mut self.standing_down else { return Ok(None) };
+        let left = s.calls.settle(&s.maps);
+        let waited = s.since.elapsed();
+        if left > 0 && waited < WAIT_AT_MOST && !now {
+            return Ok(None);
+        }
+        let Some(s) = self.standing_down.take() else { return Ok(None) };
+        if left > 0 {
+            tracing::warn!(
+                "{left} call(s) that entered before this build's return probes were attached are still in                  flight after {} ms ({}): removing build {}'s pins anyway; where one returns later, neither                  build's return program runs (the kernel runs a single-link return probe only for calls that                  entered after it was attached), and an allocation it made goes uncounted",
+                waited.as_millis(),
+                s.calls.describe(),
+                s.from.build
+            );
+        }
+        self.remove_old(s.from, s.found, waited).map(Some)
+    }
+
+    /// The old build's pins removed (its links detached by the kernel) and
+    /// this build alone named; `calls` were waited for `waited` first.
+    fn remove_old(&mut self, from: Takeover, calls: usize, waited: Duration) -> Result<TookOver, BpfError> {
         let started = Instant::now();
         let removed = persist::remove(&from.from).unwrap_or_else(|e| {
             tracing::warn!(
@@ -102,7 +200,7 @@ impl Tracer {
         stop_at("removed", "");
         self.set_word(handover::steady(self.build))?;
         self.clear_marks()?;
-        Ok(Some(TookOver { from, removed, detach }))
+        Ok(TookOver { from, removed, detach, calls, waited })
     }
 
     /// Undoes a takeover that did not complete (the agent failed to start):

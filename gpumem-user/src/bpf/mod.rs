@@ -15,6 +15,7 @@ mod error;
 mod file_blocks;
 pub mod handover;
 pub mod hashed;
+mod in_flight;
 pub mod kernel;
 mod live_table;
 pub mod log;
@@ -130,6 +131,13 @@ pub struct Tracer {
     build: u32,
     /// Another build's pinned state being taken over (`takeover`).
     takeover: Option<takeover::Takeover>,
+    /// Handles on the maps of calls in flight, where a takeover must wait
+    /// for those that entered before this build's return probes (single
+    /// links: `in_flight`), until it does.
+    call_maps: Option<in_flight::CallMaps>,
+    /// A takeover whose new build runs, waiting for such calls before the
+    /// old build's pins go (`handover`).
+    standing_down: Option<handover::StandingDown>,
     /// The layout a `HANDOVER` map this agent finds empty records
     /// (`takeover::fresh_layout`, read once at open).
     fresh_layout: u64,
@@ -212,6 +220,18 @@ impl Tracer {
             }
             BpfError::Load(Box::new(e))
         })?;
+        let call_maps = match (&takeover, multi_links) {
+            (Some(_), false) => in_flight::CallMaps::of(&ebpf)
+                .map_err(|why| {
+                    tracing::warn!(
+                        "the takeover will not wait for calls in flight (a call that entered before this \
+                         build's return probes and returns after the old build's are gone goes uncounted): \
+                         {why}"
+                    )
+                })
+                .ok(),
+            _ => None,
+        };
         Ok(Self {
             ebpf,
             object,
@@ -221,6 +241,8 @@ impl Tracer {
             pins,
             build,
             takeover,
+            call_maps,
+            standing_down: None,
             fresh_layout,
             _tracepoint_links: Vec::new(),
             emulation: Emulation::current(),

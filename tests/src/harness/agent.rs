@@ -166,6 +166,13 @@ impl Agent {
         self.stderr.lock().unwrap().join("\n")
     }
 
+    /// Waits until the agent's stderr says `text` (a takeover that waits
+    /// for calls in flight says `took over from build` after `ready`), and
+    /// returns the whole of it.
+    pub fn wait_for_said(&self, text: &str) -> String {
+        poll(&format!("the agent to say `{text}`"), || self.stderr(), |e| e.contains(text), String::new)
+    }
+
     /// Sends `signal` to the agent (SIGHUP: reread --config).
     pub fn signal(&self, signal: nix::sys::signal::Signal) {
         let pid = self.child.as_ref().expect("the agent runs").id();

@@ -26,7 +26,10 @@ use super::{
     parallel_load::{self, on_threads, Job},
 };
 
-pub use self::sys::{create_map, lookup_batch, pin, MapDef};
+pub use self::{
+    relocate::data as map_data,
+    sys::{create_map, lookup, lookup_batch, pin, MapDef},
+};
 
 /// How uprobes are linked (`--uprobe-links`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]

@@ -17,7 +17,7 @@ fn failed(what: &str, e: impl std::fmt::Display) -> BpfError {
 }
 
 /// The map's kernel object, whichever type it is.
-fn data(map: &Map) -> &aya::maps::MapData {
+pub fn data(map: &Map) -> &aya::maps::MapData {
     match map {
         Map::Array(m)
         | Map::ArrayOfMaps(m)

@@ -221,3 +221,22 @@ pub unsafe fn lookup_batch(
     let written = unsafe { attr.batch.count };
     (written.min(count), token as u32, result)
 }
+
+/// One `BPF_MAP_LOOKUP_ELEM` of `map`: the value of `key` written to
+/// `value`; ENOENT where there is none. For task storage the key is a
+/// pidfd of the task (`bpf/in_flight.rs`).
+///
+/// # Safety
+/// `key` and `value` are of the map's key and value sizes.
+pub unsafe fn lookup(map: BorrowedFd<'_>, key: *const u8, value: *mut u8) -> io::Result<()> {
+    // SAFETY: an all-zero bpf_attr is its documented empty value.
+    let mut attr: bpf_attr = unsafe { std::mem::zeroed() };
+    // SAFETY: writing the element member of a zeroed union.
+    let e = unsafe { &mut attr.__bindgen_anon_2 };
+    e.map_fd = map.as_raw_fd() as u32;
+    e.key = key as u64;
+    e.__bindgen_anon_1.value = value as u64;
+    // SAFETY: a zeroed bpf_attr; key and value are of the map's sizes (the
+    // caller's promise) and outlive the call.
+    unsafe { bpf(bpf_cmd::BPF_MAP_LOOKUP_ELEM, &mut attr) }.map(drop)
+}

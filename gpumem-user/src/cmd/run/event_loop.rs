@@ -202,6 +202,11 @@ pub async fn run(s: &mut State, args: &RunArgs, mut signals: Signals) -> anyhow:
                     if s.drain.idle() {
                         s.idle_health(ring)?;
                     }
+                    if s.tracer.standing_down() {
+                        if let Some(took) = s.tracer.finish_takeover(false)? {
+                            setup::say_took_over(&took);
+                        }
+                    }
                     let tracer = &s.tracer;
                     s.agent
                         .check_health(|gone| tracer.release_gone(gone), |dead| tracer.forget_dead(dead))

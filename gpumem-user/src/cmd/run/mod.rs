@@ -16,6 +16,7 @@ use crate::{
     bpf::{
         attach::AttachReport,
         discover::{self, LibrarySet},
+        handover::Completion,
         kernel::KernelMaps,
         persist::{self, lock::RootLock},
         probes::Library,
@@ -110,6 +111,11 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
 /// Without, the programs go first, then everything left is read.
 fn stop(mut state: event_loop::State, args: &RunArgs) -> anyhow::Result<()> {
     state.drain.stop();
+    // A takeover still waiting for calls in flight ends now, as the next
+    // agent would end it.
+    if let Some(took) = state.tracer.finish_takeover(true)? {
+        setup::say_took_over(&took);
+    }
     match state.tracer.pins() {
         Some(_) => {
             let (ring, agent) = (state.ring.get_mut(), &mut state.agent);
@@ -190,14 +196,14 @@ fn start(
     crate::start_phases::done("the kernel's maps taken, the limits installed");
     let attached = attach_all(&mut tracer, libs)?;
     crate::start_phases::done("attaching");
-    if let Some(took) = tracer.complete_takeover()? {
-        tracing::info!(
-            "took over from build {}: its programs stood down and its {} link(s) detached in {} ms; \
-             this build counts and enforces alone",
-            took.from.build,
-            took.removed.links,
-            took.detach.as_millis()
-        );
+    match tracer.complete_takeover()? {
+        Some(Completion::Done(took)) => setup::say_took_over(&took),
+        Some(Completion::Waiting { left, threads }) => tracing::info!(
+            "this build runs; the old build's pins stay until {left} call(s) in flight since before this \
+             build's return probes were attached have returned ({threads}), at most {} s",
+            crate::bpf::handover::WAIT_AT_MOST.as_secs()
+        ),
+        None => {}
     }
     let ring =
         Ring::new(tracer.take_any_map(map_name::EVENTS)?).context("reading the records' ring buffer")?;

@@ -10,6 +10,7 @@ use crate::{
     bpf::{
         attach::AttachReport,
         discover::{self, Library},
+        handover::TookOver,
         persist::lock::RootLock,
         rescan::Rescan,
         BpfError, LinkMode, Options, Tracer,
@@ -122,6 +123,24 @@ pub fn open_sink(output: Option<&Path>, format: Format) -> anyhow::Result<Record
     };
     let name = output.map_or("standard output".into(), |p| p.display().to_string());
     Ok(Records::new(sink, name))
+}
+
+/// A completed takeover, said.
+pub fn say_took_over(took: &TookOver) {
+    let waited = match took.calls {
+        0 => String::new(),
+        n => format!(
+            " (after {} ms waiting for {n} call(s) in flight that entered before this build's return probes)",
+            took.waited.as_millis()
+        ),
+    };
+    tracing::info!(
+        "took over from build {}: its programs stood down and its {} link(s) detached in {} ms{waited}; this \
+         build counts and enforces alone",
+        took.from.build,
+        took.removed.links,
+        took.detach.as_millis()
+    );
 }
 
 pub fn say_attached(r: &AttachReport) {

@@ -9,6 +9,7 @@ use std::os::unix::process::ExitStatusExt;
 use nix::sys::signal::Signal;
 
 mod families;
+mod in_flight;
 mod takeover;
 
 const MIB: u64 = 1 << 20;

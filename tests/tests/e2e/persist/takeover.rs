@@ -21,9 +21,8 @@ fn another_build_takes_over_under_load_with_every_call_counted_once() {
     // Another build (the object with the programs' log compiled in)
     // attaches beside the old one, runs in its place, and removes it.
     let second = Agent::start_on(&card, &[&build_a(&pins, &limit)[..], &["--bpf-log"]].concat());
-    let err = second.stderr();
+    let err = second.wait_for_said("took over from build");
     assert!(err.contains("adopted the gpumem state of build"), "{err}");
-    assert!(err.contains("took over from build"), "{err}");
     assert_eq!(pins.builds().len(), 1, "the old build's pins are gone, the new build's stay");
     let seen = second.lines().count(pid, RecordEvent::Alloc);
     second
@@ -203,8 +202,7 @@ fn killed_at(card: &SimCard, args: &[&str], step: &str, pins: &PinDir, builds: u
 /// settled nothing.
 fn restarted(card: &SimCard, args: &[&str], settled: Option<(&str, &str, &str)>, then: &str) -> Agent {
     let agent = Agent::start_on(card, args);
-    let err = agent.stderr();
-    assert!(err.contains(then), "{err}");
+    let err = agent.wait_for_said(then);
     match settled {
         Some((phase, runs, gone)) => {
             let word = format!("({phase}: build tag {:#x} runs", tag(runs));

@@ -110,11 +110,11 @@ impl Agents {
         self.agent = launch(&self.output, &self.args, &self.env, self.other_build);
         self.instance += 1;
         self.started = Instant::now();
-        let err = self.agent.stderr();
         let said = match how {
             Replace::Takeover => "took over from build",
             _ => "adopted the gpumem state",
         };
+        let err = self.agent.wait_for_said(said);
         let line = err.lines().find(|l| l.contains(said));
         line.unwrap_or_else(|| panic!("after a {how:?} the agent did not say `{said}`; its stderr:\n{err}"))
             .to_string()
