@@ -24,7 +24,9 @@
 //! hit: so a hit whose new program saw 2 and whose old program saw 3 runs
 //! once, and so does a return whose new program the kernel never calls
 //! (from 6.13 a perf-link uretprobe registered after the call's entry is
-//! skipped at its return). At 2 the old build's program clears the mark,
+//! skipped at its return; the agent keeps the old build's links until
+//! such calls have returned, `bpf/in_flight.rs` in gpumem-user). At 2 the
+//! old build's program clears the mark,
 //! and a thread's mark goes when it exits (a later thread given its id
 //! must not find it). Where the kernel skipped that exit's run (7.x, see
 //! `release_gone` in the eBPF crate) the mark stays until an agent next

@@ -15,7 +15,7 @@ use gpumem_common::{
 
 use super::{
     error::BpfError,
-    in_flight::{CallMaps, InFlight},
+    in_flight::{InFlight, StandingDown},
     persist, probes,
     takeover::Takeover,
     Tracer,
@@ -56,17 +56,6 @@ const SETTLE_EVERY: Duration = Duration::from_millis(1);
 /// How long the old build's pins stay at most for calls still in flight
 /// (a driver call that takes longer is stuck, or hung).
 pub const WAIT_AT_MOST: Duration = Duration::from_secs(60);
-
-/// A takeover whose new build runs, waiting for calls in flight before
-/// the old build's pins go.
-pub struct StandingDown {
-    from: Takeover,
-    maps: CallMaps,
-    calls: InFlight,
-    /// How many calls were in flight when this build began to run.
-    found: usize,
-    since: Instant,
-}
 
 impl Tracer {
     /// Names this build's programs as the ones to run, before any is

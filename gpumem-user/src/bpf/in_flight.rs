@@ -23,6 +23,7 @@
 use std::{
     fmt::Write as _,
     os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd},
+    time::Instant,
 };
 
 use aya::{
@@ -31,7 +32,7 @@ use aya::{
 };
 use gpumem_common::{map_name, Pending, PendingKey, TaskCall, CALL_STATE_WORDS};
 
-use super::{batch, multi};
+use super::{batch, multi, takeover::Takeover};
 
 /// Handles of their own on the maps that keep calls in flight (the agent
 /// takes `PENDING` out of the object before a takeover completes).
@@ -42,6 +43,23 @@ pub struct CallMaps {
 }
 
 impl CallMaps {
+    /// The handles a takeover (`taking_over`) waits with where this
+    /// build's return probes are single links (not `multi_links`); None
+    /// elsewhere, or where they cannot be had (said).
+    pub fn for_takeover(ebpf: &Ebpf, taking_over: bool, multi_links: bool) -> Option<Self> {
+        if !taking_over || multi_links {
+            return None;
+        }
+        Self::of(ebpf)
+            .map_err(|why| {
+                tracing::warn!(
+                    "the takeover will not wait for calls in flight (one that entered before this build's \
+                     return probes and returns after the old build's are gone goes uncounted): {why}"
+                )
+            })
+            .ok()
+    }
+
     /// Handles on `ebpf`'s maps; None where one cannot be had (said why).
     pub fn of(ebpf: &Ebpf) -> Result<Self, String> {
         let own = |name: &str| -> Result<MapData, String> {
@@ -55,6 +73,17 @@ impl CallMaps {
             .map_err(|e| format!("{}: {e}", map_name::PENDING))?;
         Ok(Self { pending, task_calls: own("TASK_CALLS").ok() })
     }
+}
+
+/// A takeover whose new build runs, waiting for calls in flight before
+/// the old build's pins go (`handover.rs`).
+pub struct StandingDown {
+    pub from: Takeover,
+    pub maps: CallMaps,
+    pub calls: InFlight,
+    /// How many calls were in flight when the new build began to run.
+    pub found: usize,
+    pub since: Instant,
 }
 
 /// A call armed in a thread's task storage when it was first read.
@@ -174,7 +203,7 @@ fn slot(task_calls: &MapData, pidfd: &OwnedFd) -> Option<Kept> {
     // SAFETY: zeroed, then written whole by the kernel.
     let t = unsafe { value.assume_init() };
     // SAFETY: as in `kept_pending`.
-    (t.armed == 1).then(|| Kept { api: t.api, words: unsafe { t.call.raw } })
+    (t.armed == 1).then_some(Kept { api: t.api, words: unsafe { t.call.raw } })
 }
 
 /// A pidfd of thread `tid` (`PIDFD_THREAD`, 6.9+).

@@ -131,13 +131,10 @@ pub struct Tracer {
     build: u32,
     /// Another build's pinned state being taken over (`takeover`).
     takeover: Option<takeover::Takeover>,
-    /// Handles on the maps of calls in flight, where a takeover must wait
-    /// for those that entered before this build's return probes (single
-    /// links: `in_flight`), until it does.
+    /// The calls in flight a takeover waits for (`in_flight`): the maps
+    /// they are kept in, then the wait, before the old build's pins go.
     call_maps: Option<in_flight::CallMaps>,
-    /// A takeover whose new build runs, waiting for such calls before the
-    /// old build's pins go (`handover`).
-    standing_down: Option<handover::StandingDown>,
+    standing_down: Option<in_flight::StandingDown>,
     /// The layout a `HANDOVER` map this agent finds empty records
     /// (`takeover::fresh_layout`, read once at open).
     fresh_layout: u64,
@@ -220,19 +217,8 @@ impl Tracer {
             }
             BpfError::Load(Box::new(e))
         })?;
-        let call_maps = match (&takeover, multi_links) {
-            (Some(_), false) => in_flight::CallMaps::of(&ebpf)
-                .map_err(|why| {
-                    tracing::warn!(
-                        "the takeover will not wait for calls in flight (a call that entered before this \
-                         build's return probes and returns after the old build's are gone goes uncounted): \
-                         {why}"
-                    )
-                })
-                .ok(),
-            _ => None,
-        };
         Ok(Self {
+            call_maps: in_flight::CallMaps::for_takeover(&ebpf, takeover.is_some(), multi_links),
             ebpf,
             object,
             multi: None,
@@ -241,7 +227,6 @@ impl Tracer {
             pins,
             build,
             takeover,
-            call_maps,
             standing_down: None,
             fresh_layout,
             _tracepoint_links: Vec::new(),

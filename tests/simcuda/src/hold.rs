@@ -16,7 +16,7 @@ pub fn maybe(bytes: usize) {
         eprintln!("simcuda: SIMCUDA_HOLD_AT: writing {}: {e}", inside.display());
         return;
     }
-    match std::fs::File::open(&at) {
+    match std::fs::File::open(at) {
         Ok(mut fifo) => {
             let _ = fifo.read_to_end(&mut Vec::new());
         }
