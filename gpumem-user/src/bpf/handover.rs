@@ -163,7 +163,10 @@ impl Tracer {
         let Some(s) = self.standing_down.take() else { return Ok(None) };
         if left > 0 {
             tracing::warn!(
-                "{left} call(s) that entered before this build's return probes were attached are still in                  flight after {} ms ({}): removing build {}'s pins anyway; where one returns later, neither                  build's return program runs (the kernel runs a single-link return probe only for calls that                  entered after it was attached), and an allocation it made goes uncounted",
+                "{left} call(s) that entered before this build's return probes were attached are still in \
+                 flight after {} ms ({}): removing build {}'s pins anyway; where one returns later, neither \
+                 build's return program runs (the kernel runs a single-link return probe only for calls \
+                 that entered after it was attached), and an allocation it made goes uncounted",
                 waited.as_millis(),
                 s.calls.describe(),
                 s.from.build
